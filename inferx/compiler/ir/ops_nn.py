@@ -1,0 +1,337 @@
+"""`ix` ops a decoder LLM is made of: embedding, linear and matmul, softmax, the norms, RoPE,
+attention over a KV cache and the KV-cache write.
+
+Layouts: activations are ``[..., hidden]``; attention tensors are ``[batch, heads, seq, head_dim]``;
+a KV cache is ``[batch, kv_heads, max_ctx, head_dim]``. Positions and context lengths are tensors
+(data), never attributes, so one compiled kernel serves every decode step.
+"""
+
+from __future__ import annotations
+
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import Pure
+
+from inferx.compiler.ir import shapes as sh
+from inferx.compiler.ir.ops_base import (
+    IxOp,
+    get_float,
+    get_int,
+    get_opt_float,
+    get_str,
+    need_float,
+    need_index,
+    need_rank,
+    same_dtype,
+)
+from inferx.compiler.ir.ops_tensor import FUNCTIONAL
+from inferx.compiler.ir.shapes import ShapeError
+from inferx.compiler.ir.types import TensorType
+
+BHSD = "[batch, heads, seq, head_dim]"
+
+
+@irdl_op_definition
+class EmbeddingOp(IxOp):
+    """Gathers rows of ``table[vocab, hidden]`` by integer ``ids[...]`` into ``[..., hidden]``."""
+
+    name = "ix.embedding"
+    table = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = FUNCTIONAL
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        table, ids = ins
+        need_rank(table, 2, "table", "[vocab, hidden]")
+        need_index(ids, "ids")
+        return [TensorType((*ids.shape, table.shape[1]), table.dtype)]
+
+
+@irdl_op_definition
+class LinearOp(IxOp):
+    """``x[..., K] @ W + bias``. ``w_layout = "nk"`` (default, HF's [out, in]) or ``"kn"``."""
+
+    name = "ix.linear"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$input `,` $weight (`bias` $bias^)? attr-dict `:` type($input) `,` type($weight)"
+        " (`bias` type($bias)^)? `->` type($result)"
+    )
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        x, w = ins[0], ins[1]
+        need_float(x, "input")
+        same_dtype(x, w, "input and weight")
+        need_rank(w, 2, "weight")
+        if x.rank < 1:
+            raise ShapeError("input must have rank >= 1")
+        layout = get_str(attrs, "w_layout", ("nk", "kn"), default="nk")
+        n, k = (w.shape[0], w.shape[1]) if layout == "nk" else (w.shape[1], w.shape[0])
+        sh.same(x.shape[-1], k, f"input's last dim must equal the weight's K ({layout} layout)")
+        if len(ins) == 3:
+            bias = ins[2]
+            same_dtype(x, bias, "input and bias")
+            if bias.rank != 1:
+                raise ShapeError(f"bias must have rank 1 [N], got {bias}")
+            sh.same(bias.shape[0], n, "bias length must equal the weight's N")
+        return [x.with_shape((*x.shape[:-1], n))]
+
+
+@irdl_op_definition
+class MatmulOp(IxOp):
+    """Batched ``a[..., M, K] @ b[..., K, N]`` with broadcasting over the leading dims."""
+
+    name = "ix.matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = FUNCTIONAL
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        a, b = ins
+        need_float(a, "lhs")
+        same_dtype(a, b, "lhs and rhs")
+        if a.rank < 2 or b.rank < 2:
+            raise ShapeError(f"both operands need rank >= 2, got {a} and {b}")
+        sh.same(a.shape[-1], b.shape[-2], "lhs's K (last dim) must equal rhs's K (dim -2)")
+        batch = sh.broadcast(a.shape[:-2], b.shape[:-2])
+        return [a.with_shape((*batch, a.shape[-2], b.shape[-1]))]
+
+
+@irdl_op_definition
+class SoftmaxOp(IxOp):
+    """Softmax along ``dim``, accumulated in fp32."""
+
+    name = "ix.softmax"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = FUNCTIONAL
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        (x,) = ins
+        need_float(x, "input")
+        sh.norm_axis(get_int(attrs, "dim"), x.rank)
+        return [x]
+
+
+@irdl_op_definition
+class RMSNormOp(IxOp):
+    """``x / sqrt(mean(x^2, -1) + eps) * weight`` over the last dim."""
+
+    name = "ix.rmsnorm"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = FUNCTIONAL
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        x, w = ins
+        need_float(x, "input")
+        same_dtype(x, w, "input and weight")
+        if w.rank != 1:
+            raise ShapeError(f"weight must have rank 1 [hidden], got {w}")
+        sh.same(w.shape[0], x.shape[-1], "weight length must equal the input's last dim")
+        if get_float(attrs, "eps") <= 0:
+            raise ShapeError("eps must be positive")
+        return [x]
+
+
+@irdl_op_definition
+class LayerNormOp(IxOp):
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dim; both optional."""
+
+    name = "ix.layernorm"
+    input = operand_def(TensorType)
+    weight = opt_operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$input (`weight` $weight^)? (`bias` $bias^)? attr-dict `:` type($input)"
+        " (`weight` type($weight)^)? (`bias` type($bias)^)? `->` type($result)"
+    )
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        x = ins[0]
+        need_float(x, "input")
+        for k, p in enumerate(ins[1:]):
+            same_dtype(x, p, "input and weight/bias")
+            if p.rank != 1:
+                raise ShapeError(f"weight/bias #{k} must have rank 1 [hidden], got {p}")
+            sh.same(p.shape[0], x.shape[-1], "weight/bias length must equal the input's last dim")
+        if get_float(attrs, "eps") <= 0:
+            raise ShapeError("eps must be positive")
+        return [x]
+
+
+ROPE_STYLES = ("rotate_half", "interleaved")
+ROPE_SCALINGS = ("none", "linear", "dynamic", "llama3")
+
+
+@irdl_op_definition
+class RopeOp(IxOp):
+    """Rotary embedding of ``x[batch, heads, seq, head_dim]`` at ``positions[batch, seq]``.
+
+    Attributes: ``theta``; ``style`` rotate_half (HF Llama) or interleaved (GPT-J); ``rotary_dim``
+    (default: all of head_dim); ``scaling`` none, linear (``factor``), dynamic NTK (``factor``,
+    ``original_max_position``) or llama3 (``factor``, ``low_freq_factor``, ``high_freq_factor``,
+    ``original_max_position``).
+    """
+
+    name = "ix.rope"
+    input = operand_def(TensorType)
+    positions = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = FUNCTIONAL
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        x, pos = ins
+        need_float(x, "input")
+        need_rank(x, 4, "input", BHSD)
+        need_index(pos, "positions")
+        need_rank(pos, 2, "positions", "[batch, seq]")
+        sh.same(pos.shape[0], x.shape[0], "positions' batch must equal the input's")
+        sh.same(pos.shape[1], x.shape[2], "positions' seq must equal the input's")
+        head_dim = x.shape[3]
+        if not isinstance(head_dim, int):
+            raise ShapeError("head_dim must be static")
+        rot = get_int(attrs, "rotary_dim", head_dim)
+        if rot <= 0 or rot % 2 or rot > head_dim:
+            raise ShapeError(f"rotary_dim {rot} must be even and in 2..head_dim ({head_dim})")
+        if get_float(attrs, "theta") <= 0:
+            raise ShapeError("theta must be positive")
+        get_str(attrs, "style", ROPE_STYLES, default="rotate_half")
+        scaling = get_str(attrs, "scaling", ROPE_SCALINGS, default="none")
+        if scaling != "none" and get_float(attrs, "factor") <= 0:
+            raise ShapeError("scaling factor must be positive")
+        if scaling in ("dynamic", "llama3"):
+            get_int(attrs, "original_max_position")
+        if scaling == "llama3":
+            low, high = get_float(attrs, "low_freq_factor"), get_float(attrs, "high_freq_factor")
+            if high <= low:
+                raise ShapeError("llama3 scaling needs high_freq_factor > low_freq_factor")
+        return [x]
+
+
+@irdl_op_definition
+class AttentionOp(IxOp):
+    """Scaled dot-product attention with GQA over ``k``/``v`` that may be a KV cache.
+
+    ``q[b, hq, s, d]``, ``k[b, hkv, t, d]``, ``v[b, hkv, t, dv]``; ``hq`` a multiple of ``hkv``.
+    Query i of sequence n sits at ``positions[n, i]`` (default: ``t - s + i``); keys at or past
+    ``kv_lens[n]`` (default: ``t``) are ignored. ``causal`` hides keys after the query's position,
+    ``window`` keys at or more than ``window`` positions behind it; ``softcap`` caps the logits
+    with ``softcap * tanh(logit / softcap)``. ``scale`` defaults to ``1/sqrt(d)``. A query with
+    no visible key yields zeros.
+    """
+
+    name = "ix.attention"
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    positions = opt_operand_def(TensorType)
+    kv_lens = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$q `,` $k `,` $v (`positions` $positions^)? (`kv_lens` $kv_lens^)? attr-dict `:` type($q)"
+        " `,` type($k) `,` type($v) (`positions` type($positions)^)? (`kv_lens` type($kv_lens)^)?"
+        " `->` type($result)"
+    )
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        q, k, v = ins[:3]
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            need_rank(t, 4, name, BHSD)
+            same_dtype(q, t, f"q and {name}")
+        need_float(q, "q")
+        sh.same(k.shape[0], q.shape[0], "k's batch must equal q's")
+        sh.same(v.shape[0], q.shape[0], "v's batch must equal q's")
+        sh.same(v.shape[1], k.shape[1], "v's kv heads must equal k's")
+        sh.same(v.shape[2], k.shape[2], "v's context length must equal k's")
+        sh.same(k.shape[3], q.shape[3], "k's head_dim must equal q's")
+        hq, hkv = q.shape[1], k.shape[1]
+        if not isinstance(hkv, int) or hkv <= 0:
+            raise ShapeError(f"kv heads must be a static positive int, got {hkv}")
+        sh.divides(hkv, hq, "query heads must be a multiple of kv heads (GQA)")
+        # Optional operands arrive in order; positions come before kv_lens.
+        extra = ins[3:]
+        for t in extra:
+            need_index(t, "positions/kv_lens")
+        if len(extra) >= 1 and extra[0].rank == 2:
+            pos = extra[0]
+            sh.same(pos.shape[0], q.shape[0], "positions' batch must equal q's")
+            sh.same(pos.shape[1], q.shape[2], "positions' seq must equal q's")
+        for t in extra:
+            if t.rank == 1:
+                sh.same(t.shape[0], q.shape[0], "kv_lens must be [batch]")
+            elif t.rank != 2:
+                raise ShapeError(f"positions must be [batch, seq] and kv_lens [batch], got {t}")
+        window = attrs.get("window")
+        if window is not None and get_int(attrs, "window") <= 0:
+            raise ShapeError("window must be positive")
+        cap = get_opt_float(attrs, "softcap")
+        if cap is not None and cap <= 0:
+            raise ShapeError("softcap must be positive")
+        return [q.with_shape((*q.shape[:3], v.shape[3]))]
+
+
+@irdl_op_definition
+class KVWriteOp(IxOp):
+    """Returns ``cache[b, h, T, d]`` with ``new[b, h, s, d]`` written at ``positions[b, s]``.
+
+    A negative position skips that token (padding). The result replaces the cache value.
+    """
+
+    name = "ix.kv_write"
+    cache = operand_def(TensorType)
+    new = operand_def(TensorType)
+    positions = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = FUNCTIONAL
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        cache, new, pos = ins
+        need_rank(cache, 4, "cache", "[batch, kv_heads, max_ctx, head_dim]")
+        need_rank(new, 4, "new", BHSD)
+        same_dtype(cache, new, "cache and new")
+        need_index(pos, "positions")
+        need_rank(pos, 2, "positions", "[batch, seq]")
+        for i in (0, 1, 3):
+            sh.same(new.shape[i], cache.shape[i], f"new's dim {i} must equal the cache's")
+        sh.same(pos.shape[0], new.shape[0], "positions' batch must equal new's")
+        sh.same(pos.shape[1], new.shape[2], "positions' seq must equal new's")
+        return [cache]
+
+
+NN_OPS = [EmbeddingOp, LinearOp, MatmulOp, SoftmaxOp, RMSNormOp, LayerNormOp, RopeOp, AttentionOp,
+          KVWriteOp]

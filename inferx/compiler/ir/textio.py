@@ -1,0 +1,97 @@
+"""Reading and checking `ix` IR text, with errors that name the file, line, column and rule.
+
+``parse_module`` remembers where each op started, so ``verify_module`` can report a verifier
+failure as ``file:line:col: error: ix.add: <rule>`` rather than a dump of the module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import ParseError, VerifyException
+
+from inferx.compiler.ir.dialect import make_context
+
+
+class IRError(Exception):
+    """A user-facing IR error; ``str()`` is the whole message, location first."""
+
+
+@dataclass
+class SourceMap:
+    """Where each parsed op began in its file."""
+
+    name: str
+    text: str
+    starts: dict[int, int] = field(default_factory=dict)  # id(op) -> character offset
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        line = self.text.count("\n", 0, offset) + 1
+        col = offset - (self.text.rfind("\n", 0, offset) + 1) + 1
+        return line, col
+
+    def where(self, op: Operation) -> str:
+        offset = self.starts.get(id(op))
+        if offset is None:
+            return self.name
+        line, col = self.line_col(offset)
+        return f"{self.name}:{line}:{col}"
+
+
+class _RecordingParser(Parser):
+    def __init__(self, text: str, name: str, source: SourceMap):
+        super().__init__(make_context(), text, name)
+        self._source = source
+
+    def parse_optional_operation(self) -> Operation | None:
+        start = self.pos
+        op = super().parse_optional_operation()
+        if op is not None:
+            self._source.starts[id(op)] = start
+        return op
+
+
+def parse_module(text: str, name: str = "<input>") -> tuple[ModuleOp, SourceMap]:
+    """Parses IR text; a syntax error raises ``IRError`` with line, column and a caret."""
+    source = SourceMap(name, text)
+    try:
+        module = _RecordingParser(text, name, source).parse_module()
+    except ParseError as e:
+        line, col = source.line_col(e.span.start)
+        raise IRError(f"{name}:{line}:{col}: error: {e.msg}\n{_caret(text, e.span.start)}") from None
+    return module, source
+
+
+def verify_module(module: ModuleOp, source: SourceMap | None = None) -> None:
+    """Verifies every op, innermost first; the first failure raises ``IRError`` naming it."""
+    for op in module.walk(reverse=False):
+        try:
+            op.verify(verify_nested_ops=False)
+        except VerifyException as e:
+            where = source.where(op) if source else "<ir>"
+            msg = str(e).split("\n")[0] if "Operation does not verify" not in str(e) else _first_rule(e)
+            text = f"{where}: error: {msg}"
+            if source and id(op) in source.starts:
+                text += "\n" + _caret(source.text, source.starts[id(op)])
+            raise IRError(text) from None
+
+
+def _first_rule(e: VerifyException) -> str:
+    for line in str(e).splitlines():
+        if "Operation does not verify:" in line:
+            return line.split("Operation does not verify:", 1)[1].strip(" |-")
+    return str(e).splitlines()[0]
+
+
+def _caret(text: str, offset: int) -> str:
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    line = text[start : end if end != -1 else len(text)]
+    return f"{line}\n{' ' * (offset - start)}^"
+
+
+def print_module(module: ModuleOp) -> str:
+    return str(module)

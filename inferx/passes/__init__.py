@@ -1,0 +1,17 @@
+"""Passes over `ix` IR. The registry is explicit: a pass is listed here or it does not exist.
+
+Pipeline order (design.md): canonicalize, cse, dce -> quantize -> fuse -> plan-memory.
+"""
+
+from __future__ import annotations
+
+from xdsl.passes import ModulePass
+
+
+def registry() -> dict[str, type[ModulePass]]:
+    """Every pass by its pipeline name."""
+    from inferx.passes.canonicalize import Canonicalize
+    from inferx.passes.cse import CSE
+    from inferx.passes.dce import DCE
+
+    return {p.name: p for p in (Canonicalize, CSE, DCE)}
