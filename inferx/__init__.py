@@ -1,0 +1,1 @@
+"""InferX: an LLM compiler for NVIDIA Hopper GPUs."""

@@ -1,0 +1,1 @@
+"""The compiler: IR, frontends, code generation and the driver."""

@@ -1,0 +1,1 @@
+"""Decoder-LLM definitions, one file per architecture family (not built yet)."""

@@ -1,0 +1,1 @@
+"""The runtime: loads artifacts and runs them (not built yet)."""
