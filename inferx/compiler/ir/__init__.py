@@ -1,0 +1,1 @@
+"""The `ix` dialect: symbolic dims, tensor types, ops, IR text."""

@@ -9,7 +9,6 @@ one rule, so a shape is never computed in two places.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
@@ -17,16 +16,32 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     StringAttr,
     UnitAttr,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, SSAValue
-from xdsl.irdl import IRDLOperation
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
 from inferx.compiler.ir.shapes import ShapeError
 from inferx.compiler.ir.types import DimAttr, DType, TensorType
 
 Attrs = Mapping[str, Attribute]
+
+
+SEGMENTS = AttrSizedOperandSegments.attribute_name
+
+
+def present_operands(attrs: Attrs, n_fixed: int, names: Sequence[str]) -> list[str]:
+    """The names of the optional operands present, in order, from ``operandSegmentSizes``.
+
+    ``names`` are the optional operands, which follow ``n_fixed`` single operands.
+    """
+    seg = attrs.get(SEGMENTS)
+    if not isinstance(seg, DenseArrayBase):
+        raise ShapeError(f"missing property '{SEGMENTS}' saying which of {', '.join(names)} are present")
+    sizes = [int(x) for x in seg.get_values()]
+    return [name for name, size in zip(names, sizes[n_fixed:], strict=False) if size]
 
 
 class IxOp(IRDLOperation):
@@ -48,8 +63,10 @@ class IxOp(IRDLOperation):
         for i, t in enumerate(outs):
             if not isinstance(t, TensorType):
                 raise VerifyException(f"{self.name}: result #{i} must be an !ix.tensor, got {t}")
+        # Properties (operandSegmentSizes) tell infer which optional operands are present.
+        attrs = {**self.properties, **self.attributes}
         try:
-            expected = self.infer(ins, self.attributes, outs)  # type: ignore[arg-type]
+            expected = self.infer(ins, attrs, outs)  # type: ignore[arg-type]
         except ShapeError as e:
             raise VerifyException(f"{self.name}: {e}") from None
         if list(expected) != outs:
@@ -67,14 +84,18 @@ class IxOp(IRDLOperation):
         """Builds the op with result types inferred from the operands (or checked, if stated)."""
         attributes = {k: v for k, v in attrs.items() if v is not None}
         ins: list[TensorType] = []
+        sizes: list[int] = []
         for group in operands:
-            if group is None:
-                continue
-            for v in [group] if isinstance(group, SSAValue) else group:
+            values = [] if group is None else [group] if isinstance(group, SSAValue) else list(group)
+            sizes.append(len(values))
+            for v in values:
                 assert isinstance(v.type, TensorType), v.type
                 ins.append(v.type)
+        infer_attrs: dict[str, Attribute] = dict(attributes)
+        if any(isinstance(o, AttrSizedOperandSegments) for o in cls.get_irdl_definition().options):
+            infer_attrs[SEGMENTS] = DenseArrayBase.from_list(i32, sizes)
         try:
-            outs = cls.infer(ins, attributes, result_types)
+            outs = cls.infer(ins, infer_attrs, result_types)
         except ShapeError as e:
             raise ShapeError(f"{cls.name}: {e}") from None
         groups: list[object] = list(operands)

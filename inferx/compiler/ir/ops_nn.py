@@ -21,6 +21,7 @@ from xdsl.traits import Pure
 from inferx.compiler.ir import shapes as sh
 from inferx.compiler.ir.ops_base import (
     IxOp,
+    get_flag,
     get_float,
     get_int,
     get_opt_float,
@@ -28,6 +29,7 @@ from inferx.compiler.ir.ops_base import (
     need_float,
     need_index,
     need_rank,
+    present_operands,
     same_dtype,
 )
 from inferx.compiler.ir.ops_tensor import FUNCTIONAL
@@ -77,7 +79,7 @@ class LinearOp(IxOp):
         x, w = ins[0], ins[1]
         need_float(x, "input")
         same_dtype(x, w, "input and weight")
-        need_rank(w, 2, "weight")
+        need_rank(w, 2, "weight", "([N, K] for w_layout nk, [K, N] for kn)")
         if x.rank < 1:
             raise ShapeError("input must have rank >= 1")
         layout = get_str(attrs, "w_layout", ("nk", "kn"), default="nk")
@@ -111,7 +113,10 @@ class MatmulOp(IxOp):
         if a.rank < 2 or b.rank < 2:
             raise ShapeError(f"both operands need rank >= 2, got {a} and {b}")
         sh.same(a.shape[-1], b.shape[-2], "lhs's K (last dim) must equal rhs's K (dim -2)")
-        batch = sh.broadcast(a.shape[:-2], b.shape[:-2])
+        try:
+            batch = sh.broadcast(a.shape[:-2], b.shape[:-2])
+        except ShapeError as e:
+            raise ShapeError(f"the batch dims (all but the last two) must broadcast: {e}") from None
         return [a.with_shape((*batch, a.shape[-2], b.shape[-1]))]
 
 
@@ -148,6 +153,8 @@ class RMSNormOp(IxOp):
     def infer(cls, ins, attrs, outs):
         x, w = ins
         need_float(x, "input")
+        if x.rank < 1:
+            raise ShapeError("input must have rank >= 1 (it is normalized over its last dim)")
         same_dtype(x, w, "input and weight")
         if w.rank != 1:
             raise ShapeError(f"weight must have rank 1 [hidden], got {w}")
@@ -177,11 +184,13 @@ class LayerNormOp(IxOp):
     def infer(cls, ins, attrs, outs):
         x = ins[0]
         need_float(x, "input")
-        for k, p in enumerate(ins[1:]):
-            same_dtype(x, p, "input and weight/bias")
+        if x.rank < 1:
+            raise ShapeError("input must have rank >= 1 (it is normalized over its last dim)")
+        for name, p in zip(present_operands(attrs, 1, ("weight", "bias")), ins[1:], strict=True):
+            same_dtype(x, p, f"input and {name}")
             if p.rank != 1:
-                raise ShapeError(f"weight/bias #{k} must have rank 1 [hidden], got {p}")
-            sh.same(p.shape[0], x.shape[-1], "weight/bias length must equal the input's last dim")
+                raise ShapeError(f"{name} must have rank 1 [hidden], got {p}")
+            sh.same(p.shape[0], x.shape[-1], f"{name} length must equal the input's last dim")
         if get_float(attrs, "eps") <= 0:
             raise ShapeError("eps must be positive")
         return [x]
@@ -219,7 +228,7 @@ class RopeOp(IxOp):
         sh.same(pos.shape[1], x.shape[2], "positions' seq must equal the input's")
         head_dim = x.shape[3]
         if not isinstance(head_dim, int):
-            raise ShapeError("head_dim must be static")
+            raise ShapeError(f"head_dim (dim 3 of the input) must be static, got {sh.fmt(head_dim)}")
         rot = get_int(attrs, "rotary_dim", head_dim)
         if rot <= 0 or rot % 2 or rot > head_dim:
             raise ShapeError(f"rotary_dim {rot} must be even and in 2..head_dim ({head_dim})")
@@ -227,10 +236,15 @@ class RopeOp(IxOp):
             raise ShapeError("theta must be positive")
         get_str(attrs, "style", ROPE_STYLES, default="rotate_half")
         scaling = get_str(attrs, "scaling", ROPE_SCALINGS, default="none")
+        needs = {"linear": ("factor",), "dynamic": ("factor", "original_max_position"),
+                 "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position")}
+        for key in needs.get(scaling, ()):
+            if key not in attrs:
+                raise ShapeError(f"scaling \"{scaling}\" needs the attribute '{key}'")
         if scaling != "none" and get_float(attrs, "factor") <= 0:
             raise ShapeError("scaling factor must be positive")
-        if scaling in ("dynamic", "llama3"):
-            get_int(attrs, "original_max_position")
+        if scaling in ("dynamic", "llama3") and get_int(attrs, "original_max_position") <= 0:
+            raise ShapeError("original_max_position must be positive")
         if scaling == "llama3":
             low, high = get_float(attrs, "low_freq_factor"), get_float(attrs, "high_freq_factor")
             if high <= low:
@@ -281,25 +295,28 @@ class AttentionOp(IxOp):
         if not isinstance(hkv, int) or hkv <= 0:
             raise ShapeError(f"kv heads must be a static positive int, got {hkv}")
         sh.divides(hkv, hq, "query heads must be a multiple of kv heads (GQA)")
-        # Optional operands arrive in order; positions come before kv_lens.
-        extra = ins[3:]
-        for t in extra:
-            need_index(t, "positions/kv_lens")
-        if len(extra) >= 1 and extra[0].rank == 2:
-            pos = extra[0]
+        extra = dict(zip(present_operands(attrs, 3, ("positions", "kv_lens")), ins[3:], strict=True))
+        if "positions" in extra:
+            pos = extra["positions"]
+            need_index(pos, "positions")
+            need_rank(pos, 2, "positions", "[batch, seq]")
             sh.same(pos.shape[0], q.shape[0], "positions' batch must equal q's")
             sh.same(pos.shape[1], q.shape[2], "positions' seq must equal q's")
-        for t in extra:
-            if t.rank == 1:
-                sh.same(t.shape[0], q.shape[0], "kv_lens must be [batch]")
-            elif t.rank != 2:
-                raise ShapeError(f"positions must be [batch, seq] and kv_lens [batch], got {t}")
+        if "kv_lens" in extra:
+            lens = extra["kv_lens"]
+            need_index(lens, "kv_lens")
+            need_rank(lens, 1, "kv_lens", "[batch]")
+            sh.same(lens.shape[0], q.shape[0], "kv_lens' batch must equal q's")
         window = attrs.get("window")
         if window is not None and get_int(attrs, "window") <= 0:
             raise ShapeError("window must be positive")
         cap = get_opt_float(attrs, "softcap")
         if cap is not None and cap <= 0:
             raise ShapeError("softcap must be positive")
+        scale = get_opt_float(attrs, "scale")
+        if scale is not None and scale <= 0:
+            raise ShapeError("scale must be positive")
+        get_flag(attrs, "causal")
         return [q.with_shape((*q.shape[:3], v.shape[3]))]
 
 
@@ -326,8 +343,8 @@ class KVWriteOp(IxOp):
         same_dtype(cache, new, "cache and new")
         need_index(pos, "positions")
         need_rank(pos, 2, "positions", "[batch, seq]")
-        for i in (0, 1, 3):
-            sh.same(new.shape[i], cache.shape[i], f"new's dim {i} must equal the cache's")
+        for i, label in ((0, "batch"), (1, "kv heads"), (3, "head_dim")):
+            sh.same(new.shape[i], cache.shape[i], f"new's {label} (dim {i}) must equal the cache's")
         sh.same(pos.shape[0], new.shape[0], "positions' batch must equal new's")
         sh.same(pos.shape[1], new.shape[2], "positions' seq must equal new's")
         return [cache]

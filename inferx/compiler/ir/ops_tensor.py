@@ -23,7 +23,6 @@ from xdsl.traits import Pure
 from inferx.compiler.ir import shapes as sh
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import (
-    Attrs,
     IxOp,
     get_dim,
     get_flag,
@@ -82,10 +81,16 @@ class ConstantOp(IxOp):
     def infer(cls, ins, attrs, outs):
         (out,) = _stated(outs)
         value = attrs.get("value")
+        if value is None:
+            raise ShapeError("missing attribute 'value' (the scalar to splat)")
         if out.dtype.is_float and not isinstance(value, (FloatAttr, IntegerAttr)):
-            raise ShapeError(f"needs a numeric attribute 'value', got {value}")
+            raise ShapeError(f"attribute 'value' must be a number, got {value}")
         if not out.dtype.is_float and not isinstance(value, IntegerAttr):
-            raise ShapeError(f"a {out.dtype.value} constant needs an integer 'value', got {value}")
+            raise ShapeError(
+                f"attribute 'value' of a {out.dtype.value} tensor must be an integer, got {value}"
+            )
+        if out.dtype.value == "bool" and value.value.data not in (0, 1):
+            raise ShapeError(f"attribute 'value' of a bool tensor must be 0 or 1, got {value}")
         return [out]
 
     @property
@@ -175,6 +180,8 @@ class UnaryOp(IxOp):
         (x,) = ins
         if cls.FLOAT_ONLY:
             need_float(x, "input")
+        elif x.dtype.value == "bool":
+            raise ShapeError("arithmetic on bool tensors is not defined; cast first")
         return [x]
 
 
@@ -239,9 +246,9 @@ class CastOp(IxOp):
     @classmethod
     def infer(cls, ins, attrs, outs):
         (out,) = _stated(outs)
-        sh.same(ins[0].rank, out.rank, "cast keeps the rank")
-        for i, (a, b) in enumerate(zip(ins[0].shape, out.shape)):
-            sh.same(a, b, f"cast keeps the shape (dim {i})")
+        sh.same(ins[0].rank, out.rank, "input and result must have the same rank")
+        for i, (a, b) in enumerate(zip(ins[0].shape, out.shape, strict=True)):
+            sh.same(a, b, f"result dim {i} must equal the input's")
         return [out]
 
 
@@ -301,7 +308,7 @@ class ReshapeOp(IxOp):
     def infer(cls, ins, attrs, outs):
         (out,) = _stated(outs)
         same_dtype(ins[0], out, "input and result")
-        sh.same(ins[0].numel(), out.numel(), "reshape keeps the element count")
+        sh.same(ins[0].numel(), out.numel(), "input and result must have the same element count")
         return [out]
 
 
@@ -339,13 +346,15 @@ class ConcatOp(IxOp):
         if not ins:
             raise ShapeError("needs at least one input")
         first = ins[0]
+        if first.rank == 0:
+            raise ShapeError("cannot concat rank-0 tensors: inputs must have rank >= 1")
         dim = sh.norm_axis(get_int(attrs, "dim"), first.rank)
         total: sy.Dim = 0
         for k, t in enumerate(ins):
-            same_dtype(first, t, f"input #{k}")
+            same_dtype(first, t, f"input #0 and input #{k}")
             if t.rank != first.rank:
                 raise ShapeError(f"input #{k} has rank {t.rank}, input #0 has {first.rank}")
-            for i, (a, b) in enumerate(zip(first.shape, t.shape)):
+            for i, (a, b) in enumerate(zip(first.shape, t.shape, strict=True)):
                 if i != dim:
                     sh.same(a, b, f"input #{k} dim {i} must match input #0 outside the concat dim")
             total = sy.add(total, t.shape[dim])
@@ -369,13 +378,15 @@ class SplitOp(IxOp):
         (x,) = ins
         if not outs:
             raise ShapeError("needs at least one stated result")
+        if x.rank == 0:
+            raise ShapeError("cannot split a rank-0 tensor: input must have rank >= 1")
         dim = sh.norm_axis(get_int(attrs, "dim"), x.rank)
         total: sy.Dim = 0
         for k, t in enumerate(outs):
-            same_dtype(x, t, f"result #{k}")
+            same_dtype(x, t, f"input and result #{k}")
             if t.rank != x.rank:
                 raise ShapeError(f"result #{k} has rank {t.rank}, input has {x.rank}")
-            for i, (a, b) in enumerate(zip(x.shape, t.shape)):
+            for i, (a, b) in enumerate(zip(x.shape, t.shape, strict=True)):
                 if i != dim:
                     sh.same(a, b, f"result #{k} dim {i} must match the input outside the split dim")
             total = sy.add(total, t.shape[dim])
@@ -396,6 +407,8 @@ class SliceOp(IxOp):
     @classmethod
     def infer(cls, ins, attrs, outs):
         (x,) = ins
+        if x.rank == 0:
+            raise ShapeError("cannot slice a rank-0 tensor: input must have rank >= 1")
         dim = sh.norm_axis(get_int(attrs, "dim"), x.rank)
         size = sh.slice_size(x.shape[dim], get_dim(attrs, "start"), get_dim(attrs, "end"),
                              get_int(attrs, "step", 1))

@@ -72,12 +72,16 @@ def divides(small: int, big: Dim, what: str) -> None:
 def slice_size(size: Dim, start: Dim, end: Dim, step: int) -> Dim:
     if step <= 0:
         raise ShapeError(f"slice step must be positive, got {step}")
+    def refuse(gap: Dim, static: str, symbolic: str) -> None:
+        if not sy.is_provably_nonnegative(gap):
+            raise ShapeError(static if sy.is_static(gap) else symbolic)
+
     for name, bound in (("start", start), ("end", end)):
-        if not sy.is_provably_nonnegative(bound):
-            raise ShapeError(f"slice {name} {fmt(bound)} is not provably >= 0")
+        refuse(bound, f"slice {name} {fmt(bound)} is negative",
+               f"slice {name} {fmt(bound)} is not provably >= 0")
     length = sy.sub(end, start)
-    if not sy.is_provably_nonnegative(length):
-        raise ShapeError(f"slice end {fmt(end)} is not provably >= start {fmt(start)}")
-    if not sy.is_provably_nonnegative(sy.sub(size, end)):
-        raise ShapeError(f"slice end {fmt(end)} is past the dim size {fmt(size)}")
+    refuse(length, f"slice end {fmt(end)} is before start {fmt(start)}",
+           f"slice end {fmt(end)} is not provably >= start {fmt(start)}")
+    refuse(sy.sub(size, end), f"slice end {fmt(end)} is past the dim size {fmt(size)}",
+           f"slice end {fmt(end)} is not provably <= the dim size {fmt(size)}")
     return sy.floordiv(sy.add(length, step - 1), step)

@@ -2,19 +2,22 @@
 
 A dim is either a Python ``int`` or a ``SymExpr``: a polynomial with integer coefficients over
 atoms, where an atom is a named symbol (``batch``, ``seq``, ``ctx``) or ``e floordiv c`` for a
-symbolic ``e`` and a positive constant ``c``. Every ``SymExpr`` is kept in one canonical form, so
-two dims are equal exactly when their forms are equal, and a constant expression is always
-returned as a plain ``int``. Symbols stand for sizes: integers >= 1. This is a small algebra of our own rather than sympy: it prints the
-same text on every run (the IR must round-trip byte for byte), it is cheap to build thousands of
-times per pass, and floor division with the identities a compiler needs is exact here.
+symbolic ``e`` and a positive constant ``c``. Every ``SymExpr`` is kept in one canonical form
+(``floordiv`` pulls out whole multiples, cancels common factors and folds nested divisions), and
+dims are compared by that form, so a constant expression is always a plain ``int``. The form
+is not complete for floor division: ``seq - 2 * (seq floordiv 2)`` never folds to ``seq mod 2``,
+so such dims compare unequal, which the verifier treats as "not provably equal". Symbols stand
+for sizes: integers >= 1. This is a small algebra of our own rather than sympy: it prints the same
+text on every run (the IR must round-trip byte for byte), it is cheap to build thousands of times
+per pass, and floor division with the identities a compiler needs is exact here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import reduce
-from typing import Union
 
 Monomial = tuple["Atom", ...]  # sorted atoms; () is the constant term
 
@@ -27,7 +30,7 @@ class FloorDiv:
     divisor: int
 
 
-Atom = Union[str, FloorDiv]
+Atom = str | FloorDiv
 
 
 def _atom_key(atom: Atom) -> tuple[int, str]:
@@ -95,7 +98,7 @@ class SymExpr:
         return f"SymExpr({format_dim(self)!r})"
 
 
-Dim = Union[int, SymExpr]
+Dim = int | SymExpr
 
 
 def _terms(d: Dim) -> dict[Monomial, int]:
@@ -160,6 +163,20 @@ def floordiv(a: Dim, c: int) -> Dim:
     rest_expr = SymExpr._make(rest)
     if isinstance(rest_expr, int):
         return add(SymExpr._make(quotient), rest_expr // c)
+    # floor(g*r / (g*c)) == floor(r / c): divide out what the remainders and c share.
+    g = math.gcd(c, *(coeff for _, coeff in rest_expr.terms))
+    if g > 1:
+        rest_expr = SymExpr._make({m: coeff // g for m, coeff in rest_expr.terms})
+        c //= g
+        assert isinstance(rest_expr, SymExpr)
+        if c == 1:
+            return add(SymExpr._make(quotient), rest_expr)
+    (first_mono, first_coeff) = rest_expr.terms[0]
+    if len(rest_expr.terms) == 1 and first_coeff == 1 and len(first_mono) == 1 \
+            and isinstance(first_mono[0], FloorDiv):
+        # floor(floor(n / d) / c) == floor(n / (d * c)) for every integer n.
+        inner = first_mono[0]
+        return add(SymExpr._make(quotient), floordiv(inner.numerator, inner.divisor * c))
     return add(SymExpr._make(quotient), SymExpr((((FloorDiv(rest_expr, c),), 1),)))
 
 
@@ -180,7 +197,35 @@ def is_provably_nonnegative(d: Dim) -> bool:
     if isinstance(d, int):
         return d >= 0
     shifted = substitute(d, {s: add(sym(s), 1) for s in d.symbols()})
-    return _nonneg_over_naturals(shifted)
+    if _nonneg_over_naturals(shifted):
+        return True
+    bound = _bound_negated_floordivs(d)
+    return bound is not None and is_provably_nonnegative(bound)
+
+
+def _bound_negated_floordivs(d: SymExpr) -> Dim | None:
+    """A lower bound of ``m * d`` (``m > 0``) with no term ``-k * (n floordiv c)``, or None if none.
+
+    Since ``n floordiv c <= n / c``, such a term is at least ``-k * n / c``; ``m`` is the lcm of
+    the divisors, so the bound stays integral. ``d >= 0`` follows when the bound is ``>= 0``.
+    """
+
+    def negated(mono: Monomial, coeff: int) -> bool:
+        return coeff < 0 and len(mono) == 1 and isinstance(mono[0], FloorDiv)
+
+    divisors = [mono[0].divisor for mono, coeff in d.terms if negated(mono, coeff)]  # type: ignore[union-attr]
+    if not divisors:
+        return None
+    m = math.lcm(*divisors)
+    total: Dim = 0
+    for mono, coeff in d.terms:
+        if negated(mono, coeff):
+            atom = mono[0]
+            assert isinstance(atom, FloorDiv)
+            total = add(total, mul(coeff * (m // atom.divisor), atom.numerator))
+        else:
+            total = add(total, mul(coeff * m, SymExpr._make({mono: 1})))
+    return total
 
 
 def _nonneg_over_naturals(d: Dim) -> bool:
@@ -215,7 +260,8 @@ def _format_atom(atom: Atom, alone: bool) -> str:
     if isinstance(atom, str):
         return atom
     inner = f"{format_dim(atom.numerator)} floordiv {atom.divisor}"
-    if len(atom.numerator.terms) > 1 or atom.numerator.terms[0][1] != 1 or len(atom.numerator.terms[0][0]) > 1:
+    (first_mono, first_coeff), *others = atom.numerator.terms
+    if others or first_coeff != 1 or len(first_mono) > 1:
         inner = f"({format_dim(atom.numerator)}) floordiv {atom.divisor}"
     return inner if alone else f"({inner})"
 
@@ -226,7 +272,7 @@ def format_dim(d: Dim) -> str:
         return str(d)
     parts: list[str] = []
     for i, (mono, coeff) in enumerate(d.terms):
-        alone = len(mono) == 1 and abs(coeff) == 1 and len(d.terms) == 1
+        alone = len(mono) == 1 and coeff == 1 and len(d.terms) == 1  # "-(x floordiv 2)" keeps its parens
         factors = [_format_atom(a, alone) for a in mono]
         mag = abs(coeff)
         body = " * ".join(([str(mag)] if mag != 1 or not mono else []) + factors)

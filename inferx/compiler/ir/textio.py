@@ -6,6 +6,7 @@ failure as ``file:line:col: error: ix.add: <rule>`` rather than a dump of the mo
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
@@ -45,10 +46,13 @@ class _RecordingParser(Parser):
     def __init__(self, text: str, name: str, source: SourceMap):
         super().__init__(make_context(), text, name)
         self._source = source
+        self.open_ops: list[int] = []  # where each op being parsed began, outermost first
 
     def parse_optional_operation(self) -> Operation | None:
         start = self.pos
+        self.open_ops.append(start)
         op = super().parse_optional_operation()
+        self.open_ops.pop()
         if op is not None:
             self._source.starts[id(op)] = start
         return op
@@ -57,12 +61,28 @@ class _RecordingParser(Parser):
 def parse_module(text: str, name: str = "<input>") -> tuple[ModuleOp, SourceMap]:
     """Parses IR text; a syntax error raises ``IRError`` with line, column and a caret."""
     source = SourceMap(name, text)
+    parser = _RecordingParser(text, name, source)
     try:
-        module = _RecordingParser(text, name, source).parse_module()
+        module = parser.parse_module()
     except ParseError as e:
         line, col = source.line_col(e.span.start)
         raise IRError(f"{name}:{line}:{col}: error: {e.msg}\n{_caret(text, e.span.start)}") from None
+    except VerifyException as e:
+        # The assembly format checks operand and result types while parsing; such an error has
+        # no span of its own, so it is reported at the op being parsed.
+        start = parser.open_ops[-1] if parser.open_ops else 0
+        line, col = source.line_col(start)
+        op_name = _OP_NAME.match(text, start)
+        prefix = f"{op_name.group(1)}: " if op_name else ""
+        msg = str(e).split("\n")[0]
+        wrong = re.fullmatch(r"(.*) should be of base attribute ix\.tensor", msg)
+        if wrong:
+            msg = f"operands and results must be !ix.tensor values, got {wrong.group(1)}"
+        raise IRError(f"{name}:{line}:{col}: error: {prefix}{msg}\n{_caret(text, start)}") from None
     return module, source
+
+
+_OP_NAME = re.compile(r"(?:%[^=]*=\s*)?\"?([A-Za-z_][\w.]*)")
 
 
 def verify_module(module: ModuleOp, source: SourceMap | None = None) -> None:

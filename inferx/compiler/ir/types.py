@@ -64,9 +64,13 @@ def _parse_dim(parser: AttrParser) -> Dim:
         number = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
         if number is not None:
             return number
+        start = parser.pos
         name = parser.parse_optional_identifier()
-        if name is None or name == "floordiv" or not name.isidentifier():
-            parser.raise_error("expected a dim: an integer, a symbol name or '('")
+        if name == "floordiv":
+            parser.raise_error("'floordiv' is an operator, not a symbol name", start, parser.pos)
+        if name is None or not name.isidentifier():
+            parser.raise_error("expected a dim: an integer, a symbol name or '('", start,
+                               parser.pos if name is not None else None)
         return sy.sym(name)
 
     def term() -> Dim:
@@ -75,9 +79,11 @@ def _parse_dim(parser: AttrParser) -> Dim:
             if parser.parse_optional_punctuation("*") is not None:
                 value = sy.mul(value, factor())
             elif parser.parse_optional_keyword("floordiv") is not None:
-                divisor = parser.parse_integer(allow_boolean=False, allow_negative=False)
-                if divisor <= 0:
-                    parser.raise_error("floordiv takes a positive integer constant")
+                start = parser.pos
+                divisor = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
+                if divisor is None or divisor <= 0:
+                    parser.raise_error("floordiv takes a positive integer constant", start,
+                                       parser.pos if divisor is not None else None)
                 value = sy.floordiv(value, divisor)
             else:
                 return value
@@ -122,7 +128,17 @@ class ShapeAttr(Data[tuple[sy.SymExpr | int, ...]]):
 
     @classmethod
     def parse_parameter(cls, parser: AttrParser) -> tuple[Dim, ...]:
-        dims = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, lambda: _parse_dim(parser))
+        parser.parse_punctuation("[", " to open a shape")
+        dims: list[Dim] = []
+        if parser.parse_optional_punctuation("]") is None:
+            while True:
+                dims.append(_parse_dim(parser))
+                if parser.parse_optional_punctuation("]") is not None:
+                    break
+                if parser.parse_optional_punctuation(",") is None:
+                    parser.raise_error(
+                        "expected ',' or ']' after a dim (dim operators are +, -, * and floordiv)"
+                    )
         return tuple(dims)
 
     def print_parameter(self, printer: Printer) -> None:
