@@ -1,1 +1,2 @@
-"""Decoder-LLM definitions, one file per architecture family (not built yet)."""
+"""Decoder-LLM definitions: one file per architecture family mapping its HF config and weight
+names onto ``config.DecoderConfig``; ``decoder.py`` builds the IR all of them share."""

@@ -1,0 +1,172 @@
+"""Importing HuggingFace decoder LLMs: a checkpoint directory or a ``transformers`` model object.
+
+Everything is checked before heavy work: the directory and its config.json, the architecture,
+every weight the IR names (present, and of the shape the config implies). Weights stay in their
+files (memory-mapped on access); importing reads the config and the safetensors headers only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from inferx.compiler.frontend.weights import CastStore, SafetensorsStore, WeightError
+from inferx.compiler.ir.ops_tensor import WeightOp
+from inferx.compiler.ir.types import TensorType
+from inferx.models.config import DecoderConfig
+from inferx.models.decoder import build_decoder_module
+from inferx.models.registry import decoder_config
+from inferx.program import ModelInfo, Program
+
+_STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.float32}
+
+
+class ModelImportError(ValueError):
+    """A checkpoint that cannot be imported; the message names the file and the key."""
+
+
+def import_hf_dir(path: Path, *, dtype: str | None = None) -> Program:
+    if not path.is_dir():
+        raise ModelImportError(f"{path}: not a directory")
+    config_path = path / "config.json"
+    if not config_path.is_file():
+        raise ModelImportError(f"{path}: no config.json (is this a HuggingFace model directory?)")
+    try:
+        raw = json.loads(config_path.read_text())
+    except json.JSONDecodeError as e:
+        raise ModelImportError(f"{config_path}: not valid JSON: {e}") from None
+    cfg = _with_dtype(decoder_config(raw, str(config_path)), dtype)
+    store = SafetensorsStore.open(_weight_files(path))
+    return _program(cfg, store, str(path))
+
+
+def import_hf_model(model: Any, *, dtype: str | None = None) -> Program:
+    """A ``transformers`` model object; its state dict is viewed as numpy arrays (float32 storage)."""
+    raw = model.config.to_dict()
+    raw.setdefault("model_type", getattr(model.config, "model_type", None))
+    cfg = _with_dtype(decoder_config(raw, f"{type(model).__name__}.config"), dtype)
+    return _program(cfg, _TorchStateStore(model.state_dict()), type(model).__name__)
+
+
+def _with_dtype(cfg: DecoderConfig, dtype: str | None) -> DecoderConfig:
+    from dataclasses import replace
+
+    if dtype is None:
+        return cfg
+    if dtype not in _STORAGE:
+        raise ModelImportError(f"dtype {dtype!r} is not supported (f32, f16, bf16)")
+    return replace(cfg, dtype=dtype)
+
+
+def _weight_files(path: Path) -> list[Path]:
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError) as e:
+            raise ModelImportError(f"{index}: malformed index ({e})") from None
+        files = sorted({path / f for f in weight_map.values()})
+        for f in files:
+            if not f.is_file():
+                raise ModelImportError(f"{index}: names shard {f.name}, which is missing")
+        return files
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        other = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt")]
+        hint = f" (found {', '.join(other)}: re-save with safe_serialization=True)" if other else ""
+        raise ModelImportError(f"{path}: no .safetensors weights{hint}")
+    return files
+
+
+def _program(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source: str) -> Program:
+    module = build_decoder_module(cfg)
+    resolved = _resolve_weights(module, store, source)
+    weights: Mapping[str, np.ndarray] = _Renamed(store, resolved)
+    weights = CastStore(weights, _STORAGE[cfg.dtype])
+    info = ModelInfo(
+        architecture=cfg.family, vocab_size=cfg.vocab_size, max_context=cfg.max_position,
+        eos_token_ids=cfg.eos_token_ids, num_layers=cfg.num_layers, num_kv_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim, dtype=cfg.dtype,
+    )
+    return Program(module, weights, info)
+
+
+def _resolve_weights(module: ModuleOp, store: Mapping[str, np.ndarray], source: str) -> dict[str, str]:
+    """Maps each ix.weight name to a store key (checkpoints differ in a leading ``model.`` or
+    ``transformer.``) and checks its shape; the first problem raises, naming the key."""
+    out: dict[str, str] = {}
+    for op in module.walk():
+        if not isinstance(op, WeightOp):
+            continue
+        name = op.attributes["name"].data  # type: ignore[attr-defined]
+        if name in out:
+            continue
+        key = _find_key(name, store)
+        if key is None:
+            raise WeightError(f"{source}: missing weight '{name}'")
+        want = op.result.type
+        assert isinstance(want, TensorType)
+        have = _shape(store, key)
+        if tuple(have) != tuple(want.shape):
+            raise WeightError(
+                f"{source}: weight '{key}' has shape {list(have)} but the config implies {list(want.shape)}"
+            )
+        out[name] = key
+    return out
+
+
+def _find_key(name: str, store: Mapping[str, np.ndarray]) -> str | None:
+    if name in store:
+        return name
+    head, _, rest = name.partition(".")
+    if head in ("model", "transformer") and rest in store:
+        return rest
+    return None
+
+
+def _shape(store: Mapping[str, np.ndarray], key: str) -> tuple[int, ...]:
+    shape = getattr(store, "shape", None)
+    return tuple(shape(key)) if callable(shape) else tuple(store[key].shape)
+
+
+class _Renamed(Mapping[str, np.ndarray]):
+    def __init__(self, inner: Mapping[str, np.ndarray], names: dict[str, str]):
+        self.inner, self.names = inner, names
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.inner[self.names[key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+class _TorchStateStore(Mapping[str, np.ndarray]):
+    """A torch state dict seen as float32/float16 numpy arrays, converted on access."""
+
+    def __init__(self, state: Mapping[str, Any]):
+        self.state = state
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        import torch
+
+        t = self.state[key].detach().cpu()
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        return t.numpy()
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        return tuple(self.state[key].shape)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.state)
+
+    def __len__(self) -> int:
+        return len(self.state)

@@ -1,0 +1,62 @@
+"""The reference Session: runs a Program's IR with the interpreter. The oracle every compiled
+session is compared with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from inferx.runtime.session import DecoderSession, SessionError
+
+
+class _Cached(Mapping[str, np.ndarray]):
+    """Reads each weight once (a dequantized or widened weight is not recomputed every step)."""
+
+    def __init__(self, inner: Mapping[str, np.ndarray]):
+        self.inner, self.cache = inner, {}  # type: ignore[var-annotated]
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self.cache:
+            self.cache[key] = np.asarray(self.inner[key])
+        return self.cache[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+class ReferenceSession(DecoderSession):
+    def __init__(self, program: Any, *, max_batch: int = 8, max_context: int | None = None):
+        from inferx.compiler.interpreter import Interpreter
+        from inferx.compiler.interpreter.numerics import STORAGE
+        from inferx.compiler.ir.types import DType
+
+        info = program.info
+        if info is None:
+            raise SessionError("this program has no decoder entry points (prefill/decode)")
+        super().__init__(info, max_batch=max_batch, max_context=max_context or min(info.max_context, 4096))
+        self.interpreter = Interpreter(program.module, _Cached(program.weights))
+        self.cache_dtype = STORAGE[DType(info.dtype)]
+        self.caches: list[np.ndarray] = []
+
+    def _reset_cache(self, batch: int) -> None:
+        i = self.info
+        shape = (batch, i.num_kv_heads, self.max_context, i.head_dim)
+        self.caches = [np.zeros(shape, dtype=self.cache_dtype) for _ in range(2 * i.num_layers)]
+
+    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray,
+              kv_lens: np.ndarray) -> np.ndarray:
+        outs = self.interpreter.run(
+            entry, input_ids.astype(np.int32), positions.astype(np.int32), kv_lens.astype(np.int32),
+            *self.caches,
+        )
+        self.caches = list(outs[1:])
+        return outs[0]
+
+
+def reference_session(program: Any, **options: Any) -> ReferenceSession:
+    return ReferenceSession(program, **options)
