@@ -1,0 +1,17 @@
+"""The code passes ruff (the linter CI and developers use)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ruff_clean() -> None:
+    ruff = shutil.which("ruff", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    assert ruff, "ruff is not installed: run the README's set-up command"
+    proc = subprocess.run([ruff, "check", "--output-format", "concise", "inferx", "tests"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-5000:]
