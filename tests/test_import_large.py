@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import inferx
-from tests.large_checkpoint import LLAMA3_8B, write_checkpoint
+from large_checkpoint import LLAMA3_8B, write_checkpoint
 
 
 def test_import_llama3_8b_shape_is_fast_and_lazy(tmp_path: Path) -> None:

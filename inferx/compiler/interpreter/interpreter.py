@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from inferx.compiler.interpreter.context import InterpreterError, Kernel, KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
 from inferx.compiler.interpreter.numerics import STORAGE, round_to
 from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.textio import verify_module
 from inferx.compiler.ir.types import TensorType, format_shape
 
@@ -59,23 +60,33 @@ class Interpreter:
         for arg, x in zip(block.args, args, strict=True):
             assert isinstance(arg.type, TensorType)
             values[arg] = round_to(x, arg.type.dtype)
+        return self._run_block(func_name, block, values, ctx)
+
+    def _run_block(self, func_name: str, block: Block, values: dict[SSAValue, np.ndarray],
+                   ctx: KernelContext) -> list[np.ndarray]:
+        """Runs a func body or an ``ix.kernel`` body; returns what its terminator returns."""
         for op in block.ops:
-            if isinstance(op, ReturnOp):
+            if isinstance(op, ReturnOp | YieldOp):
                 return [values[v] for v in op.operands]
-            kernel = self.kernels.get(type(op))
-            if kernel is None:
-                raise InterpreterError(f"@{func_name}: the interpreter has no kernel for op '{op.name}'")
-            try:
-                outs = kernel(op, [values[v] for v in op.operands], ctx)
-            except InterpreterError as e:
-                where = f"@{func_name}: " if str(e).startswith(op.name) else f"@{func_name}: {op.name}: "
-                raise InterpreterError(where + str(e)) from None
+            if isinstance(op, KernelOp):
+                body = op.body.block
+                inner = dict(zip(body.args, (values[v] for v in op.operands), strict=True))
+                outs = self._run_block(func_name, body, inner, ctx)
+            else:
+                kernel = self.kernels.get(type(op))
+                if kernel is None:
+                    raise InterpreterError(f"@{func_name}: the interpreter has no kernel for op '{op.name}'")
+                try:
+                    outs = kernel(op, [values[v] for v in op.operands], ctx)
+                except InterpreterError as e:
+                    where = f"@{func_name}: " if str(e).startswith(op.name) else f"@{func_name}: {op.name}: "
+                    raise InterpreterError(where + str(e)) from None
             if len(outs) != len(op.results):
                 raise InterpreterError(f"@{func_name}: {op.name} produced {len(outs)} values for "
                                        f"{len(op.results)} results")
             for i, (result, out) in enumerate(zip(op.results, outs, strict=True)):
                 values[result] = _check_result(func_name, op, i, out, ctx)
-        raise InterpreterError(f"@{func_name}: the body ends without func.return")
+        raise InterpreterError(f"@{func_name}: a block ends without a terminator")
 
 
 def _check_result(func_name: str, op: Operation, i: int, out: np.ndarray, ctx: KernelContext) -> np.ndarray:
