@@ -13,5 +13,7 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.canonicalize import Canonicalize
     from inferx.passes.cse import CSE
     from inferx.passes.dce import DCE
+    from inferx.passes.fuse import Fuse
+    from inferx.passes.merge_gemms import MergeGemms
 
-    return {p.name: p for p in (Canonicalize, CSE, DCE)}
+    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, Fuse)}
