@@ -5,8 +5,9 @@ import resource
 import time
 from pathlib import Path
 
-import inferx
 from large_checkpoint import LLAMA3_8B, write_checkpoint
+
+import inferx
 
 
 def test_import_llama3_8b_shape_is_fast_and_lazy(tmp_path: Path) -> None:

@@ -147,16 +147,27 @@ class HFFields:
         rotary_dim = int(head_dim * partial)
         orig = int(params.get("original_max_position_embeddings",
                               self.get("original_max_position_embeddings", max_position)))
+
+        def param(key: str) -> float:
+            if params.get(key) is None:
+                raise ConfigError(
+                    f"{self.family} config: rope type {kind!r} needs the rope_parameters key '{key}'"
+                )
+            return float(params[key])
+
         if kind == "default":
             return RopeConfig(theta=theta, rotary_dim=rotary_dim)
-        if kind in ("linear", "dynamic"):
+        if kind == "linear":
             return RopeConfig(theta=theta, rotary_dim=rotary_dim, scaling=kind,
-                              factor=float(params["factor"]), original_max_position=orig)
+                              factor=param("factor"), original_max_position=orig)
+        if kind == "dynamic":  # HF scales past max_position_embeddings, ignoring any "original" key
+            return RopeConfig(theta=theta, rotary_dim=rotary_dim, scaling=kind,
+                              factor=param("factor"), original_max_position=max_position)
         if kind == "llama3":
             return RopeConfig(
-                theta=theta, rotary_dim=rotary_dim, scaling="llama3", factor=float(params["factor"]),
-                low_freq_factor=float(params["low_freq_factor"]),
-                high_freq_factor=float(params["high_freq_factor"]), original_max_position=orig,
+                theta=theta, rotary_dim=rotary_dim, scaling="llama3", factor=param("factor"),
+                low_freq_factor=param("low_freq_factor"),
+                high_freq_factor=param("high_freq_factor"), original_max_position=orig,
             )
         raise ConfigError(
             f"{self.family} config: rope type {kind!r} is not supported "

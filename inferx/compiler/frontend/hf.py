@@ -108,16 +108,23 @@ def _resolve_weights(module: ModuleOp, store: Mapping[str, np.ndarray], source: 
             continue
         key = _find_key(name, store)
         if key is None:
-            raise WeightError(f"{source}: missing weight '{name}'")
+            raise WeightError(f"{source}: missing weight '{name}' (not in {_searched(store)})")
         want = op.result.type
         assert isinstance(want, TensorType)
         have = _shape(store, key)
         if tuple(have) != tuple(want.shape):
+            where = store.entries[key].file if isinstance(store, SafetensorsStore) else source
             raise WeightError(
-                f"{source}: weight '{key}' has shape {list(have)} but the config implies {list(want.shape)}"
+                f"{where}: weight '{key}' has shape {list(have)} but the config implies {list(want.shape)}"
             )
         out[name] = key
     return out
+
+
+def _searched(store: Mapping[str, np.ndarray]) -> str:
+    if isinstance(store, SafetensorsStore):
+        return ", ".join(sorted({e.file.name for e in store.entries.values()})) or "any weight file"
+    return "the state dict"
 
 
 def _find_key(name: str, store: Mapping[str, np.ndarray]) -> str | None:
@@ -164,6 +171,9 @@ class _TorchStateStore(Mapping[str, np.ndarray]):
 
     def shape(self, key: str) -> tuple[int, ...]:
         return tuple(self.state[key].shape)
+
+    def __contains__(self, key: object) -> bool:  # Mapping's default would convert the tensor
+        return key in self.state
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.state)

@@ -95,6 +95,9 @@ class SafetensorsStore(Mapping[str, np.ndarray]):
             return (raw.astype(np.uint32) << 16).view(np.float32)
         return raw
 
+    def __contains__(self, key: object) -> bool:  # Mapping's default would read the tensor
+        return key in self.entries
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.entries)
 
