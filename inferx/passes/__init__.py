@@ -15,5 +15,6 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.dce import DCE
     from inferx.passes.fuse import Fuse
     from inferx.passes.merge_gemms import MergeGemms
+    from inferx.passes.plan_memory import PlanMemory
 
-    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, Fuse)}
+    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, Fuse, PlanMemory)}

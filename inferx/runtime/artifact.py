@@ -1,0 +1,846 @@
+"""The artifact container: its on-disk format, its verification and its packing.
+
+An artifact is what ``inferx.compile`` produces and ``inferx.load`` reads. This module knows
+nothing of what the compiler puts inside (kernels, weights, plans are opaque files and JSON
+sections here) and imports only numpy and the standard library, so a runtime loads artifacts
+without the compiler installed.
+
+Directory form
+--------------
+A directory holding ``manifest.json`` and the artifact's files, at any depth below it
+(``kernels/k3.cubin``, ``weights/NAME.bin``, ...). Nothing else: no extra files, no symlinks, no
+empty directories. Files are written with mode 0644 and directories with 0755.
+
+The manifest
+------------
+A JSON object, written canonically: UTF-8, keys sorted, two-space indent, ``", "`` and ``": "``
+separators, no NaN or infinity, a trailing newline. Loading refuses bytes that are not the
+canonical rendering of what they parse to. Keys:
+
+- ``magic``: ``"inferx-artifact"``; ``format_version``: int, ``FORMAT_VERSION`` (1);
+- ``compiler_version``, ``triton_version``, ``target`` (``"sm_90"``, ``"cpu"``): non-empty strings;
+- ``files``: ``{relative path: {"size": bytes, "sha256": lowercase hex}}`` for every file but the
+  manifest; in the packed form each entry also has ``"offset"`` (see below);
+- ``manifest_sha256``: sha256 of the canonical manifest without this key, so that any change of
+  the manifest, even one that parses, is caught (integrity against corruption, not a signature);
+- any other key is a caller's section (entry points, symbolic dims and buckets, memory plan,
+  launch plan), stored as given (as JSON: tuples come back as lists).
+
+A path is relative, ``/``-separated, made of components of ``[A-Za-z0-9._+=@-]`` that are not
+``.`` or ``..``; no two paths differ only in case, no path is a directory of another, and
+``manifest.json`` at the top is reserved.
+
+Packed form (``.ixa``)
+----------------------
+One file; integers little-endian::
+
+    offset   size  field
+    0        8     magic b"\\x89IXA\\r\\n\\x1a\\n"
+    8        4     u32 format version (equal to the manifest's format_version)
+    12       4     u32 header length, 64
+    16       8     u64 manifest length M, in bytes, with its trailing newline
+    24       8     u64 payload offset P = align64(64 + M)
+    32       8     u64 length of the whole packed file
+    40       24    reserved, zero
+    64       M     the canonical manifest (packed variant: entries carry "offset")
+    64 + M   ..    zero bytes up to P
+    P        ..    the files in sorted path order; the file at P + files[path]["offset"]; the
+                   first offset is 0, each next one is the end of the previous file rounded up to
+                   a multiple of 64; zero bytes between files; the packed file ends where the
+                   last file ends
+
+so every file starts 64-byte aligned in the packed file and a weight can be memory-mapped in place.
+The packed manifest is the directory manifest with offsets added (and its ``manifest_sha256``
+recomputed): ``unpack(pack(d))`` is byte-identical to ``d`` and ``pack(unpack(p))`` to ``p``.
+
+Verification (``load_artifact``)
+--------------------------------
+Always: the header, the manifest (JSON, canonical, self-hash, magic, version, required keys and
+their types, paths), the target if asked, every file's presence, type and size, no extra files,
+the packed layout. ``verify="full"`` (the default) also hashes every file and checks that every
+padding byte of the packed form is zero: then any flipped bit anywhere is refused.
+``verify="structure"`` skips the reading of file contents, for fast loads of trusted artifacts;
+``Artifact.file_bytes`` still checks the hash of what it returns.
+
+Writing (``write_artifact``) goes to a hidden temporary sibling and renames it into place, so
+``output`` is at all times absent, the old artifact or the new one, and an exception (including
+KeyboardInterrupt) leaves no temporary files. The same inputs give byte-identical output.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import struct
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, BinaryIO
+
+import numpy as np
+
+MAGIC = "inferx-artifact"
+FORMAT_VERSION = 1
+PACKED_MAGIC = b"\x89IXA\r\n\x1a\n"
+PACKED_SUFFIX = ".ixa"
+HEADER_LEN = 64
+ALIGN = 64
+MANIFEST_NAME = "manifest.json"
+
+_HEADER = struct.Struct("<8sIIQQQ24s")
+_RESERVED = frozenset({"magic", "format_version", "files", "manifest_sha256"})
+_REQUIRED_STR = ("compiler_version", "triton_version", "target")
+_COMPONENT = re.compile(r"[A-Za-z0-9._+=@-]+")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_CHUNK = 1 << 20
+_MAX_PATH = 1024
+_VERIFY_MODES = ("full", "structure")
+
+
+class ArtifactError(ValueError):
+    """An artifact that cannot be written or loaded; the message names the artifact, the file
+    inside it where there is one, and what failed."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a loaded artifact: its content is ``size`` bytes at byte ``data_offset`` of
+    ``holder`` (the file itself in the directory form, the ``.ixa`` file in the packed form)."""
+
+    name: str
+    size: int
+    sha256: str
+    holder: Path
+    data_offset: int
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A verified artifact. ``manifest`` is the manifest as stored (read-only view)."""
+
+    path: Path
+    packed: bool
+    manifest: Mapping[str, Any]
+    files: Mapping[str, FileEntry]
+    verified: str
+
+    @property
+    def format_version(self) -> int:
+        return int(self.manifest["format_version"])
+
+    @property
+    def target(self) -> str:
+        return str(self.manifest["target"])
+
+    @property
+    def compiler_version(self) -> str:
+        return str(self.manifest["compiler_version"])
+
+    @property
+    def triton_version(self) -> str:
+        return str(self.manifest["triton_version"])
+
+    def sections(self) -> dict[str, Any]:
+        """The caller's sections: the manifest without the keys this module owns."""
+        return {k: v for k, v in self.manifest.items() if k not in _RESERVED}
+
+    def _entry(self, name: str) -> FileEntry:
+        entry = self.files.get(name)
+        if entry is None:
+            raise ArtifactError(f"{self.path}: no file {name!r} in this artifact")
+        return entry
+
+    def file_bytes(self, name: str) -> bytes:
+        """The content of file ``name``, checked against its size and sha256 as it is read."""
+        entry = self._entry(name)
+        try:
+            with entry.holder.open("rb") as f:
+                f.seek(entry.data_offset)
+                data = f.read(entry.size)
+        except OSError as e:
+            raise ArtifactError(f"{self.path}: file {name!r}: cannot read: {e}") from e
+        if len(data) != entry.size:
+            raise ArtifactError(f"{self.path}: file {name!r}: truncated: {len(data)} of {entry.size} bytes")
+        if hashlib.sha256(data).hexdigest() != entry.sha256:
+            raise ArtifactError(f"{self.path}: file {name!r}: sha256 mismatch (changed since load)")
+        return data
+
+    def mmap(self, name: str, dtype: Any, shape: tuple[int, ...] | int, *, offset: int | None = None) -> np.ndarray:
+        """A read-only array mapped onto file ``name`` (in place, in the packed form too).
+
+        With ``offset=None`` the array must cover the file exactly (a wrong dtype or shape is
+        refused, not silently truncated); with an ``offset`` (bytes into the file) it must fit.
+        """
+        entry = self._entry(name)
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as e:
+            raise ArtifactError(f"{self.path}: file {name!r}: bad dtype {dtype!r}: {e}") from e
+        shp = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+        if any(d < 0 for d in shp):
+            raise ArtifactError(f"{self.path}: file {name!r}: negative shape {shp}")
+        nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
+        start = 0 if offset is None else int(offset)
+        what = f"{dt}{list(shp)} ({nbytes} bytes)"
+        if offset is None and nbytes != entry.size:
+            raise ArtifactError(f"{self.path}: file {name!r} holds {entry.size} bytes, {what} does not cover it")
+        if start < 0 or start + nbytes > entry.size:
+            raise ArtifactError(f"{self.path}: file {name!r} holds {entry.size} bytes, {what} at {start} overruns it")
+        if nbytes == 0:
+            empty = np.zeros(shp, dtype=dt)
+            empty.flags.writeable = False
+            return empty
+        try:
+            return np.memmap(entry.holder, dtype=dt, mode="r", offset=entry.data_offset + start, shape=shp)
+        except (OSError, ValueError) as e:
+            raise ArtifactError(f"{self.path}: file {name!r}: cannot memory-map: {e}") from e
+
+
+# --- canonical JSON and the manifest --------------------------------------------------------
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The canonical bytes of a JSON value (the manifest's encoding). Raises TypeError or
+    ValueError for what JSON cannot hold."""
+    text = json.dumps(obj, sort_keys=True, indent=2, separators=(",", ": "), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8") + b"\n"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _with_self_hash(manifest: dict[str, Any]) -> dict[str, Any]:
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return {**body, "manifest_sha256": _sha256(canonical_json(body))}
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _packed_offsets(sizes: Mapping[str, int]) -> dict[str, int]:
+    """Payload-relative offsets of files in sorted order, each 64-byte aligned."""
+    offsets: dict[str, int] = {}
+    end = 0
+    for name in sorted(sizes):
+        offsets[name] = _align(end)
+        end = offsets[name] + sizes[name]
+    return offsets
+
+
+def _payload_len(sizes: Mapping[str, int], offsets: Mapping[str, int]) -> int:
+    return max((offsets[n] + sizes[n] for n in sizes), default=0)
+
+
+def _path_problem(name: Any) -> str | None:
+    """Why ``name`` is not an acceptable file path inside an artifact, or None."""
+    if not isinstance(name, str):
+        return f"path {name!r} is not a string"
+    if name.startswith("/") or re.match(r"[A-Za-z]:", name):
+        return f"path {name!r} is absolute"
+    parts = name.split("/")
+    if ".." in parts:
+        return f"path {name!r} escapes the artifact"
+    if not name or len(name) > _MAX_PATH or any(p in ("", ".") or not _COMPONENT.fullmatch(p) for p in parts):
+        return f"path {name!r} is not a plain relative path of [A-Za-z0-9._+=@-] components"
+    if name == MANIFEST_NAME:
+        return f"path {name!r} is reserved"
+    return None
+
+
+def _names_problem(names: list[str]) -> str | None:
+    """A clash between paths (case-only difference, a file that is also a directory), or None."""
+    folded: dict[str, str] = {}
+    for n in names:
+        other = folded.setdefault(n.casefold(), n)
+        if other != n:
+            return f"paths {other!r} and {n!r} differ only in case"
+    dirs = {"/".join(n.split("/")[:i]) for n in names for i in range(1, n.count("/") + 1)}
+    clash = sorted(dirs.intersection(names))
+    return f"path {clash[0]!r} is both a file and a directory" if clash else None
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Slice:
+    """``size`` bytes at ``offset`` of ``path``: a file of a packed artifact being unpacked."""
+
+    path: Path
+    offset: int
+    size: int
+
+
+_Source = bytes | bytearray | memoryview | np.ndarray | Path | _Slice
+
+
+def _as_bytes_view(name: str, src: bytes | bytearray | memoryview | np.ndarray) -> memoryview:
+    """A flat byte view of in-memory content (an array's bytes in C order, no copy)."""
+    if isinstance(src, np.ndarray):
+        if not src.flags.c_contiguous:
+            raise ArtifactError(f"file {name!r}: the array is not C-contiguous: pass np.ascontiguousarray(...)")
+        return memoryview(src.reshape(-1).view(np.uint8))
+    view = memoryview(src)
+    if not view.c_contiguous:
+        raise ArtifactError(f"file {name!r}: the buffer is not contiguous")
+    return view.cast("B")
+
+
+def _source_size(name: str, src: _Source) -> int:
+    if isinstance(src, bytes | bytearray | memoryview | np.ndarray):
+        return _as_bytes_view(name, src).nbytes
+    if isinstance(src, _Slice):
+        return src.size
+    if isinstance(src, Path):
+        try:
+            st = src.stat()
+        except OSError as e:
+            raise ArtifactError(f"file {name!r}: cannot read its source {src}: {e}") from e
+        if not stat.S_ISREG(st.st_mode):
+            raise ArtifactError(f"file {name!r}: its source {src} is not a regular file")
+        return st.st_size
+    raise ArtifactError(f"file {name!r}: content must be bytes, a numpy array or a pathlib.Path, "
+                        f"got {type(src).__name__}")
+
+
+def _chunks(name: str, src: _Source, size: int) -> Iterator[bytes | memoryview]:
+    """The bytes of ``src``, checked to be exactly ``size`` long."""
+    if isinstance(src, bytes | bytearray | memoryview | np.ndarray):
+        view = _as_bytes_view(name, src)
+        for i in range(0, size, _CHUNK):
+            yield view[i:i + _CHUNK]
+        return
+    path, start = (src.path, src.offset) if isinstance(src, _Slice) else (src, 0)
+    got = 0
+    try:
+        with path.open("rb") as f:
+            if start:
+                f.seek(start)
+            while got < size:
+                block = f.read(min(_CHUNK, size - got))
+                if not block:
+                    break
+                got += len(block)
+                yield block
+            extra = isinstance(src, Path) and f.read(1)
+    except OSError as e:
+        raise ArtifactError(f"file {name!r}: cannot read its source {path}: {e}") from e
+    if got != size or extra:
+        raise ArtifactError(f"file {name!r}: its source {path} changed size while being written")
+
+
+def _copy(name: str, src: _Source, size: int, out: BinaryIO) -> str:
+    h = hashlib.sha256()
+    for block in _chunks(name, src, size):
+        h.update(block)
+        out.write(block)
+    return h.hexdigest()
+
+
+def _check_sections(sections: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(sections, Mapping):
+        raise ArtifactError(f"sections must be a dict, got {type(sections).__name__}")
+    for key, value in sections.items():
+        if not isinstance(key, str):
+            raise ArtifactError(f"section name {key!r} is not a string")
+        if key in _RESERVED:
+            raise ArtifactError(f"section {key!r} is written by the artifact writer, not passed in")
+        try:
+            canonical_json(value)
+        except (TypeError, ValueError) as e:
+            raise ArtifactError(f"section {key!r} is not JSON-serializable: {e}") from e
+    for key in _REQUIRED_STR:
+        if not isinstance(sections.get(key), str) or not sections[key]:
+            raise ArtifactError(f"section {key!r} is required: a non-empty string")
+    return dict(sections)
+
+
+def _check_names(names: list[str]) -> None:
+    for n in names:
+        problem = _path_problem(n)
+        if problem:
+            raise ArtifactError(problem)
+    problem = _names_problem(names)
+    if problem:
+        raise ArtifactError(problem)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _is_artifact_or_empty(path: Path, packed: bool) -> bool:
+    """Whether ``path`` may be replaced: an artifact of the same form, or empty."""
+    if path.is_symlink():
+        return False
+    if packed:
+        if not path.is_file():
+            return False
+        with path.open("rb") as f:
+            head = f.read(len(PACKED_MAGIC))
+        return head in (b"", PACKED_MAGIC)
+    if not path.is_dir():
+        return False
+    manifest = path / MANIFEST_NAME
+    if manifest.is_file() and not manifest.is_symlink():
+        return f'"magic": "{MAGIC}"'.encode() in manifest.read_bytes()
+    return not any(path.iterdir())
+
+
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swaps two paths (Linux renameat2); False where the system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    return rc == 0
+
+
+def _install(tmp: Path, output: Path, packed: bool) -> Path | None:
+    """Renames ``tmp`` to ``output`` atomically; returns where the replaced artifact now lies."""
+    if not os.path.lexists(output):
+        os.rename(tmp, output)
+        return None
+    try:
+        replaceable = _is_artifact_or_empty(output, packed)
+    except OSError:
+        replaceable = False
+    if not replaceable:
+        form = "packed artifact" if packed else "artifact directory"
+        raise ArtifactError(f"exists and is not an inferx {form}: refusing to overwrite it")
+    if packed:
+        os.replace(tmp, output)
+        return None
+    if _exchange(tmp, output):
+        return tmp
+    # No atomic exchange: output is briefly absent, never partial.
+    old = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".old", dir=output.parent))
+    os.rename(output, old / "a")
+    try:
+        os.rename(tmp, output)
+    except BaseException:
+        os.rename(old / "a", output)
+        raise
+    return old
+
+
+def _write_dir(tmp: Path, sections: dict[str, Any], sources: Mapping[str, _Source],
+               sizes: Mapping[str, int]) -> dict[str, str]:
+    hashes: dict[str, str] = {}
+    for name in sorted(sources):
+        dest = tmp / name
+        for parent in reversed(dest.relative_to(tmp).parents[:-1]):
+            d = tmp / parent
+            if not d.exists():
+                d.mkdir()
+                d.chmod(0o755)
+        with dest.open("xb") as f:
+            hashes[name] = _copy(name, sources[name], sizes[name], f)
+            f.flush()
+            os.fsync(f.fileno())
+        dest.chmod(0o644)
+    files = {n: {"sha256": hashes[n], "size": sizes[n]} for n in sorted(sources)}
+    manifest = _with_self_hash({**sections, "magic": MAGIC, "format_version": FORMAT_VERSION, "files": files})
+    with (tmp / MANIFEST_NAME).open("xb") as f:
+        f.write(canonical_json(manifest))
+        f.flush()
+        os.fsync(f.fileno())
+    (tmp / MANIFEST_NAME).chmod(0o644)
+    tmp.chmod(0o755)
+    _fsync_dir(tmp)
+    return hashes
+
+
+def _write_packed(f: BinaryIO, sections: dict[str, Any], sources: Mapping[str, _Source],
+                  sizes: Mapping[str, int]) -> dict[str, str]:
+    offsets = _packed_offsets(sizes)
+
+    def render(hashes: Mapping[str, str]) -> bytes:
+        files = {n: {"offset": offsets[n], "sha256": hashes[n], "size": sizes[n]} for n in sorted(sizes)}
+        manifest = {**sections, "magic": MAGIC, "format_version": FORMAT_VERSION, "files": files}
+        return canonical_json(_with_self_hash(manifest))
+
+    # Hashes are fixed-width hex, so the manifest's length is known before the files are read.
+    m_len = len(render({n: "0" * 64 for n in sizes}))
+    payload = _align(HEADER_LEN + m_len)
+    total = payload + _payload_len(sizes, offsets)
+    f.write(bytes(payload))
+    hashes: dict[str, str] = {}
+    pos = 0
+    for name in sorted(sizes):
+        f.write(bytes(offsets[name] - pos))
+        hashes[name] = _copy(name, sources[name], sizes[name], f)
+        pos = offsets[name] + sizes[name]
+    manifest = render(hashes)
+    assert len(manifest) == m_len, "manifest length changed between drafts"
+    f.seek(0)
+    f.write(_HEADER.pack(PACKED_MAGIC, FORMAT_VERSION, HEADER_LEN, m_len, payload, total, bytes(24)))
+    f.write(manifest)
+    f.flush()
+    os.fsync(f.fileno())
+    return hashes
+
+
+def _write(output: Path, sections: Mapping[str, Any], sources: Mapping[str, _Source],
+           expect: Mapping[str, str] | None = None) -> Path:
+    packed = output.name.endswith(PACKED_SUFFIX)
+    tmp: Path | None = None
+    replaced: Path | None = None
+    try:
+        if output.name in ("", ".", ".."):
+            raise ArtifactError("not a usable artifact name")
+        checked = _check_sections(sections)
+        _check_names(list(sources))
+        sizes = {n: _source_size(n, sources[n]) for n in sources}
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if packed:
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+            tmp = Path(tmp_name)
+            os.fchmod(fd, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                hashes = _write_packed(f, checked, sources, sizes)
+        else:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
+            hashes = _write_dir(tmp, checked, sources, sizes)
+        changed = sorted(n for n, h in (expect or {}).items() if hashes.get(n) != h)
+        if changed:
+            raise ArtifactError(f"file {changed[0]!r} changed while being copied")
+        replaced = _install(tmp, output, packed)
+        _fsync_dir(output.parent)
+    except ArtifactError as e:
+        raise ArtifactError(f"{output}: {e}") from e
+    finally:
+        if tmp is not None and os.path.lexists(tmp):
+            _remove(tmp)
+        if replaced is not None:
+            _remove(replaced)
+    return output
+
+
+def write_artifact(output: Path | str, sections: Mapping[str, Any],
+                   files: Mapping[str, bytes | bytearray | memoryview | np.ndarray | Path]) -> Path:
+    """Writes an artifact at ``output`` (packed when its name ends in ``.ixa``) and returns it.
+
+    ``sections`` must hold ``compiler_version``, ``triton_version`` and ``target`` (non-empty
+    strings) and may hold any other JSON-serializable sections; ``files`` maps relative paths to
+    contents (bytes, or a C-contiguous numpy array whose bytes are stored) or to files to copy.
+    The write is atomic (an existing artifact is replaced in one step; anything at ``output``
+    that is not an artifact of the same form, or empty, is refused) and deterministic. Bad input
+    and unreadable sources raise ArtifactError; other errors (a full disk, KeyboardInterrupt)
+    propagate; either way nothing is left behind.
+    """
+    return _write(Path(output), sections, dict(files))
+
+
+# --- loading --------------------------------------------------------------------------------
+
+
+def _fail(where: Path, msg: str) -> ArtifactError:
+    return ArtifactError(f"{where}: {msg}")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+def _parse_manifest(where: Path, raw: bytes, packed: bool) -> dict[str, Any]:
+    """Parses and checks a manifest up to (not including) the files on disk."""
+    m = "manifest"
+    try:
+        manifest = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError as e:
+        raise _fail(where, f"{m}: not UTF-8: {e}") from e
+    except (ValueError, RecursionError) as e:
+        raise _fail(where, f"{m}: invalid JSON: {e}") from e
+    if not isinstance(manifest, dict):
+        raise _fail(where, f"{m}: not a JSON object")
+    if manifest.get("magic") != MAGIC:
+        raise _fail(where, f"{m}: magic is {manifest.get('magic')!r}, not {MAGIC!r}: not an inferx artifact")
+    version = manifest.get("format_version")
+    if type(version) is not int:
+        raise _fail(where, f"{m}: format_version {version!r} is not an integer")
+    if version > FORMAT_VERSION:
+        raise _fail(where, f"artifact format version {version} is newer than this runtime's {FORMAT_VERSION}: "
+                           "upgrade inferx")
+    if version < FORMAT_VERSION:
+        raise _fail(where, f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION})")
+    try:
+        canonical = canonical_json(manifest)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise _fail(where, f"{m}: cannot be re-encoded: {e}") from e
+    if canonical != raw:
+        at = next((i for i, (a, b) in enumerate(zip(canonical, raw, strict=False)) if a != b),
+                  min(len(canonical), len(raw)))
+        raise _fail(where, f"{m}: not in canonical form (differs at byte {at}): edited or corrupted")
+    claimed = manifest.get("manifest_sha256")
+    if not isinstance(claimed, str) or not _HEX64.fullmatch(claimed):
+        raise _fail(where, f"{m}: manifest_sha256 {claimed!r} is not a lowercase sha256 hex digest")
+    actual = _with_self_hash(manifest)["manifest_sha256"]
+    if claimed != actual:
+        raise _fail(where, f"{m}: manifest_sha256 mismatch (says {claimed[:12]}..., content {actual[:12]}...)")
+    for key in _REQUIRED_STR:
+        value = manifest.get(key)
+        if not isinstance(value, str) or not value:
+            raise _fail(where, f"{m}: {key} {value!r} is not a non-empty string")
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise _fail(where, f"{m}: files is {type(files).__name__}, not an object")
+    keys = {"offset", "sha256", "size"} if packed else {"sha256", "size"}
+    for name, entry in files.items():
+        problem = _path_problem(name)
+        if problem:
+            raise _fail(where, f"{m}: {problem}")
+        if not isinstance(entry, dict) or set(entry) != keys:
+            got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+            raise _fail(where, f"{m}: file {name!r}: entry must have exactly the keys {sorted(keys)}, has {got}")
+        for key in keys - {"sha256"}:
+            if type(entry[key]) is not int or entry[key] < 0:
+                raise _fail(where, f"{m}: file {name!r}: {key} {entry[key]!r} is not a non-negative integer")
+        if not isinstance(entry["sha256"], str) or not _HEX64.fullmatch(entry["sha256"]):
+            raise _fail(where, f"{m}: file {name!r}: sha256 {entry['sha256']!r} is not a lowercase hex digest")
+    problem = _names_problem(list(files))
+    if problem:
+        raise _fail(where, f"{m}: {problem}")
+    return manifest
+
+
+def _check_target(where: Path, manifest: Mapping[str, Any], target: str | None) -> None:
+    if target is not None and manifest["target"] != target:
+        raise _fail(where, f"artifact built for {manifest['target']}, this device is {target}")
+
+
+def _hash_range(f: BinaryIO, offset: int, size: int) -> tuple[str, int]:
+    """sha256 of ``size`` bytes at ``offset`` and how many bytes could be read."""
+    h = hashlib.sha256()
+    f.seek(offset)
+    got = 0
+    while got < size:
+        block = f.read(min(_CHUNK, size - got))
+        if not block:
+            break
+        h.update(block)
+        got += len(block)
+    return h.hexdigest(), got
+
+
+def _load_dir(path: Path, target: str | None, full: bool) -> Artifact:
+    mpath = path / MANIFEST_NAME
+    try:
+        st = mpath.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            raise _fail(path, f"{MANIFEST_NAME} is not a regular file")
+        raw = mpath.read_bytes()
+    except FileNotFoundError as e:
+        raise _fail(path, f"{MANIFEST_NAME} is missing: not an artifact directory") from e
+    except OSError as e:
+        raise _fail(path, f"{MANIFEST_NAME}: cannot read: {e}") from e
+    manifest = _parse_manifest(path, raw, packed=False)
+    _check_target(path, manifest, target)
+    listed: dict[str, dict[str, Any]] = manifest["files"]
+
+    present: set[str] = set()
+    needed_dirs = {"/".join(n.split("/")[:i]) for n in listed for i in range(1, n.count("/") + 1)}
+    try:
+        for root, dirnames, filenames in os.walk(path, onerror=_raise, followlinks=False):
+            rel_root = Path(root).relative_to(path).as_posix()
+            prefix = "" if rel_root == "." else rel_root + "/"
+            for d in dirnames:
+                rel = prefix + d
+                if os.path.islink(os.path.join(root, d)):
+                    raise _fail(path, f"{rel!r} is a symlink")
+                if rel not in needed_dirs:
+                    raise _fail(path, f"extra directory {rel!r} not listed in the manifest")
+            for fn in filenames:
+                rel = prefix + fn
+                if rel == MANIFEST_NAME:
+                    continue
+                if rel not in listed:
+                    raise _fail(path, f"extra file {rel!r} not listed in the manifest")
+                present.add(rel)
+    except OSError as e:
+        raise _fail(path, f"cannot list: {e}") from e
+    missing = sorted(set(listed) - present)
+    if missing:
+        raise _fail(path, f"file {missing[0]!r} listed in the manifest is missing")
+
+    entries: dict[str, FileEntry] = {}
+    for name in sorted(listed):
+        fpath = path / name
+        want = listed[name]
+        try:
+            st = fpath.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                raise _fail(path, f"file {name!r} is not a regular file")
+            if st.st_size != want["size"]:
+                raise _fail(path, f"file {name!r}: size {st.st_size}, the manifest says {want['size']}")
+            if full:
+                with fpath.open("rb") as f:
+                    digest, got = _hash_range(f, 0, want["size"])
+                if got != want["size"] or digest != want["sha256"]:
+                    raise _fail(path, f"file {name!r}: sha256 mismatch (content {digest[:12]}..., "
+                                      f"manifest {want['sha256'][:12]}...)")
+        except OSError as e:
+            raise _fail(path, f"file {name!r}: cannot read: {e}") from e
+        entries[name] = FileEntry(name, want["size"], want["sha256"], fpath, 0)
+    return Artifact(path, False, MappingProxyType(manifest), MappingProxyType(entries), "full" if full else "structure")
+
+
+def _raise(e: OSError) -> None:
+    raise e
+
+
+def _load_packed(path: Path, target: str | None, full: bool) -> Artifact:
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise _fail(path, "not a regular file")
+        with path.open("rb") as f:
+            return _read_packed(path, f, os.fstat(f.fileno()).st_size, target, full)
+    except OSError as e:
+        raise _fail(path, f"cannot read: {e}") from e
+
+
+def _read_packed(path: Path, f: BinaryIO, size: int, target: str | None, full: bool) -> Artifact:
+    if size < HEADER_LEN:
+        raise _fail(path, f"header: truncated: the file has {size} bytes, the header alone takes {HEADER_LEN}")
+    magic, version, header_len, m_len, payload, total, reserved = _HEADER.unpack(f.read(HEADER_LEN))
+    if magic != PACKED_MAGIC:
+        raise _fail(path, f"header: magic bytes {magic!r} are not {PACKED_MAGIC!r}: not a packed inferx artifact")
+    if version > FORMAT_VERSION:
+        raise _fail(path, f"artifact format version {version} is newer than this runtime's {FORMAT_VERSION}: "
+                          "upgrade inferx")
+    if version < FORMAT_VERSION:
+        raise _fail(path, f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION})")
+    if header_len != HEADER_LEN:
+        raise _fail(path, f"header: header length {header_len}, expected {HEADER_LEN}")
+    if reserved != bytes(24):
+        raise _fail(path, "header: reserved bytes are not zero")
+    if total != size:
+        raise _fail(path, f"header: says the file has {total} bytes, it has {size}: truncated or extended")
+    if HEADER_LEN + m_len > size:
+        raise _fail(path, f"header: manifest length {m_len} runs past the end of the file ({size} bytes)")
+    if payload != _align(HEADER_LEN + m_len):
+        raise _fail(path, f"header: payload offset {payload}, expected {_align(HEADER_LEN + m_len)}")
+    if payload > size:
+        raise _fail(path, f"header: payload offset {payload} is past the end of the file ({size} bytes)")
+    raw = f.read(m_len)
+    manifest = _parse_manifest(path, raw, packed=True)
+    if manifest["format_version"] != version:
+        raise _fail(path, f"manifest format_version {manifest['format_version']} differs from the header's {version}")
+    _check_target(path, manifest, target)
+    listed: dict[str, dict[str, Any]] = manifest["files"]
+    sizes = {n: e["size"] for n, e in listed.items()}
+    expected = _packed_offsets(sizes)
+    for name in sorted(listed):
+        if listed[name]["offset"] != expected[name]:
+            raise _fail(path, f"file {name!r}: offset {listed[name]['offset']}, the layout puts it at {expected[name]}")
+    end = payload + _payload_len(sizes, expected)
+    if end != size:
+        raise _fail(path, f"the files end at byte {end}, the file has {size} bytes")
+
+    if full:
+        gaps = [(HEADER_LEN + m_len, payload, "manifest")]
+        pos = payload
+        for name in sorted(listed):
+            start = payload + expected[name]
+            gaps.append((pos, start, name))
+            digest, got = _hash_range(f, start, sizes[name])
+            if got != sizes[name] or digest != listed[name]["sha256"]:
+                raise _fail(path, f"file {name!r}: sha256 mismatch (content {digest[:12]}..., "
+                                  f"manifest {listed[name]['sha256'][:12]}...)")
+            pos = start + sizes[name]
+        for lo, hi, after in gaps:
+            f.seek(lo)
+            if f.read(hi - lo).strip(b"\0"):
+                raise _fail(path, f"padding before {after!r} (bytes {lo}..{hi}) is not zero")
+    entries = {n: FileEntry(n, sizes[n], listed[n]["sha256"], path, payload + expected[n]) for n in sorted(listed)}
+    return Artifact(path, True, MappingProxyType(manifest), MappingProxyType(entries), "full" if full else "structure")
+
+
+def load_artifact(path: Path | str, *, target: str | None = None, verify: str = "full") -> Artifact:
+    """Loads and verifies an artifact, directory or packed (see the module docstring for what
+    is checked). Every failure raises ArtifactError naming the artifact, the file, and what failed.
+    """
+    path = Path(path)
+    if verify not in _VERIFY_MODES:
+        raise ArtifactError(f"verify must be one of {_VERIFY_MODES}, got {verify!r}")
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise _fail(path, f"no such artifact: {e}") from e
+    if stat.S_ISDIR(st.st_mode):
+        return _load_dir(path, target, verify == "full")
+    return _load_packed(path, target, verify == "full")
+
+
+# --- packing --------------------------------------------------------------------------------
+
+
+def _stored_sections(art: Artifact) -> dict[str, Any]:
+    return {k: v for k, v in art.manifest.items() if k not in _RESERVED}
+
+
+def pack(directory: Path | str, output: Path | str | None = None) -> Path:
+    """Packs a directory artifact (verified in full first) into ``output`` (default: the
+    directory's name plus ``.ixa``). ``unpack`` of the result gives back the same bytes."""
+    src = Path(directory)
+    art = load_artifact(src)
+    if art.packed:
+        raise ArtifactError(f"{src}: already packed")
+    out = Path(output) if output is not None else src.with_name(src.name + PACKED_SUFFIX)
+    if not out.name.endswith(PACKED_SUFFIX):
+        raise ArtifactError(f"{out}: a packed artifact's name ends in {PACKED_SUFFIX}")
+    sources: dict[str, _Source] = {n: e.holder for n, e in art.files.items()}
+    return _write(out, _stored_sections(art), sources, {n: e.sha256 for n, e in art.files.items()})
+
+
+def unpack(packed: Path | str, output: Path | str | None = None) -> Path:
+    """Unpacks a packed artifact (verified in full first) into the directory ``output``
+    (default: the name without ``.ixa``). ``pack`` of the result gives back the same bytes."""
+    src = Path(packed)
+    art = load_artifact(src)
+    if not art.packed:
+        raise ArtifactError(f"{src}: not a packed artifact")
+    if output is not None:
+        out = Path(output)
+    elif src.name.endswith(PACKED_SUFFIX) and len(src.name) > len(PACKED_SUFFIX):
+        out = src.with_name(src.name[: -len(PACKED_SUFFIX)])
+    else:
+        raise ArtifactError(f"{src}: name does not end in {PACKED_SUFFIX}: pass the output directory")
+    if out.name.endswith(PACKED_SUFFIX):
+        raise ArtifactError(f"{out}: a directory artifact's name must not end in {PACKED_SUFFIX}")
+    sources: dict[str, _Source] = {n: _Slice(e.holder, e.data_offset, e.size) for n, e in art.files.items()}
+    return _write(out, _stored_sections(art), sources, {n: e.sha256 for n, e in art.files.items()})
