@@ -14,3 +14,26 @@ def import_model(src: Any, **options: Any):  # -> Program
     from inferx.compiler.frontend import import_model as _import
 
     return _import(src, **options)
+
+
+def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):  # -> pathlib.Path
+    """Compiles ``src`` to an artifact at ``output`` (a directory, or a single file ending in .ixa).
+
+    Options are the CLI's: ``dtype`` (fp32, fp16, bf16), ``max_seq_len``, ``max_batch``,
+    ``dump_ir`` (a directory), ``progress`` (a callable taking a line)."""
+    from pathlib import Path
+
+    from inferx.compiler.driver import CompileOptions, compile_model
+
+    if output is None:
+        raise TypeError("compile() needs output=PATH")
+    dump = options.pop("dump_ir", None)
+    opts = CompileOptions(target=target, dump_ir=Path(dump) if dump else None, **options)
+    return compile_model(src, Path(output), opts)
+
+
+def load(artifact: Any, device: str = "cpu", **options: Any):  # -> Session
+    """Loads an artifact and returns a Session on ``device`` ("cpu" or "cuda")."""
+    from inferx.runtime.loaded import load as _load
+
+    return _load(artifact, device, **options)

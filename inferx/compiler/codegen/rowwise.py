@@ -10,13 +10,13 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument
 
 from inferx.compiler.codegen.gemm import _module
-from inferx.compiler.codegen.kernel_source import KernelSource
 from inferx.compiler.codegen.tile import Emitter, Tile
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float, get_int
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import TensorType
+from inferx.runtime.kernel_source import KernelSource
 
 
 def _pow2(n: int) -> int:

@@ -1,0 +1,298 @@
+"""The GEMM template: ``y = x[..., K] @ W + bias`` with an optional norm prologue and any
+epilogue the tile emitter can express (bias, activations, SiLU-times-up, residual add, casts,
+split/reshape/transpose into heads, RoPE, KV-cache write).
+
+Applies to a kernel whose body is ``[rmsnorm | layernorm] -> linear -> epilogue``. The norm is
+fused without a separate pass over x: the K loop accumulates the row statistics while it feeds
+``x * gamma`` to the dot, and the accumulator is scaled at the end:
+``rmsnorm(x) @ W = rsqrt(mean(x^2) + eps) * ((x * gamma) @ W)``. RoPE needs each element's
+partner (``d +- rot/2``); the K loop keeps a second accumulator over the partner rows of W, so
+rotation happens in registers. Tile shapes: BM x BN x BK, powers of two, chosen by ``schedule``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.ir import Operation, SSAValue
+
+from inferx.compiler.codegen.tile import SIG_DTYPE, Emitter, Tile, attr_str
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir import ops_tensor as t
+from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.ops_base import get_float, get_int, get_ints, get_str
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.types import DType, TensorType
+from inferx.runtime.kernel_source import KernelSource
+
+
+@dataclass(frozen=True)
+class GemmSchedule:
+    bm: int
+    bn: int
+    bk: int
+    num_warps: int = 4
+    num_stages: int = 2
+
+
+def applies(kernel: KernelOp) -> str | None:
+    """None if this template implements the kernel, else the reason it does not."""
+    ops = list(kernel.body.block.ops)
+    i = 1 if isinstance(ops[0], (nn.RMSNormOp, nn.LayerNormOp)) else 0
+    if i >= len(ops) or not isinstance(ops[i], nn.LinearOp):
+        return "the body does not start with [norm ->] linear"
+    if i == 1 and ops[1].operands[0] != ops[0].results[0]:
+        return "the norm does not feed the linear"
+    return None
+
+
+def heuristic_schedule(kernel: KernelOp) -> GemmSchedule:
+    """Decode-shaped GEMMs (rows = batch) take BM=16; prefill (rows include seq) BM=64."""
+    lin = next(o for o in kernel.body.block.ops if isinstance(o, nn.LinearOp))
+    x = lin.input.type
+    assert isinstance(x, TensorType)
+    rows = sy.product(x.shape[:-1])
+    bm = 64 if "seq" in sy.symbols_of(rows) else 16
+    n = lin.result.type.shape[-1]  # type: ignore[attr-defined]
+    k = x.shape[-1]
+    bn = 64 if isinstance(n, int) and n >= 64 else 32
+    bk = 64 if isinstance(k, int) and k >= 64 else 32
+    return GemmSchedule(bm, bn, bk)
+
+
+def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None) -> KernelSource:
+    sched = schedule or heuristic_schedule(kernel)
+    em = Emitter(kernel, name)
+    ops = list(kernel.body.block.ops)
+    norm = ops[0] if isinstance(ops[0], (nn.RMSNormOp, nn.LayerNormOp)) else None
+    lin = ops[1 if norm else 0]
+    assert isinstance(lin, nn.LinearOp)
+    x_val = norm.operands[0] if norm else lin.input
+    x_t, y_t = x_val.type, lin.result.type
+    assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
+    if not isinstance(x_t.shape[-1], int) or not isinstance(y_t.shape[-1], int):
+        raise em.error(lin, "K and N must be static")
+    k_dim, n_dim = x_t.shape[-1], y_t.shape[-1]
+    layout = attr_str(lin, "w_layout", "nk")
+    low = x_t.dtype in (DType.f16, DType.bf16)
+    epilogue = ops[(2 if norm else 1) :]
+    partner = _partner_columns(em, lin, epilogue)
+    gated = _gated_split(lin, epilogue)
+    n_tile = n_dim // 2 if gated else n_dim
+    if gated:
+        epilogue = [o for o in epilogue if o is not gated]
+
+    em.emit("pid_m = tl.program_id(0)")
+    em.emit("pid_n = tl.program_id(1)")
+    em.emit("r = pid_m * BM + tl.arange(0, BM)")
+    em.emit("c = pid_n * BN + tl.arange(0, BN)")
+    rows = em.dim(sy.product(x_t.shape[:-1]))
+    em.emit(f"M = {rows}")
+    em.emit("rm = r < M")
+    em.emit(f"cn = c < {n_tile}")
+    em.emit("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    if gated:
+        em.emit(f"pc = c + {n_tile}")
+        em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
+    if partner:
+        em.emit(f"pc = c + {partner}")
+        em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
+    if norm is not None:
+        em.emit("ss = tl.zeros((BM,), dtype=tl.float32)")
+        if isinstance(norm, nn.LayerNormOp):
+            em.emit("s1 = tl.zeros((BM,), dtype=tl.float32)")
+            em.emit("gw = tl.zeros((BN,), dtype=tl.float32)")
+            em.emit("bw = tl.zeros((BN,), dtype=tl.float32)")
+    x_ptr, w_ptr = f"in{_idx(x_val)}", f"in{_idx(lin.weight)}"
+    em.emit(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+    em.emit("kk = k0 + tl.arange(0, BK)")
+    em.emit(f"km = kk < {k_dim}")
+    em.emit(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None] & km[None, :], other=0)")
+    if norm is not None:
+        em.emit("a = a.to(tl.float32)")
+        em.emit("ss += tl.sum(a * a, 1)")
+        g = _norm_operand(norm, "weight")
+        if g is not None:
+            em.emit(f"g = tl.load(in{_idx(g)} + kk, mask=km, other=0).to(tl.float32)")
+            em.emit("a = a * g[None, :]")
+        if isinstance(norm, nn.LayerNormOp):
+            em.emit(
+                "s1 += tl.sum(tl.load(" + f"{x_ptr} + r[:, None] * {k_dim} + kk[None, :], "
+                "mask=rm[:, None] & km[None, :], other=0).to(tl.float32), 1)"
+            )
+        if low:
+            em.emit(f"a = a.to({_tl(x_t.dtype)})")
+    elif not low:
+        em.emit("a = a.to(tl.float32)")
+
+    def w_tile(cols: str) -> str:
+        if layout == "nk":
+            return (
+                f"tl.load({w_ptr} + {cols}[None, :] * {k_dim} + kk[:, None], mask=cn[None, :] & km[:, None], other=0)"
+            )
+        return f"tl.load({w_ptr} + kk[:, None] * {n_dim} + {cols}[None, :], mask=cn[None, :] & km[:, None], other=0)"
+
+    precision = "" if low else ', input_precision="ieee"'
+    em.emit(f"w = {w_tile('c')}")
+    if not low:
+        em.emit("w = w.to(tl.float32)")
+    em.emit(f"acc += tl.dot(a, w{precision})")
+    if partner or gated:
+        em.emit(f"wp = {w_tile('pc')}")
+        if not low:
+            em.emit("wp = wp.to(tl.float32)")
+        em.emit(f"accp += tl.dot(a, wp{precision})")
+    if isinstance(norm, nn.LayerNormOp):
+        em.emit("wf = w.to(tl.float32)")
+        g = _norm_operand(norm, "weight")
+        b = _norm_operand(norm, "bias")
+        gk = f"tl.load(in{_idx(g)} + kk, mask=km, other=0).to(tl.float32)" if g is not None else "km.to(tl.float32)"
+        em.emit(f"gw += tl.sum(({gk})[:, None] * wf, 0)")
+        if b is not None:
+            em.emit(f"bw += tl.sum(tl.load(in{_idx(b)} + kk, mask=km, other=0).to(tl.float32)[:, None] * wf, 0)")
+    em.indent -= 1
+    if norm is not None:
+        eps = get_float(norm.attributes, "eps")
+        if isinstance(norm, nn.RMSNormOp):
+            em.emit(f"scale = tl.rsqrt(ss / {k_dim} + {eps!r})")
+            em.emit("acc = acc * scale[:, None]")
+            if partner or gated:
+                em.emit("accp = accp * scale[:, None]")
+        else:
+            em.emit(f"mu = s1 / {k_dim}")
+            em.emit(f"rstd = tl.rsqrt(ss / {k_dim} - mu * mu + {eps!r})")
+            em.emit("acc = rstd[:, None] * (acc - mu[:, None] * gw[None, :]) + bw[None, :]")
+            if partner or gated:
+                raise em.error(norm, "LayerNorm prologue with RoPE or a gated split is not generated")
+    if lin.bias is not None:
+        em.emit(f"acc += tl.load(in{_idx(lin.bias)} + c, mask=cn, other=0).to(tl.float32)[None, :]")
+        if partner or gated:
+            em.emit(f"accp += tl.load(in{_idx(lin.bias)} + pc, mask=cn, other=0).to(tl.float32)[None, :]")
+    lead = em.unravel("r[:, None]", y_t.shape[:-1])
+    mask = "(rm[:, None] & cn[None, :])"
+    if gated:
+        for acc, r in zip(("acc", "accp"), gated.results, strict=True):
+            em.values[r] = Tile(acc, [*lead, "c[None, :]"], mask, r.type)  # type: ignore[arg-type]
+    em.values[lin.result] = Tile(
+        "acc", [*lead, "c[None, :]"], "(rm[:, None] & cn[None, :])", y_t, "accp" if partner else None
+    )
+    em.run_epilogue(epilogue)
+    params = em.params()
+    args = ", ".join([p.name for p in params] + ["BM: tl.constexpr", "BN: tl.constexpr", "BK: tl.constexpr"])
+    source = _module(name, args, em.lines)
+    m_code = em.dim(sy.product(x_t.shape[:-1]))
+    grid = (f"cdiv({m_code}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
+    return KernelSource(
+        name=name,
+        template="gemm",
+        source=source,
+        params=tuple(params),
+        grid=grid,
+        constexprs={"BM": sched.bm, "BN": sched.bn, "BK": sched.bk},
+        aliases=em.aliases,
+        num_warps=sched.num_warps,
+        num_stages=sched.num_stages,
+    )
+
+
+def _idx(v: SSAValue) -> int:
+    from xdsl.ir import BlockArgument
+
+    if not isinstance(v, BlockArgument):
+        raise ValueError(f"expected a kernel input, got {v}")
+    return v.index
+
+
+def _tl(dtype: DType) -> str:
+    from inferx.compiler.codegen.tile import TL_DTYPE
+
+    return TL_DTYPE[dtype]
+
+
+def _norm_operand(norm: Operation, which: str) -> SSAValue | None:
+    if isinstance(norm, nn.RMSNormOp):
+        return norm.weight if which == "weight" else None
+    assert isinstance(norm, nn.LayerNormOp)
+    return norm.weight if which == "weight" else norm.bias
+
+
+def _gated_split(lin: nn.LinearOp, epilogue: list[Operation]) -> t.SplitOp | None:
+    """A split of the output's last dim into two equal halves (gate, up): each tile then holds
+    column j of both halves, so ``act(gate) * up`` pairs elements in registers."""
+    for op in epilogue:
+        if isinstance(op, t.SplitOp) and op.input == lin.result and len(op.results) == 2:
+            a, b = (r.type.shape[-1] for r in op.results)  # type: ignore[attr-defined]
+            rank = lin.result.type.rank  # type: ignore[attr-defined]
+            if a == b and get_int(op.attributes, "dim") in (-1, rank - 1):
+                return op
+    return None
+
+
+def _partner_columns(em: Emitter, lin: nn.LinearOp, epilogue: list[Operation]) -> str | None:
+    """The column offset of each output column's RoPE partner, as a Triton expression in ``c``.
+
+    Every rope in the epilogue must reach the linear through split (last dim), reshape (that
+    splits the last dim into heads) and transpose (that keeps the last dim last); then its
+    head_dim axis is a contiguous, aligned run of the linear's columns."""
+    terms: list[str] = []
+    for op in epilogue:
+        if not isinstance(op, nn.RopeOp):
+            continue
+        off, value = 0, op.input
+        head_dim = op.input.type.shape[-1]  # type: ignore[attr-defined]
+        while value != lin.result:
+            owner = value.owner
+            if isinstance(owner, t.TransposeOp):
+                perm = get_ints(owner.attributes, "perm")
+                if perm[-1] != len(perm) - 1:
+                    raise em.error(op, "RoPE input's transpose moves the head_dim axis")
+            elif isinstance(owner, t.ReshapeOp):
+                src, dst = owner.input.type, owner.result.type  # type: ignore[attr-defined]
+                if tuple(src.shape[:-1]) != tuple(dst.shape[:-2]) or dst.shape[-1] != head_dim:
+                    raise em.error(op, "RoPE input's reshape must split only the last dim into heads")
+            elif isinstance(owner, t.SplitOp):
+                dim = get_int(owner.attributes, "dim")
+                if dim not in (-1, owner.input.type.rank - 1):  # type: ignore[attr-defined]
+                    raise em.error(op, "RoPE input's split must cut the last dim")
+                for r in owner.results:
+                    if r == value:
+                        break
+                    off += r.type.shape[-1]  # type: ignore[attr-defined]
+            else:
+                raise em.error(
+                    op, f"RoPE must follow its GEMM through layout ops only, found {getattr(owner, 'name', owner)}"
+                )
+            value = owner.operands[0]  # type: ignore[union-attr]
+        size = op.input.type  # type: ignore[attr-defined]
+        n_cols = math.prod(int(d) for d in size.shape[1:2]) * head_dim if isinstance(size.shape[1], int) else None
+        if n_cols is None:
+            raise em.error(op, "RoPE heads must be static")
+        rot = get_int(op.attributes, "rotary_dim", head_dim)
+        d = f"((c - {off}) % {head_dim})"
+        inside = f"((c >= {off}) & (c < {off + n_cols}))"
+        if get_str(op.attributes, "style", ("rotate_half", "interleaved"), "rotate_half") == "rotate_half":
+            delta = f"tl.where({d} < {rot // 2}, {rot // 2}, tl.where({d} < {rot}, -{rot // 2}, 0))"
+        else:
+            delta = f"tl.where({d} < {rot}, tl.where({d} % 2 == 0, 1, -1), 0)"
+        terms.append(f"tl.where({inside}, {delta}, 0)")
+    return " + ".join(terms) if terms else None
+
+
+HEADER = "import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice  # noqa: F401\n\n"
+
+
+def _module(name: str, args: str, lines: list[str]) -> str:
+    body = "\n".join(lines)
+    return f"{HEADER}\n@triton.jit\ndef {name}({args}):\n{body}\n"
+
+
+def signature(ks: KernelSource) -> dict[str, str]:
+    """The Triton compile signature of a kernel (pointer dtypes, i32 symbols, constexprs)."""
+    sig: dict[str, str] = {}
+    for p in ks.params:
+        sig[p.name] = f"*{SIG_DTYPE[DType(p.dtype)]}" if p.kind in ("in", "out") else "i32"
+    for c in ks.constexprs:
+        sig[c] = "constexpr"
+    return sig

@@ -1,0 +1,345 @@
+"""The tile emitter shared by every template: values of a fused group as Triton expressions.
+
+A template computes its anchor (a GEMM, attention, a gather, a row reduction) as a register tile
+and hands each tile element's coordinates in the anchor's result tensor to the emitter. The
+emitter then walks the rest of the kernel body: elementwise ops become expressions, operands
+from outside the kernel become loads at the same coordinates (with broadcasting), layout ops
+(split, reshape, transpose, slice) only rewrite coordinates, ``kv_write`` becomes a masked store
+into the cache in place, and every yielded value is stored at its coordinates. Element values
+stay in registers throughout: a layout op never moves data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from inferx.compiler.codegen.errors import CodegenError
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir import ops_tensor as t
+from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.ops_base import get_dim, get_int, get_ints, get_str
+from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
+from inferx.compiler.ir.types import DType, TensorType
+from inferx.runtime.kernel_source import Param
+
+TL_DTYPE = {DType.f32: "tl.float32", DType.f16: "tl.float16", DType.bf16: "tl.bfloat16",
+            DType.f8e4m3: "tl.float8e4nv", DType.i8: "tl.int8", DType.i32: "tl.int32",
+            DType.i64: "tl.int64", DType.bool: "tl.int1"}
+SIG_DTYPE = {DType.f32: "fp32", DType.f16: "fp16", DType.bf16: "bf16", DType.f8e4m3: "fp8e4nv",
+             DType.i8: "i8", DType.i32: "i32", DType.i64: "i64", DType.bool: "i1"}
+
+UNARY = {
+    t.NegOp: "-({a})",
+    t.ExpOp: "tl.exp({a})",
+    t.RsqrtOp: "tl.rsqrt({a})",
+    t.SqrtOp: "tl.sqrt({a})",
+    t.SigmoidOp: "tl.sigmoid({a})",
+    t.SiluOp: "({a}) * tl.sigmoid({a})",
+    t.TanhOp: "(2.0 * tl.sigmoid(2.0 * ({a})) - 1.0)",
+}
+BINARY = {
+    t.AddOp: "({a}) + ({b})",
+    t.SubOp: "({a}) - ({b})",
+    t.MulOp: "({a}) * ({b})",
+    t.DivOp: "({a}) / ({b})",
+    t.MaxOp: "tl.maximum({a}, {b})",
+    t.MinOp: "tl.minimum({a}, {b})",
+    t.PowOp: "libdevice.pow({a}, {b})",
+}
+
+
+def dim_code(d: sy.Dim, symbols: set[str] | None = None) -> str:
+    """A dim as a Python/Triton expression over ``S_<symbol>`` names (collected into ``symbols``)."""
+    if isinstance(d, int):
+        return str(d)
+    parts = []
+    for mono, coeff in d.terms:
+        factors = [str(coeff)] if coeff != 1 or not mono else []
+        for atom in mono:
+            if isinstance(atom, str):
+                if symbols is not None:
+                    symbols.add(atom)
+                factors.append(f"S_{atom}")
+            else:
+                factors.append(f"(({dim_code(atom.numerator, symbols)}) // {atom.divisor})")
+        parts.append(" * ".join(factors))
+    return "(" + " + ".join(parts) + ")"
+
+
+@dataclass
+class Tile:
+    """A value held in registers: ``expr`` per tile element, at ``coords`` of its tensor type."""
+
+    expr: str
+    coords: list[str]
+    mask: str
+    type: TensorType
+    # For a value reached from the anchor through layout ops only: its partner for RoPE.
+    partner: str | None = None
+
+
+@dataclass
+class Emitter:
+    kernel: KernelOp
+    name: str
+    lines: list[str] = field(default_factory=list)
+    values: dict[SSAValue, Tile] = field(default_factory=dict)
+    symbols: set[str] = field(default_factory=set)
+    indent: int = 1
+    counter: int = 0
+    aliases: dict[int, int] = field(default_factory=dict)
+    stored: set[int] = field(default_factory=set)
+
+    # text ----------------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def tmp(self, expr: str, prefix: str = "v") -> str:
+        name = f"{prefix}{self.counter}"
+        self.counter += 1
+        self.emit(f"{name} = {expr}")
+        return name
+
+    def error(self, op: Operation | None, why: str) -> CodegenError:
+        where = f" at {op.name}" if op is not None else ""
+        return CodegenError(f"kernel {self.name} ({self.kernel.template.data}){where}: {why}")
+
+    # dims and addresses -------------------------------------------------------------------
+    def dim(self, d: sy.Dim) -> str:
+        return dim_code(d, self.symbols)
+
+    def strides(self, shape: Sequence[sy.Dim]) -> list[str]:
+        out: list[str] = []
+        acc: sy.Dim = 1
+        for d in reversed(shape):
+            out.append(self.dim(acc))
+            acc = sy.mul(acc, d)
+        return list(reversed(out))
+
+    def offset(self, coords: Sequence[str], shape: Sequence[sy.Dim]) -> str:
+        terms = [f"({c}) * {s}" if s != "1" else f"({c})" for c, s in zip(coords, self.strides(shape), strict=True)]
+        return " + ".join(terms) if terms else "0"
+
+    def unravel(self, linear: str, shape: Sequence[sy.Dim]) -> list[str]:
+        coords: list[str] = []
+        rest = self.tmp(linear, "lin")
+        for i, d in enumerate(reversed(shape)):
+            if i == len(shape) - 1:
+                coords.append(rest)
+            else:
+                dc = self.dim(d)
+                coords.append(self.tmp(f"{rest} % {dc}", "c"))
+                rest = self.tmp(f"{rest} // {dc}", "lin")
+        return list(reversed(coords)) if shape else []
+
+    # inputs -------------------------------------------------------------------------------
+    def input_index(self, v: SSAValue) -> int:
+        assert isinstance(v, BlockArgument)
+        return v.index
+
+    def load(self, v: SSAValue, coords: Sequence[str], mask: str, as_float: bool = True) -> str:
+        """Loads kernel input ``v`` at ``coords`` of a value of rank len(coords), broadcasting."""
+        ty = v.type
+        assert isinstance(ty, TensorType)
+        lead = len(coords) - ty.rank
+        if lead < 0:
+            raise self.error(None, f"operand {ty} has a higher rank than the value it combines with")
+        cs = ["0" if ty.shape[i] == 1 else coords[lead + i] for i in range(ty.rank)]
+        ptr = f"in{self.input_index(v)} + {self.offset(cs, ty.shape)}"
+        cast = ".to(tl.float32)" if as_float and ty.dtype.is_float else ""
+        if all(c == "0" for c in cs):  # a scalar: one load, broadcast by the arithmetic
+            return self.tmp(f"tl.load(in{self.input_index(v)}){cast}", "x")
+        return self.tmp(f"tl.load({ptr}, mask={mask}, other=0){cast}", "x")
+
+    def operand(self, v: SSAValue, like: Tile, op: Operation) -> str:
+        if v in self.values:
+            other = self.values[v]
+            if other.coords != like.coords:
+                raise self.error(op, "combines two in-kernel values whose elements are not aligned")
+            return other.expr
+        return self.load(v, like.coords, like.mask)
+
+    # the body walk ------------------------------------------------------------------------
+    def run_epilogue(self, ops: Sequence[Operation]) -> None:
+        for op in ops:
+            if isinstance(op, YieldOp):
+                for i, v in enumerate(op.values):
+                    if i in self.aliases:
+                        continue  # written in place by kv_write
+                    tile = self.values.get(v)
+                    if tile is None:
+                        raise self.error(op, f"yields value #{i}, which is not computed in this kernel")
+                    self.store(tile, i)
+                return
+            self.visit(op)
+        raise self.error(None, "the body has no ix.yield")
+
+    def visit(self, op: Operation) -> None:
+        tiles = [self.values.get(v) for v in op.operands]
+        first = next((x for x in tiles if x is not None), None)
+        if first is None:
+            raise self.error(op, "does not use any value computed in this kernel (it should not have fused)")
+        res_type = op.results[0].type if op.results else None
+        assert isinstance(res_type, TensorType) or res_type is None
+        if type(op) in UNARY:
+            self.set(op, Tile(self.tmp(UNARY[type(op)].format(a=first.expr)), first.coords, first.mask, res_type))
+        elif isinstance(op, t.GeluOp):
+            a = first.expr
+            if get_str(op.attributes, "approximate", ("none", "tanh"), "none") == "tanh":
+                inner = f"0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})"
+                expr = f"0.5 * {a} * (2.0 * tl.sigmoid(2.0 * ({inner})))"
+            else:
+                expr = f"0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476))"
+            self.set(op, Tile(self.tmp(expr), first.coords, first.mask, res_type))
+        elif type(op) in BINARY:
+            if res_type is None or tuple(res_type.shape) != tuple(first.type.shape):
+                raise self.error(op, f"broadcasts the in-kernel value {first.type} up to {res_type}")
+            a = self.operand(op.operands[0], first, op)
+            b = self.operand(op.operands[1], first, op)
+            self.set(op, Tile(self.tmp(BINARY[type(op)].format(a=a, b=b)), first.coords, first.mask, res_type))
+        elif isinstance(op, t.CastOp):
+            assert res_type is not None
+            target = res_type.dtype
+            if target.is_float:
+                expr = f"({first.expr}).to({TL_DTYPE[target]}).to(tl.float32)"
+            else:
+                expr = f"({first.expr}).to({TL_DTYPE[target]})"
+            self.set(op, Tile(self.tmp(expr), first.coords, first.mask, res_type))
+        elif isinstance(op, t.SplitOp):
+            dim = get_int(op.attributes, "dim") % first.type.rank
+            off: sy.Dim = 0
+            for r in op.results:
+                rt = r.type
+                assert isinstance(rt, TensorType)
+                size = rt.shape[dim]
+                c = first.coords[dim]
+                coords = list(first.coords)
+                coords[dim] = self.tmp(f"{c} - {self.dim(off)}", "c")
+                lo, hi = self.dim(off), self.dim(sy.add(off, size))
+                mask = self.tmp(f"{first.mask} & ({c} >= {lo}) & ({c} < {hi})", "m")
+                self.values[r] = Tile(first.expr, coords, mask, rt, first.partner)
+                off = sy.add(off, size)
+        elif isinstance(op, t.ReshapeOp):
+            assert res_type is not None
+            linear = self.offset(first.coords, first.type.shape)
+            coords = self.unravel(linear, res_type.shape)
+            self.set(op, Tile(first.expr, coords, first.mask, res_type, first.partner))
+        elif isinstance(op, t.TransposeOp):
+            perm = get_ints(op.attributes, "perm")
+            coords = [first.coords[p] for p in perm]
+            self.set(op, Tile(first.expr, coords, first.mask, res_type, first.partner))
+        elif isinstance(op, t.SliceOp):
+            dim = get_int(op.attributes, "dim") % first.type.rank
+            start, end = self.dim(get_dim(op.attributes, "start")), self.dim(get_dim(op.attributes, "end"))
+            step = get_int(op.attributes, "step", 1)
+            c = first.coords[dim]
+            coords = list(first.coords)
+            coords[dim] = self.tmp(f"({c} - {start}) // {step}", "c")
+            mask = self.tmp(f"{first.mask} & ({c} >= {start}) & ({c} < {end}) & (({c} - {start}) % {step} == 0)", "m")
+            self.set(op, Tile(first.expr, coords, mask, res_type))
+        elif isinstance(op, nn.RopeOp):
+            self.rope(op, first)
+        elif isinstance(op, nn.KVWriteOp):
+            self.kv_write(op)
+        else:
+            raise self.error(op, "has no tile form in an epilogue")
+
+    def set(self, op: Operation, tile: Tile) -> None:
+        self.values[op.results[0]] = tile
+
+    # rope and the KV cache ----------------------------------------------------------------
+    def rope(self, op: nn.RopeOp, x: Tile) -> None:
+        if op.input not in self.values or x.partner is None:
+            raise self.error(op, "RoPE must follow its GEMM through layout ops only (split, reshape, transpose)")
+        attrs = op.attributes
+        head_dim = x.type.shape[-1]
+        assert isinstance(head_dim, int)
+        rot = get_int(attrs, "rotary_dim", head_dim)
+        style = get_str(attrs, "style", ("rotate_half", "interleaved"), "rotate_half")
+        scaling = get_str(attrs, "scaling", ("none", "linear", "dynamic", "llama3"), "none")
+        if scaling == "dynamic":
+            raise self.error(op, "dynamic NTK scaling depends on the step's longest sequence; not generated yet")
+        theta = float(attrs["theta"].value.data)  # type: ignore[attr-defined]
+        d = x.coords[-1]
+        pos = self.load(op.positions, [x.coords[0], x.coords[2]], x.mask, as_float=False)
+        if style == "rotate_half":
+            j = self.tmp(f"{d} % {rot // 2}", "j")
+            sign = self.tmp(f"tl.where({d} < {rot // 2}, -1.0, 1.0)", "sg")
+        else:
+            j = self.tmp(f"{d} // 2", "j")
+            sign = self.tmp(f"tl.where({d} % 2 == 0, -1.0, 1.0)", "sg")
+        inv = self.tmp(f"tl.exp2(-({j}.to(tl.float32) * 2.0 / {rot}) * {float(__import__('math').log2(theta))!r})", "f")
+        if scaling == "linear":
+            inv = self.tmp(f"{inv} / {float(attrs['factor'].value.data)!r}", "f")  # type: ignore[attr-defined]
+        elif scaling == "llama3":
+            inv = self._llama3(inv, attrs)
+        ang = self.tmp(f"{pos}.to(tl.float32) * {inv}", "a")
+        rotated = f"{x.expr} * tl.cos({ang}) + {sign} * {x.partner} * tl.sin({ang})"
+        out = self.tmp(f"tl.where({d} < {rot}, {rotated}, {x.expr})")
+        self.set(op, Tile(out, x.coords, x.mask, x.type))
+
+    def _llama3(self, inv: str, attrs) -> str:  # type: ignore[no-untyped-def]
+        import math
+
+        factor = float(attrs["factor"].value.data)
+        low = float(attrs["low_freq_factor"].value.data)
+        high = float(attrs["high_freq_factor"].value.data)
+        orig = float(attrs["original_max_position"].value.data)
+        low_wl, high_wl = orig / low, orig / high
+        wl = self.tmp(f"{2 * math.pi!r} / {inv}", "wl")
+        smooth = self.tmp(f"({orig!r} / {wl} - {low!r}) / {high - low!r}", "sm")
+        mid = f"(1.0 - {smooth}) * {inv} / {factor!r} + {smooth} * {inv}"
+        scaled = f"tl.where({wl} > {low_wl!r}, {inv} / {factor!r}, {mid})"
+        return self.tmp(f"tl.where({wl} < {high_wl!r}, {inv}, {scaled})", "f")
+
+    def kv_write(self, op: nn.KVWriteOp) -> None:
+        new = self.values.get(op.new)
+        if new is None or op.cache in self.values:
+            raise self.error(op, "writes a cache that is not a kernel input, or a value not computed here")
+        cache_t = op.cache.type
+        assert isinstance(cache_t, TensorType)
+        pos = self.load(op.positions, [new.coords[0], new.coords[2]], new.mask, as_float=False)
+        coords = [new.coords[0], new.coords[1], pos, new.coords[3]]
+        ptr = f"in{self.input_index(op.cache)} + {self.offset(coords, cache_t.shape)}"
+        value = f"{new.expr}.to({TL_DTYPE[cache_t.dtype]})"
+        self.emit(f"tl.store({ptr}, {value}, mask={new.mask} & ({pos} >= 0))")
+        # The result is the cache itself, updated in place: yield it as an alias of the input.
+        yield_op = self.kernel.body.block.last_op
+        assert isinstance(yield_op, YieldOp)
+        for i, v in enumerate(yield_op.values):
+            if v == op.results[0]:
+                self.aliases[i] = self.input_index(op.cache)
+
+    def store(self, tile: Tile, out_index: int) -> None:
+        out_t = self.kernel.outputs[out_index].type
+        assert isinstance(out_t, TensorType)
+        ptr = f"out{out_index} + {self.offset(tile.coords, out_t.shape)}"
+        self.emit(f"tl.store({ptr}, ({tile.expr}).to({TL_DTYPE[out_t.dtype]}), mask={tile.mask})")
+
+    # the parameter list ---------------------------------------------------------------------
+    def params(self) -> list[Param]:
+        ps: list[Param] = []
+        for i, v in enumerate(self.kernel.inputs):
+            ty = v.type
+            assert isinstance(ty, TensorType)
+            ps.append(Param(f"in{i}", "in", index=i, dtype=ty.dtype.value))
+        for i, v in enumerate(self.kernel.outputs):
+            ty = v.type
+            assert isinstance(ty, TensorType)
+            ps.append(Param(f"out{i}", "out", index=i, dtype=ty.dtype.value))
+        for s in sorted(self.symbols):
+            ps.append(Param(f"S_{s}", "sym", symbol=s))
+        return ps
+
+
+def template_name(kernel: KernelOp) -> str:
+    return kernel.template.data
+
+
+def attr_str(op: Operation, key: str, default: str) -> str:
+    a = op.attributes.get(key)
+    return a.data if isinstance(a, StringAttr) else default

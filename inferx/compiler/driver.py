@@ -1,0 +1,348 @@
+"""The compiler driver: a model in, an artifact out, as a flat list of numbered phases.
+
+    1. import          the frontend builds the ix module and the weight store
+    2. cleanup         canonicalize, cse, dce
+    3. merge-gemms     q/k/v and gate/up become one GEMM each (weights concatenated)
+    4. fuse            every run-time op into an ix.kernel (5 per decoder layer)
+    5. plan-memory     one arena per shape bucket
+    6. fold weights    weight-only values (concatenations) become stored weights
+    7. codegen         Triton source per kernel, identical kernels shared across layers
+    8. build           cubins for sm_90 targets (in worker processes); CPU keeps the source
+    9. launch plan     per entry point: kernels, grids, argument bindings
+   10. write           the artifact, under a temporary name, then renamed into place
+
+``--dump-ir DIR`` writes the IR after phases 1-5. Each phase reports progress through
+``options.progress``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from inferx.compiler.codegen import generate
+from inferx.compiler.codegen.tile import dim_code
+from inferx.compiler.interpreter.context import KernelContext
+from inferx.compiler.interpreter.kernels import KERNELS
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.ops_tensor import WeightOp
+from inferx.compiler.ir.types import DType, TensorType
+from inferx.passes import registry
+from inferx.passes.pipeline import PassManager, parse
+from inferx.passes.plan_memory import read_plan
+from inferx.program import Program
+from inferx.runtime.kernel_source import KernelSource
+
+TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
+FORMAT_NOTE = "weights are stored little-endian in the kernel dtype; bf16 as its 16 raw bits"
+
+
+class CompileError(ValueError):
+    """A model or option the compiler refuses; the message names what is at fault."""
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str = "h200"
+    dtype: str | None = None
+    max_seq_len: int = 2048
+    max_batch: int = 8
+    dump_ir: Path | None = None
+    progress: Callable[[str], None] | None = None
+    jobs: int = 2
+
+
+def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path:
+    """Compiles ``src`` (a path, a transformers model or a Program) into an artifact at ``output``."""
+    from inferx.runtime.artifact import write_artifact
+
+    if options.target not in TARGETS:
+        raise CompileError(f"unknown target {options.target!r}; the targets are {', '.join(TARGETS)}")
+    if options.max_batch < 1 or options.max_seq_len < 1:
+        raise CompileError("max_batch and max_seq_len must be positive")
+    say = options.progress or (lambda msg: None)
+    clock = time.perf_counter()
+
+    def phase(n: int, what: str) -> None:
+        say(f"[{n:2d}/10] {what} ({time.perf_counter() - clock:.1f} s)")
+
+    phase(1, "import")
+    program = src if isinstance(src, Program) else _import(src, options)
+    if program.info is None:
+        raise CompileError("only decoder LLMs (prefill/decode entry points) compile to artifacts for now")
+    info = program.info
+    if options.max_seq_len > info.max_context:
+        raise CompileError(f"max_seq_len {options.max_seq_len} exceeds the model's {info.max_context}")
+    if options.target == "cpu" and info.dtype == "bf16":
+        raise CompileError(
+            "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"
+        )
+    _dump(options, "1-import", program)
+    for n, name, pipeline in (
+        (2, "cleanup", "canonicalize,cse,dce"),
+        (3, "merge-gemms", "merge-gemms,dce"),
+        (4, "fuse", "fuse"),
+        (5, "plan-memory", _plan_pipeline(options)),
+    ):
+        phase(n, name)
+        PassManager(parse(pipeline, registry())).run(program.module)
+        _dump(options, f"{n}-{name}", program)
+    funcs = {f.sym_name.data: f for f in program.module.ops if isinstance(f, FuncOp)}
+
+    phase(6, "fold weights")
+    weights = _WeightFolder(program)
+    phase(7, "codegen")
+    kernels: dict[str, KernelSource] = {}
+    per_func_kernels: dict[str, list[tuple[KernelOp, str]]] = {}
+    for fname, func in funcs.items():
+        named: list[tuple[KernelOp, str]] = []
+        for kop in [o for o in func.body.block.ops if isinstance(o, KernelOp)]:
+            ks = generate(kop, "kernel")
+            digest = hashlib.sha256(ks.source.encode()).hexdigest()[:12]
+            name = f"{kop.template.data}_{digest}"
+            if name not in kernels:
+                kernels[name] = generate(kop, name)
+            named.append((kop, name))
+        per_func_kernels[fname] = named
+    say(f"        {sum(len(v) for v in per_func_kernels.values())} launches, {len(kernels)} distinct kernels")
+
+    target = TARGETS[options.target]
+    phase(8, f"build ({target})")
+    binaries = _build(kernels, target, options.jobs, say) if target != "cpu" else {}
+
+    phase(9, "launch plan")
+    entries = {fname: _entry_plan(func, per_func_kernels[fname], weights) for fname, func in funcs.items()}
+
+    phase(10, "write")
+    files: dict[str, bytes] = {}
+    weight_index = {}
+    for name, arr in weights.stored.items():
+        fname = f"weights/{_safe(name)}.bin"
+        files[fname] = _weight_bytes(arr, weights.dtypes[name])
+        weight_index[name] = {"file": fname, "shape": list(arr.shape), "dtype": weights.dtypes[name]}
+    kernel_index = {}
+    for name, ks in sorted(kernels.items()):
+        files[f"kernels/{name}.py"] = ks.source.encode()
+        meta = ks.to_json()
+        del meta["source"]
+        meta["file"] = f"kernels/{name}.py"
+        if name in binaries:
+            files[f"kernels/{name}.cubin"] = binaries[name]["cubin"]
+            meta["cubin"] = f"kernels/{name}.cubin"
+            meta["shared"] = binaries[name]["shared"]
+        kernel_index[name] = meta
+    sections = {
+        "compiler_version": _version("inferx"),
+        "triton_version": _version("triton"),
+        "target": target,
+        "model": {
+            "architecture": info.architecture, "vocab_size": info.vocab_size,
+            "max_context": info.max_context, "eos_token_ids": list(info.eos_token_ids),
+            "num_layers": info.num_layers, "num_kv_heads": info.num_kv_heads,
+            "head_dim": info.head_dim, "dtype": info.dtype,
+        },
+        "limits": {"max_batch": options.max_batch, "max_seq_len": options.max_seq_len},
+        "entries": entries,
+        "kernels": kernel_index,
+        "weights": weight_index,
+        "memory_plan": {fname: _plan_json(func) for fname, func in funcs.items()},
+        "schedules": {"fallbacks": sorted(kernels), "note": "no tuning database yet: every schedule is heuristic"},
+        "weights_format": FORMAT_NOTE,
+    }
+    out = write_artifact(Path(output), sections, files)
+    phase(10, f"wrote {out}")
+    return out
+
+
+def _import(src: Any, options: CompileOptions) -> Program:
+    from inferx.compiler.frontend import import_model
+
+    dtype = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", None: None}.get(options.dtype, options.dtype)
+    return import_model(src, **({"dtype": dtype} if dtype else {}))
+
+
+def _plan_pipeline(options: CompileOptions) -> str:
+    batch = sorted({b for b in (1, 4, 16, 64) if b < options.max_batch} | {options.max_batch})
+    seq = sorted({s for s in (1, 512, 2048) if s < options.max_seq_len} | {options.max_seq_len})
+    return (f"plan-memory{{batch={','.join(map(str, batch))} seq={','.join(map(str, seq))} "
+            f"max-ctx={options.max_seq_len}}}")
+
+
+def _dump(options: CompileOptions, name: str, program: Program) -> None:
+    if options.dump_ir is not None:
+        options.dump_ir.mkdir(parents=True, exist_ok=True)
+        (options.dump_ir / f"{name}.mlir").write_text(str(program.module) + "\n")
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)
+
+
+def _version(pkg: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _weight_bytes(arr: np.ndarray, dtype: str) -> bytes:
+    if dtype == "bf16":
+        bits = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32)
+        return ((bits >> 16).astype("<u2")).tobytes()
+    return np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
+
+
+class _WeightFolder:
+    """Evaluates the weight-only values kernels read, and names them: a leaf keeps its weight's
+    name; a derived value is named by the hash of how it is computed, so prefill and decode share
+    it and compiling twice gives the same names."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.stored: dict[str, np.ndarray] = {}
+        self.dtypes: dict[str, str] = {}
+        self._names: dict[SSAValue, str] = {}
+
+    def name_of(self, v: SSAValue) -> str:
+        if v in self._names:
+            return self._names[v]
+        owner = v.owner
+        assert isinstance(owner, Operation)
+        ty = v.type
+        assert isinstance(ty, TensorType)
+        if isinstance(owner, WeightOp):
+            name = owner.attributes["name"].data  # type: ignore[attr-defined]
+            if name not in self.stored:
+                self.stored[name] = self._storage(np.asarray(self.program.weights[name]), ty.dtype)
+        else:
+            recipe = _recipe(owner, self)
+            name = "derived." + hashlib.sha256(recipe.encode()).hexdigest()[:16]
+            if name not in self.stored:
+                ins = [self.stored[self.name_of(x)] for x in owner.operands]
+                outs = KERNELS[type(owner)](owner, ins, KernelContext(env={}, weights={}))
+                self.stored[name] = self._storage(np.asarray(outs[list(owner.results).index(v)]), ty.dtype)
+        self.dtypes[name] = ty.dtype.value
+        self._names[v] = name
+        return name
+
+    @staticmethod
+    def _storage(a: np.ndarray, dtype: DType) -> np.ndarray:
+        want = {DType.f32: np.float32, DType.bf16: np.float32, DType.f16: np.float16, DType.i32: np.int32,
+                DType.i64: np.int64, DType.i8: np.int8}.get(dtype)
+        if want is None:
+            raise CompileError(f"weights of dtype {dtype.value} are not stored yet")
+        return np.ascontiguousarray(a, dtype=want)
+
+
+def _recipe(op: Operation, folder: _WeightFolder) -> str:
+    attrs = ",".join(f"{k}={v}" for k, v in sorted(op.attributes.items()))
+    args = ",".join(folder.name_of(v) for v in op.operands)
+    types = ",".join(str(r.type) for r in op.results)
+    return f"{op.name}[{attrs}]({args})->{types}"
+
+
+def _binding(v: SSAValue, buffers: dict[SSAValue, str], weights: _WeightFolder) -> dict[str, Any]:
+    if isinstance(v, BlockArgument):
+        return {"kind": "arg", "index": v.index}
+    if v in buffers:
+        return {"kind": "buffer", "name": buffers[v]}
+    return {"kind": "weight", "name": weights.name_of(v)}
+
+
+def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: _WeightFolder) -> dict[str, Any]:
+    buffers: dict[SSAValue, str] = {}
+    buffer_types: dict[str, dict[str, Any]] = {}
+    launches = []
+    for kop, name in kernels:
+        ins = [_binding(v, buffers, weights) for v in kop.operands]
+        outs = []
+        for i, r in enumerate(kop.results):
+            bname = f"{kop.attributes['name'].data}#{i}"  # type: ignore[attr-defined]
+            buffers[r] = bname
+            ty = r.type
+            assert isinstance(ty, TensorType)
+            buffer_types[bname] = {"shape": [dim_code(d) for d in ty.shape], "dtype": ty.dtype.value}
+            outs.append({"kind": "buffer", "name": bname})
+        launches.append({"kernel": name, "inputs": ins, "outputs": outs})
+    ret = func.body.block.last_op
+    assert isinstance(ret, ReturnOp)
+    args = []
+    for a in func.body.block.args:
+        ty = a.type
+        assert isinstance(ty, TensorType)
+        args.append({"name": a.name_hint or f"arg{a.index}", "shape": [dim_code(d) for d in ty.shape],
+                     "dtype": ty.dtype.value})
+    return {
+        "args": args,
+        "launches": launches,
+        "buffers": buffer_types,
+        "returns": [_binding(v, buffers, weights) for v in ret.operands],
+    }
+
+
+def _plan_json(func: FuncOp) -> dict[str, Any]:
+    plan = read_plan(func)
+    if plan is None:
+        return {}
+    return {
+        "text": str(plan.to_attr()),
+        "buckets": [{"dims": dict(b.dims), "peak_bytes": b.peak, "no_reuse_bytes": b.no_reuse, "kv_bytes": b.kv}
+                    for b in plan.buckets],
+    }
+
+
+def _build(kernels: Mapping[str, KernelSource], target: str, jobs: int,
+           say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """Compiles every kernel to a cubin in worker processes (Triton's interpreter mode, used by
+    CPU sessions, is process-wide, so compilation never runs in the caller's process)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    arch = int(target.removeprefix("sm_"))
+    out: dict[str, dict[str, Any]] = {}
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as pool:
+        futures = {name: pool.submit(_compile_one, json.dumps(ks.to_json()), arch) for name, ks in kernels.items()}
+        for i, (name, fut) in enumerate(sorted(futures.items()), 1):
+            try:
+                out[name] = fut.result()
+            except Exception as e:  # a kernel that does not compile is a compiler bug: name it
+                raise CompileError(f"kernel {name} failed to compile for {target}: {e}") from None
+            say(f"        built {i}/{len(futures)}: {name}")
+    return out
+
+
+def _compile_one(ks_json: str, arch: int) -> dict[str, Any]:
+    import os
+
+    os.environ["TRITON_INTERPRET"] = "0"
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from inferx.compiler.codegen.gemm import signature
+    from inferx.runtime.triton_kernels import load_kernel
+
+    ks = KernelSource.from_json(json.loads(ks_json))
+    fn = load_kernel(ks, interpret=False)
+    compiled = triton.compile(
+        ASTSource(fn=fn, signature=signature(ks), constexprs=ks.constexprs),
+        target=GPUTarget("cuda", arch, 64),
+        options={"num_warps": ks.num_warps, "num_stages": ks.num_stages},
+    )
+    return {"cubin": compiled.asm["cubin"], "shared": int(compiled.metadata.shared)}
+
+
+def with_progress(options: CompileOptions, progress: Callable[[str], None]) -> CompileOptions:
+    return replace(options, progress=progress)

@@ -1,0 +1,54 @@
+"""What code generation produces for one ``ix.kernel``: Triton source plus how to launch it.
+It lives in the runtime because loading an artifact needs it and must not import the compiler.
+
+A ``KernelSource`` is plain data (it goes into the artifact's launch plan as JSON): the module
+text holding one ``@triton.jit`` function, its parameters in order and what each binds to, the
+grid as expressions over the symbolic dims, the compile-time constants, and which outputs are
+written in place into an input (the KV cache).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+ParamKind = Literal["in", "out", "sym"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: input/output pointer ``index`` of the ix.kernel, or a symbol's value."""
+
+    name: str
+    kind: ParamKind
+    index: int = -1
+    symbol: str = ""
+    dtype: str = ""  # ix dtype of a pointer's elements
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    name: str
+    template: str
+    source: str
+    params: tuple[Param, ...]
+    grid: tuple[str, ...]  # Python expressions over S_<symbol> names and cdiv
+    constexprs: dict[str, int] = field(default_factory=dict)
+    aliases: dict[int, int] = field(default_factory=dict)  # output index -> input index
+    num_warps: int = 4
+    num_stages: int = 2
+    schedule_origin: str = "heuristic"
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["aliases"] = {str(k): v for k, v in self.aliases.items()}
+        return d
+
+    @staticmethod
+    def from_json(d: dict) -> KernelSource:
+        return KernelSource(
+            name=d["name"], template=d["template"], source=d["source"],
+            params=tuple(Param(**p) for p in d["params"]), grid=tuple(d["grid"]),
+            constexprs=dict(d["constexprs"]), aliases={int(k): v for k, v in d["aliases"].items()},
+            num_warps=d["num_warps"], num_stages=d["num_stages"], schedule_origin=d["schedule_origin"],
+        )
