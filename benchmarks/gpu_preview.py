@@ -18,7 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -113,9 +112,8 @@ class Runner:
                     t = torch.empty(shape, dtype=TORCH[spec["dtype"]], device=dev)
                 buffers[b["name"]] = t
                 outs.append(t)
-            call_args = []
-            for p in ks.params:
-                call_args.append(ins[p.index] if p.kind == "in" else outs[p.index] if p.kind == "out" else env[p.symbol])
+            call_args = [ins[p.index] if p.kind == "in" else outs[p.index] if p.kind == "out" else env[p.symbol]
+                         for p in ks.params]
             calls.append((fn, grid(ks, env), call_args, dict(ks.constexprs, num_warps=ks.num_warps,
                                                               num_stages=ks.num_stages)))
         self.returns = [resolve(b) for b in self.plan["returns"]]

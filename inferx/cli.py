@@ -3,8 +3,16 @@ and exit 1; a usage error exits 2 (click's convention)."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -108,18 +116,364 @@ def _split(text: str) -> list[tuple[int, str]]:
     return chunks
 
 
-@main.command("compile")
+
+# --- compile --------------------------------------------------------------------------------
+
+TARGET_CHOICES = "h200|h100|sm_90|cpu"
+DTYPE_CHOICES = ("fp32", "fp16", "bf16")
+
+
+def _compile_errors() -> tuple[type[BaseException], ...]:
+    """What compiling raises for a model, option or output the user gave (not a compiler bug)."""
+    from inferx.compiler.codegen.errors import CodegenError
+    from inferx.compiler.driver import CompileError
+    from inferx.compiler.frontend.hf import ModelImportError
+    from inferx.compiler.frontend.weights import WeightError
+    from inferx.models.config import ConfigError
+    from inferx.passes.plan_memory import PlanError
+    from inferx.runtime.artifact import ArtifactError
+
+    return (OSError, CompileError, CodegenError, ModelImportError, WeightError, ConfigError, PlanError,
+            ArtifactError)
+
+
+def _runtime_errors() -> tuple[type[BaseException], ...]:
+    from inferx.runtime.artifact import ArtifactError
+    from inferx.runtime.session import SessionError
+
+    return (OSError, ArtifactError, SessionError)
+
+
+def _one_line(e: BaseException) -> str:
+    """The error's message on one line; an OSError names its file."""
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        text = f"{e.filename}: {e.strerror}"
+    else:
+        text = str(e) or type(e).__name__
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+@contextmanager
+def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Turns the given exception types into a one-line UserError; anything else is a bug and keeps
+    its traceback."""
+    try:
+        yield
+    except kinds as e:
+        raise UserError(_one_line(e)) from None
+
+
+@main.command("compile", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model")
-@click.option("-o", "--output", required=True, help="Artifact path (a directory, or a .ixa file).")
-@click.option("--target", type=click.Choice(["h200", "h100", "sm_90", "cpu"]), default="h200")
-def compile_command(model: str, output: str, target: str) -> None:
-    """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact."""
-    raise UserError(
-        "inferx compile is not available yet: this version has the ix IR, its passes and the "
-        "reference interpreter, but no model frontend or code generator"
+@click.option("-o", "--output", required=True, metavar="ARTIFACT",
+              help="Artifact path: a directory, or a single file ending in .ixa.")
+@click.option("--target", default="h200", metavar=f"[{TARGET_CHOICES}]", show_default=True,
+              help="sm_90 cubins for Hopper GPUs, or cpu (Triton source run by the interpreter; fp32/fp16).")
+@click.option("--dtype", default=None, metavar=f"[{'|'.join(DTYPE_CHOICES)}]",
+              help="Weight and activation dtype (default: the checkpoint's).")
+@click.option("--max-seq-len", type=int, default=2048, show_default=True,
+              help="Longest context a sequence may reach.")
+@click.option("--max-batch", type=int, default=8, show_default=True, help="Most sequences per step.")
+@click.option("--dump-ir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write the IR after each of the first five phases into DIR.")
+@click.option("--jobs", type=int, default=None, metavar="N",
+              help="Worker processes building cubins (default: the CPU count, at most 8).")
+def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
+                    dump_ir: str | None, jobs: int | None) -> None:
+    """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
+
+    Progress goes to stderr; the artifact's path to stdout."""
+    from inferx.compiler.driver import TARGETS, CompileOptions, compile_model
+
+    if target not in TARGETS:
+        raise UserError(f"unknown target {target!r}: the targets are {', '.join(TARGETS)}")
+    if dtype is not None and dtype not in DTYPE_CHOICES:
+        raise UserError(f"unknown dtype {dtype!r}: the dtypes are {', '.join(DTYPE_CHOICES)}")
+    if jobs is not None and jobs < 1:
+        raise UserError(f"--jobs must be at least 1, got {jobs}")
+    path = Path(model)
+    if not path.exists():
+        raise UserError(f"{model}: no such file or directory")
+    if not path.is_dir() and path.suffix != ".gguf":
+        raise UserError(f"{model}: expected an HF model directory or a .gguf file")
+    options = CompileOptions(
+        target=target, dtype=dtype, max_seq_len=max_seq_len, max_batch=max_batch,
+        dump_ir=Path(dump_ir) if dump_ir else None, progress=lambda line: click.echo(line, err=True),
+        jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2),
     )
+    with _user_errors(_compile_errors()):
+        out = compile_model(path, Path(output), options)
+    click.echo(str(out))
 
 
 def compile_main() -> None:
     """Entry point of `inferx-compile`: the same command as `inferx compile`."""
     compile_command(prog_name="inferx-compile")
+
+
+# --- run ------------------------------------------------------------------------------------
+
+
+@main.command("run")
+@click.argument("artifact")
+@click.option("--prompt-ids", "prompt_ids", multiple=True, metavar="IDS",
+              help="Comma-separated token ids, e.g. 1,2,3; repeat for a batch.")
+@click.option("--prompt", "prompts", multiple=True, metavar="TEXT",
+              help="Text, tokenized by the artifact's tokenizer; repeat for a batch.")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def run_command(artifact: str, prompt_ids: tuple[str, ...], prompts: tuple[str, ...], max_new_tokens: int,
+                device: str, as_json: bool) -> None:
+    """Greedy generation from ARTIFACT: prints the generated token ids, and their text where the
+    artifact carries a tokenizer."""
+    from inferx.runtime.artifact import load_artifact
+    from inferx.runtime.loaded import load
+
+    if bool(prompt_ids) == bool(prompts):
+        raise UserError("give the prompt as --prompt-ids 1,2,3 or as --prompt TEXT (one of the two)")
+    rows = [_token_ids(text) for text in prompt_ids]
+    errors = _runtime_errors()
+    clock = time.perf_counter()
+    with _user_errors(errors):
+        art = load_artifact(artifact, verify="structure")
+        names = list(art.manifest.get("tokenizer", {}).get("files", []))
+        if prompts and not names:
+            raise UserError(f"{artifact}: the artifact carries no tokenizer: give --prompt-ids instead of --prompt")
+        session = load(artifact, device)  # before transformers can import Triton (see runtime.loaded)
+        tokenizer = _load_tokenizer(art, names) if names else None
+        if tokenizer is not None and prompts:
+            rows = [list(tokenizer(text)["input_ids"]) for text in prompts]
+        click.echo(f"loaded {artifact} ({device}) in {time.perf_counter() - clock:.1f} s", err=True)
+        clock = time.perf_counter()
+        generated = session.generate(rows, max_new_tokens)
+    eos = set(session.info.eos_token_ids)
+    results = []
+    for prompt, row in zip(rows, generated.tolist(), strict=True):
+        tokens = _until_eos(row, eos)
+        entry: dict[str, Any] = {"prompt_ids": prompt, "tokens": tokens}
+        if tokenizer is not None:
+            entry["text"] = tokenizer.decode(tokens, skip_special_tokens=True)
+        results.append(entry)
+    click.echo(f"generated {sum(len(r['tokens']) for r in results)} tokens in "
+               f"{time.perf_counter() - clock:.1f} s", err=True)
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+        return
+    for i, r in enumerate(results):
+        tag = f"[{i}] " if len(results) > 1 else ""
+        click.echo(f"{tag}tokens: {' '.join(map(str, r['tokens']))}")
+        if "text" in r:
+            click.echo(f"{tag}text: {r['text']!r}")
+
+
+def _token_ids(text: str) -> list[int]:
+    ids = []
+    for part in text.replace(" ", "").split(","):
+        if not part.isdigit():
+            raise UserError(f"--prompt-ids {text!r}: {part!r} is not a token id (want e.g. 1,2,3)")
+        ids.append(int(part))
+    return ids
+
+
+def _until_eos(row: list[int], eos: set[int]) -> list[int]:
+    """The row up to and including its first EOS (generate repeats it after that)."""
+    for i, t in enumerate(row):
+        if t in eos:
+            return row[: i + 1]
+    return row
+
+
+def _load_tokenizer(art: Any, names: list[str]) -> Any:
+    """The artifact's tokenizer, unpacked into a temporary directory for ``transformers``."""
+    from transformers import AutoTokenizer
+
+    with tempfile.TemporaryDirectory(prefix="inferx-tokenizer-") as tmp:
+        for name in names:
+            dest = Path(tmp, name.removeprefix("tokenizer/"))
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(art.file_bytes(name))
+        try:
+            return AutoTokenizer.from_pretrained(tmp)
+        except (OSError, ValueError) as e:
+            raise UserError(f"{art.path}: its tokenizer does not load: {_one_line(e)}") from None
+
+
+# --- inspect --------------------------------------------------------------------------------
+
+
+@main.command("inspect")
+@click.argument("artifact")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def inspect_command(artifact: str, as_json: bool) -> None:
+    """Summarize ARTIFACT: target, versions, model, limits, kernels per entry and per layer, each
+    kernel's schedule and where it came from, the memory plan per bucket, and schedule fallbacks.
+    Verifies every file's hash first."""
+    from inferx.runtime.artifact import ArtifactError, load_artifact
+
+    with _user_errors(_runtime_errors()):
+        art = load_artifact(artifact)
+        try:
+            summary = _summary(art)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ArtifactError(f"{artifact}: manifest.json: malformed compiler section: {e!r}") from None
+    click.echo(json.dumps(summary, indent=2) if as_json else _render(summary))
+
+
+def _summary(art: Any) -> dict[str, Any]:
+    m = art.manifest
+    kernels: Mapping[str, Any] = m["kernels"]
+    num_layers = int(m["model"]["num_layers"])
+    entries = {}
+    uses: dict[str, Counter[str]] = {name: Counter() for name in kernels}
+    for ename, entry in m["entries"].items():
+        names = [step["kernel"] for step in entry["launches"]]
+        for n in names:
+            uses[n][ename] += 1
+        templates = [kernels[n]["template"] for n in names]
+        span = _layer_span(entry, num_layers)
+        if span is None:
+            layers: dict[str, Any] | None = None
+        else:
+            start, end = span
+            inside = templates[start:end]
+            outside = templates[:start] + templates[end:]
+            layers = {
+                "num_layers": num_layers,
+                "per_layer": len(inside) // num_layers,
+                "per_layer_by_template": _count(inside[: len(inside) // num_layers]),
+                "non_layer": len(outside),
+                "non_layer_by_template": _count(outside),
+            }
+        plan = m.get("memory_plan", {}).get(ename, {})
+        entries[ename] = {
+            "launches": len(names),
+            "distinct_kernels": len(set(names)),
+            "by_template": _count(templates),
+            "layers": layers,
+            "memory_plan": plan.get("buckets", []),
+        }
+    kernel_rows = {}
+    for name, k in sorted(kernels.items()):
+        kernel_rows[name] = {
+            "template": k["template"],
+            "grid": list(k["grid"]),
+            "schedule": {**k.get("constexprs", {}), "num_warps": k.get("num_warps"), "num_stages": k.get("num_stages")},
+            "schedule_origin": k.get("schedule_origin", "unknown"),
+            "launches": dict(sorted(uses[name].items())),
+            **({"cubin": k["cubin"], "shared_bytes": k.get("shared")} if "cubin" in k else {}),
+        }
+    schedules = m.get("schedules", {})
+    return {
+        "artifact": str(art.path),
+        "packed": art.packed,
+        "files": len(art.files),
+        "bytes": sum(f.size for f in art.files.values()),
+        "target": art.target,
+        "versions": {"format": art.format_version, "inferx": art.compiler_version, "triton": art.triton_version},
+        "model": dict(m["model"]),
+        "limits": dict(m["limits"]),
+        "tokenizer": list(m.get("tokenizer", {}).get("files", [])),
+        "entries": entries,
+        "kernels": kernel_rows,
+        "fallbacks": {"kernels": list(schedules.get("fallbacks", [])), "note": schedules.get("note", "")},
+    }
+
+
+def _count(items: list[str]) -> dict[str, int]:
+    return dict(sorted(Counter(items).items()))
+
+
+def _layer_span(entry: Mapping[str, Any], num_layers: int) -> tuple[int, int] | None:
+    """The [start, end) range of an entry's launches that belong to decoder layers, or None.
+
+    Layer i begins at the first launch that reads its KV cache (the arguments named ``k{i}`` and
+    ``v{i}``). Layers are alike, so each spans the distance between the first two starts; a lone
+    layer ends at the launch that produces the logits. What is outside (embedding, final norm and
+    LM head) are the non-layer launches."""
+    index = {a["name"]: i for i, a in enumerate(entry["args"])}
+    launches = entry["launches"]
+    starts = []
+    for layer in range(num_layers):
+        cache = {index.get(f"k{layer}"), index.get(f"v{layer}")} - {None}
+        first = next((n for n, step in enumerate(launches)
+                      if any(b["kind"] == "arg" and b["index"] in cache for b in step["inputs"])), None)
+        if first is None:
+            return None
+        starts.append(first)
+    if num_layers == 1:
+        logits = entry["returns"][0].get("name")
+        end = next((n for n, step in enumerate(launches) if any(b.get("name") == logits for b in step["outputs"])),
+                   len(launches))
+        return (starts[0], end) if end > starts[0] else None
+    period = starts[1] - starts[0]
+    if period <= 0 or any(s != starts[0] + i * period for i, s in enumerate(starts)):
+        return None
+    end = starts[0] + num_layers * period
+    return (starts[0], end) if end <= len(launches) else None
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    x = n / 1024
+    for unit in ("KiB", "MiB"):
+        if x < 1024:
+            return f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{x:.1f} GiB"
+
+
+def _counts(c: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in c.items()) or "none"
+
+
+def _table(rows: list[list[str]], indent: str, right: Callable[[int], bool] = lambda col: False) -> list[str]:
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return [indent + "  ".join(cell.rjust(w) if right(c) else cell.ljust(w)
+                               for c, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
+
+
+def _render(s: Mapping[str, Any]) -> str:
+    mdl, lim, ver = s["model"], s["limits"], s["versions"]
+    form = "packed .ixa" if s["packed"] else "directory"
+    lines = [
+        f"artifact   {s['artifact']} ({form}, {s['files']} files, {_size(s['bytes'])})",
+        f"target     {s['target']}",
+        f"versions   inferx {ver['inferx']}, triton {ver['triton']}, artifact format {ver['format']}",
+        f"model      {mdl['architecture']}: {mdl['num_layers']} layers, vocab {mdl['vocab_size']}, "
+        f"{mdl['num_kv_heads']} KV heads x {mdl['head_dim']}, {mdl['dtype']}, max context {mdl['max_context']}, "
+        f"eos {mdl['eos_token_ids']}",
+        f"limits     max_batch {lim['max_batch']}, max_seq_len {lim['max_seq_len']}",
+        f"tokenizer  {', '.join(s['tokenizer']) if s['tokenizer'] else 'none (token ids only)'}",
+    ]
+    for ename, e in s["entries"].items():
+        lines += ["", f"entry {ename}: {e['launches']} launches of {e['distinct_kernels']} kernels "
+                      f"({_counts(e['by_template'])})"]
+        lay = e["layers"]
+        if lay is None:
+            lines.append("  per layer: no layer structure found")
+        else:
+            lines.append(f"  per layer: {lay['per_layer']} launches ({_counts(lay['per_layer_by_template'])}) "
+                         f"x {lay['num_layers']} layers; outside layers: {lay['non_layer']} "
+                         f"({_counts(lay['non_layer_by_template'])})")
+        if e["memory_plan"]:
+            dims = sorted({d for b in e["memory_plan"] for d in b["dims"]})
+            rows = [[*dims, "peak", "no-reuse", "KV cache"]]
+            rows += [[*(str(b["dims"].get(d, "")) for d in dims), _size(b["peak_bytes"]),
+                      _size(b["no_reuse_bytes"]), _size(b["kv_bytes"])] for b in e["memory_plan"]]
+            lines.append("  memory plan (activation arena per bucket):")
+            lines += _table(rows, "    ", right=lambda c: True)
+    origins = Counter(k["schedule_origin"] for k in s["kernels"].values())
+    lines += ["", f"kernels: {len(s['kernels'])} distinct ({_counts(dict(sorted(origins.items())))})"]
+    rows = [["name", "template", "launches", "grid", "schedule", "origin"]]
+    for name, k in s["kernels"].items():
+        sched = " ".join(f"{key}={val}" for key, val in k["schedule"].items())
+        used = " ".join(f"{en}:{n}" for en, n in k["launches"].items())
+        rows.append([name, k["template"], used, " x ".join(k["grid"]), sched, k["schedule_origin"]])
+    lines += _table(rows, "  ")
+    fb = s["fallbacks"]
+    lines += ["", f"fallbacks: {len(fb['kernels'])} kernels on a heuristic schedule"
+                  + (f" ({fb['note']})" if fb["note"] else "")]
+    lines += [f"  {name}" for name in fb["kernels"]]
+    return "\n".join(lines)

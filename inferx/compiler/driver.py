@@ -9,7 +9,8 @@
     7. codegen         Triton source per kernel, identical kernels shared across layers
     8. build           cubins for sm_90 targets (in worker processes); CPU keeps the source
     9. launch plan     per entry point: kernels, grids, argument bindings
-   10. write           the artifact, under a temporary name, then renamed into place
+   10. write           the artifact, under a temporary name, then renamed into place; the
+                       program's tokenizer, where it has one, goes under ``tokenizer/``
 
 ``--dump-ir DIR`` writes the IR after phases 1-5. Each phase reports progress through
 ``options.progress``.
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
@@ -33,7 +35,9 @@ from inferx.compiler.codegen import generate
 from inferx.compiler.codegen.tile import dim_code
 from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
+from inferx.compiler.ir.ops_base import get_int, get_str
 from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.ops_nn import ROPE_SCALINGS, RopeOp
 from inferx.compiler.ir.ops_tensor import WeightOp
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.passes import registry
@@ -101,6 +105,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     phase(6, "fold weights")
     weights = _WeightFolder(program)
     phase(7, "codegen")
+    _settle_dynamic_rope(program, options)
     kernels: dict[str, KernelSource] = {}
     per_func_kernels: dict[str, list[tuple[KernelOp, str]]] = {}
     for fname, func in funcs.items():
@@ -140,6 +145,8 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
             meta["cubin"] = f"kernels/{name}.cubin"
             meta["shared"] = binaries[name]["shared"]
         kernel_index[name] = meta
+    tokenizer_files = _tokenizer_files(program, say)
+    files.update(tokenizer_files)
     sections = {
         "compiler_version": _version("inferx"),
         "triton_version": _version("triton"),
@@ -157,10 +164,31 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         "memory_plan": {fname: _plan_json(func) for fname, func in funcs.items()},
         "schedules": {"fallbacks": sorted(kernels), "note": "no tuning database yet: every schedule is heuristic"},
         "weights_format": FORMAT_NOTE,
+        "tokenizer": {"files": sorted(tokenizer_files)},
     }
     out = write_artifact(Path(output), sections, files)
     phase(10, f"wrote {out}")
     return out
+
+
+def _tokenizer_files(program: Program, say: Callable[[str], None]) -> dict[str, bytes]:
+    """The program's tokenizer as ``save_pretrained`` writes it, each file under ``tokenizer/``
+    (read back with ``transformers.AutoTokenizer``); nothing, with a note, when it has none."""
+    import tempfile
+
+    if program.tokenizer is None:
+        say("        no tokenizer: the artifact takes token ids only")
+        return {}
+    with tempfile.TemporaryDirectory(prefix="inferx-tokenizer-") as tmp:
+        try:
+            program.tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
+        except Exception as e:  # a third-party tokenizer: name what failed, whatever it raised
+            raise CompileError(f"cannot save the model's tokenizer: {type(e).__name__}: {e}") from None
+        root = Path(tmp)
+        found = sorted(p for p in root.rglob("*") if p.is_file())
+        files = {f"tokenizer/{p.relative_to(root).as_posix()}": p.read_bytes() for p in found}
+    say(f"        tokenizer: {len(files)} files")
+    return files
 
 
 def _import(src: Any, options: CompileOptions) -> Program:
@@ -175,6 +203,20 @@ def _plan_pipeline(options: CompileOptions) -> str:
     seq = sorted({s for s in (1, 512, 2048) if s < options.max_seq_len} | {options.max_seq_len})
     return (f"plan-memory{{batch={','.join(map(str, batch))} seq={','.join(map(str, seq))} "
             f"max-ctx={options.max_seq_len}}}")
+
+
+def _settle_dynamic_rope(program: Program, options: CompileOptions) -> None:
+    """Dynamic NTK RoPE raises theta only once a position reaches ``original_max_position``;
+    sessions keep positions below ``max_seq_len``, so up to that length it is plain RoPE."""
+    for op in program.module.walk():
+        if isinstance(op, RopeOp) and get_str(op.attributes, "scaling", ROPE_SCALINGS, "none") == "dynamic":
+            original = get_int(op.attributes, "original_max_position")
+            if options.max_seq_len > original:
+                raise CompileError(
+                    f"dynamic NTK RoPE is not generated past original_max_position {original}: "
+                    f"use max_seq_len <= {original} (got {options.max_seq_len})"
+                )
+            op.attributes["scaling"] = StringAttr("none")
 
 
 def _dump(options: CompileOptions, name: str, program: Program) -> None:

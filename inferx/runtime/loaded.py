@@ -118,8 +118,16 @@ def load(artifact: str | Path, device: str = "cpu", **options: Any) -> DecoderSe
         art = load_artifact(artifact)
         return ArtifactSession(art, **options)
     if device == "cuda":
+        import torch
+
         art = load_artifact(artifact)
         target = art.manifest["target"]
+        if not torch.cuda.is_available():
+            raise SessionError(
+                f"device='cuda' needs an NVIDIA GPU and no CUDA GPU is available here (torch.cuda.is_available() "
+                f"is False); to run on the CPU, load with device='cpu' an artifact compiled with --target cpu "
+                f"(this one targets {target})"
+            )
         raise SessionError(
             f"CUDA sessions are not built yet (artifact target {target}); load with device='cpu' "
             "from an artifact compiled with --target cpu"

@@ -1,0 +1,267 @@
+"""The `inferx` commands (compile, run, inspect) and `inferx-compile`: in-process through click's
+CliRunner, and once through the installed console scripts. User errors exit 1 with one line on
+stderr that names the thing at fault, and never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import transformers as T
+from click.testing import CliRunner, Result
+
+import inferx
+from inferx.cli import _layer_span, main
+from inferx.compiler.driver import TARGETS
+
+CPU_FLAGS = ["--target", "cpu", "--dtype", "fp32", "--max-seq-len", "32", "--max-batch", "2"]
+VOCAB = 96
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    path = tmp_path_factory.mktemp("cli") / "tiny-llama"
+    T.LlamaForCausalLM(cfg).eval().save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def compiled(model_dir: Path) -> tuple[Path, Result]:
+    out = model_dir.parent / "tiny.ixa"
+    result = invoke(["compile", str(model_dir), "-o", str(out), *CPU_FLAGS])
+    return out, result
+
+
+@pytest.fixture(scope="module")
+def with_tokenizer(model_dir: Path) -> Path:
+    """An artifact compiled from a Program that carries a word-level tokenizer (w0 ... w95)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab={f"w{i}": i for i in range(VOCAB)}, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    program = inferx.import_model(model_dir)
+    program.tokenizer = T.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="w0", eos_token="w2")
+    return inferx.compile(program, target="cpu", output=model_dir.parent / "tok.ixa", dtype="fp32",
+                          max_seq_len=32, max_batch=2)
+
+
+def invoke(args: list[str]) -> Result:
+    return CliRunner().invoke(main, args, catch_exceptions=False)
+
+
+def assert_user_error(result: Result, *names: str) -> None:
+    """Exit 1, one line on stderr, naming each of ``names``, no traceback."""
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("error: "), result.stderr
+    assert all(not line.startswith("error") for line in lines[:-1]), result.stderr
+    assert "Traceback" not in result.output
+    for name in names:
+        assert name in lines[-1], (name, lines[-1])
+
+
+# --- compile --------------------------------------------------------------------------------
+
+
+def test_compile_prints_progress_and_the_artifact(compiled: tuple[Path, Result]) -> None:
+    out, result = compiled
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(out)
+    for phase in ("[ 1/10] import", "[ 4/10] fuse", "[ 7/10] codegen", "[10/10] wrote"):
+        assert phase in result.stderr
+    assert "no tokenizer" in result.stderr
+    assert out.is_file()
+
+
+def test_compile_help_lists_the_drivers_targets() -> None:
+    result = invoke(["compile", "--help"])
+    assert result.exit_code == 0
+    for target in TARGETS:
+        assert target in result.output
+
+
+@pytest.mark.parametrize("args, names", [
+    (["compile", "no/such/model", "-o", "x.ixa"], ["no/such/model", "no such file"]),
+    (["compile", "{model}", "-o", "x.ixa", "--target", "h300"], ["'h300'", "h200, h100, sm_90, cpu"]),
+    (["compile", "{model}", "-o", "x.ixa", "--dtype", "int4"], ["'int4'"]),
+    (["compile", "{model}", "-o", "x.ixa", "--target", "cpu", "--dtype", "bf16", "--max-seq-len", "32"], ["bf16"]),
+    (["compile", "{model}", "-o", "x.ixa", "--target", "cpu", "--max-seq-len", "4096"], ["4096"]),
+    (["compile", "{model}/config.json", "-o", "x.ixa"], ["config.json", "HF model directory or a .gguf"]),
+])
+def test_compile_user_errors(model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+                             names: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert_user_error(invoke([a.format(model=model_dir) for a in args]), *names)
+    assert not (tmp_path / "x.ixa").exists()
+
+
+def test_compile_refuses_an_unsupported_architecture(tmp_path: Path) -> None:
+    (tmp_path / "bert").mkdir()
+    (tmp_path / "bert" / "config.json").write_text('{"model_type": "bert"}')
+    result = invoke(["compile", str(tmp_path / "bert"), "-o", str(tmp_path / "x.ixa"), *CPU_FLAGS])
+    assert_user_error(result, "config.json", "unsupported architecture", "bert")
+
+
+def test_compile_refuses_bad_config_json(tmp_path: Path) -> None:
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "config.json").write_text("{")
+    result = invoke(["compile", str(tmp_path / "bad"), "-o", str(tmp_path / "x.ixa"), *CPU_FLAGS])
+    assert_user_error(result, "config.json", "not valid JSON")
+
+
+def test_compile_refuses_to_overwrite_a_non_artifact(model_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("keep me")
+    result = invoke(["compile", str(model_dir), "-o", str(tmp_path / "notes.txt"), *CPU_FLAGS])
+    assert_user_error(result, "notes.txt")
+    assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+# --- run ------------------------------------------------------------------------------------
+
+
+def test_run_prints_the_sessions_tokens(compiled: tuple[Path, Result]) -> None:
+    out, _ = compiled
+    result = invoke(["run", str(out), "--prompt-ids", "1,2,3", "--max-new-tokens", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    want = inferx.load(out).generate([[1, 2, 3]], 4)[0].tolist()
+    assert row["prompt_ids"] == [1, 2, 3]
+    assert row["tokens"] == want[: len(row["tokens"])] and 1 <= len(row["tokens"]) <= 4
+    assert "text" not in row
+    text = invoke(["run", str(out), "--prompt-ids", "1,2,3", "--max-new-tokens", "4"])
+    assert text.stdout == f"tokens: {' '.join(map(str, row['tokens']))}\n"
+
+
+def test_run_with_the_artifacts_tokenizer(with_tokenizer: Path) -> None:
+    result = invoke(["run", str(with_tokenizer), "--prompt", "w1 w5 w7", "--prompt", "w9 w3",
+                     "--max-new-tokens", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    assert [r["prompt_ids"] for r in rows] == [[1, 5, 7], [9, 3]]
+    for r in rows:
+        assert r["text"] == " ".join(f"w{t}" for t in r["tokens"] if t != 2)
+    by_ids = json.loads(invoke(["run", str(with_tokenizer), "--prompt-ids", "1,5,7", "--max-new-tokens", "3",
+                                "--json"]).stdout)
+    assert by_ids[0]["tokens"] == rows[0]["tokens"] and by_ids[0]["text"] == rows[0]["text"]
+
+
+def test_tokenizer_files_are_in_the_artifact(with_tokenizer: Path) -> None:
+    summary = json.loads(invoke(["inspect", str(with_tokenizer), "--json"]).stdout)
+    assert summary["tokenizer"] == ["tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json"]
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--prompt", "hello"], ["carries no tokenizer", "--prompt-ids"]),
+    (["--prompt-ids", "1,x"], ["'x'"]),
+    (["--prompt-ids", "1,200"], ["200", "vocabulary"]),
+    ([], ["--prompt-ids"]),
+])
+def test_run_user_errors(compiled: tuple[Path, Result], args: list[str], names: list[str]) -> None:
+    out, _ = compiled
+    assert_user_error(invoke(["run", str(out), *args]), *names)
+
+
+def test_truncated_artifact(compiled: tuple[Path, Result], tmp_path: Path) -> None:
+    out, _ = compiled
+    bad = tmp_path / "truncated.ixa"
+    bad.write_bytes(out.read_bytes()[:20000])
+    assert_user_error(invoke(["run", str(bad), "--prompt-ids", "1,2"]), "truncated.ixa", "truncated")
+    assert_user_error(invoke(["inspect", str(bad)]), "truncated.ixa", "truncated")
+
+
+def test_directory_artifact_missing_a_file(model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tiny"
+    assert invoke(["compile", str(model_dir), "-o", str(out), *CPU_FLAGS]).exit_code == 0
+    victim = sorted((out / "kernels").iterdir())[0]
+    victim.unlink()
+    assert_user_error(invoke(["inspect", str(out)]), victim.name)
+    assert_user_error(invoke(["run", str(out), "--prompt-ids", "1"]), victim.name)
+
+
+# --- inspect --------------------------------------------------------------------------------
+
+
+def test_inspect_json(compiled: tuple[Path, Result]) -> None:
+    out, _ = compiled
+    result = invoke(["inspect", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    s = json.loads(result.stdout)
+    assert s["target"] == "cpu" and s["packed"] is True
+    assert s["model"]["num_layers"] == 2 and s["limits"] == {"max_batch": 2, "max_seq_len": 32}
+    for entry in ("prefill", "decode"):
+        e = s["entries"][entry]
+        assert e["layers"]["per_layer"] == 5, e
+        assert e["layers"]["per_layer_by_template"] == {"attention": 1, "gemm": 4}
+        assert e["layers"]["non_layer"] == 2
+        assert e["launches"] == 2 * 5 + 2
+        assert e["memory_plan"] and all(b["peak_bytes"] <= b["no_reuse_bytes"] for b in e["memory_plan"])
+    assert {k["schedule_origin"] for k in s["kernels"].values()} == {"heuristic"}
+    assert sorted(s["fallbacks"]["kernels"]) == sorted(s["kernels"])
+    gemm = next(k for k in s["kernels"].values() if k["template"] == "gemm")
+    assert {"BM", "BN", "BK", "num_warps", "num_stages"} <= set(gemm["schedule"])
+
+
+def test_inspect_text(compiled: tuple[Path, Result]) -> None:
+    out, _ = compiled
+    result = invoke(["inspect", str(out)])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "target     cpu" in text
+    assert "entry decode: 12 launches" in text
+    assert "per layer: 5 launches (attention 1, gemm 4) x 2 layers; outside layers: 2 (gather 1, gemm 1)" in text
+    assert "memory plan" in text and "KV cache" in text
+    assert "fallbacks: 14 kernels on a heuristic schedule" in text
+
+
+def test_layer_span_of_one_layer_and_of_no_cache() -> None:
+    def step(*args: int, out: str) -> dict[str, Any]:
+        return {"inputs": [{"kind": "arg", "index": i} for i in args],
+                "outputs": [{"kind": "buffer", "name": out}]}
+
+    args = [{"name": n} for n in ("input_ids", "positions", "kv_lens", "k0", "v0")]
+    launches = [step(0, out="a"), step(1, 3, 4, out="b"), step(out="c"), step(out="logits")]
+    entry = {"args": args, "launches": launches, "returns": [{"kind": "buffer", "name": "logits"}]}
+    assert _layer_span(entry, 1) == (1, 3)
+    assert _layer_span({**entry, "args": args[:3]}, 1) is None
+
+
+# --- the installed console scripts ----------------------------------------------------------
+
+
+def test_console_scripts(model_dir: Path, tmp_path: Path) -> None:
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "TRITON_INTERPRET": "1", "HF_HUB_OFFLINE": "1"}
+
+    def script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(bin_dir / name), *args], capture_output=True, text=True, env=env, timeout=300)
+
+    out = tmp_path / "tiny.ixa"
+    done = script("inferx-compile", str(model_dir), "-o", str(out), *CPU_FLAGS)
+    assert done.returncode == 0, done.stderr
+    assert "[10/10] wrote" in done.stderr and done.stdout.strip() == str(out)
+
+    done = script("inferx", "run", str(out), "--prompt-ids", "1,2,3", "--max-new-tokens", "4")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("tokens: ") and 1 <= len(done.stdout.split()) - 1 <= 4
+
+    done = script("inferx", "inspect", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "entry decode" in done.stdout and "per layer: 5 launches" in done.stdout
+
+    bad = tmp_path / "truncated.ixa"
+    bad.write_bytes(out.read_bytes()[:20000])
+    for args in (["inferx", "run", str(bad), "--prompt-ids", "1"], ["inferx", "inspect", str(bad)],
+                 ["inferx-compile", str(tmp_path / "missing"), "-o", str(tmp_path / "x.ixa")]):
+        done = script(*args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert done.stderr.startswith("error: ") and Path(args[2]).name in done.stderr
