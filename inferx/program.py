@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+
+if TYPE_CHECKING:  # runtimes import ModelInfo from here and must not import xDSL
+    from xdsl.dialects.builtin import ModuleOp
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,58 @@
+"""Code generation rules: the stated heuristic schedules, template selection and its errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers as T
+
+import inferx
+from inferx.compiler.codegen import generate
+from inferx.compiler.codegen.errors import CodegenError
+from inferx.compiler.codegen.gemm import GemmSchedule, heuristic_schedule
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.textio import parse_module
+from inferx.passes import registry
+from inferx.passes.pipeline import PassManager, parse
+
+
+def _fused_kernels(hidden: int) -> dict[str, list[KernelOp]]:
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=64, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    program = inferx.import_model(T.LlamaForCausalLM(cfg).eval())
+    PassManager(parse("merge-gemms,dce,fuse", registry())).run(program.module)
+    return {f.sym_name.data: [o for o in f.body.block.ops if isinstance(o, KernelOp)] for f in program.module.ops}
+
+
+def test_heuristic_schedules() -> None:
+    kernels = _fused_kernels(256)
+    decode = [k for k in kernels["decode"] if k.template.data == "gemm"]
+    prefill = [k for k in kernels["prefill"] if k.template.data == "gemm"]
+    assert {heuristic_schedule(k) for k in decode} == {GemmSchedule(16, 64, 128, 4, 3)}
+    assert {heuristic_schedule(k) for k in prefill} == {GemmSchedule(64, 64, 64, 4, 2)}
+    small = [k for k in _fused_kernels(32)["decode"] if k.template.data == "gemm"]
+    assert GemmSchedule(16, 32, 32, 4, 3) in {heuristic_schedule(k) for k in small}
+
+
+def test_every_kernel_of_a_decoder_has_a_template() -> None:
+    for entry, kernels in _fused_kernels(64).items():
+        templates = {generate(k, f"{entry}_{i}").template for i, k in enumerate(kernels)}
+        assert templates == {"gather", "gemm", "attention"}, entry
+
+
+def test_no_template_is_an_error_naming_the_kernel() -> None:
+    text = """
+    func.func @f(%x: !ix.tensor<[4, 8], f32>) -> !ix.tensor<[8], f32> {
+      %y = ix.kernel "reduction"(%x) {name = "k0"} : (!ix.tensor<[4, 8], f32>) -> !ix.tensor<[8], f32> {
+      ^bb0(%a: !ix.tensor<[4, 8], f32>):
+        %s = ix.reduce_sum %a {dims = array<i64: 0>} : (!ix.tensor<[4, 8], f32>) -> !ix.tensor<[8], f32>
+        ix.yield %s : !ix.tensor<[8], f32>
+      }
+      func.return %y : !ix.tensor<[8], f32>
+    }
+    """
+    module, _ = parse_module(text)
+    kernel = next(o for o in module.walk() if isinstance(o, KernelOp))
+    with pytest.raises(CodegenError, match=r"kernel k_sum: no template implements it \(reduction: "):
+        generate(kernel, "k_sum")
