@@ -80,7 +80,8 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         say(f"[{n:2d}/10] {what} ({time.perf_counter() - clock:.1f} s)")
 
     phase(1, "import")
-    program = src if isinstance(src, Program) else _import(src, options)
+    # The passes rewrite the module in place: never the caller's Program.
+    program = replace(src, module=src.module.clone()) if isinstance(src, Program) else _import(src, options)
     if program.info is None:
         raise CompileError("only decoder LLMs (prefill/decode entry points) compile to artifacts for now")
     info = program.info
