@@ -31,7 +31,8 @@ from inferx.models.decoder import build_decoder_module  # noqa: E402
 from inferx.models.registry import decoder_config  # noqa: E402
 from inferx.passes import registry  # noqa: E402
 from inferx.passes.pipeline import PassManager, parse  # noqa: E402
-from inferx.runtime.triton_kernels import grid, load_kernel  # noqa: E402
+from inferx.runtime.plan import bind, run  # noqa: E402
+from inferx.runtime.triton_kernels import load_kernel  # noqa: E402
 
 TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32, "i64": torch.int64}
 
@@ -89,40 +90,15 @@ class Runner:
         self.weights = weights
 
     def bind(self, args: list[torch.Tensor], env: dict[str, int]) -> list:
-        """Allocates every buffer once and returns the launch list (fn, grid, args, kwargs)."""
-        names = {f"S_{k}": v for k, v in env.items()}
-        buffers: dict[str, torch.Tensor] = {}
+        """Allocates every buffer once and returns the bound launches (see inferx.runtime.plan)."""
         dev = args[0].device
-
-        def resolve(b):  # noqa: ANN001, ANN202
-            return args[b["index"]] if b["kind"] == "arg" else buffers[b["name"]] if b["kind"] == "buffer" \
-                else self.weights.stored[b["name"]]
-
-        calls = []
-        for step in self.plan["launches"]:
-            ks, fn = self.sources[step["kernel"]]
-            ins = [resolve(b) for b in step["inputs"]]
-            outs = []
-            for i, b in enumerate(step["outputs"]):
-                if i in ks.aliases:
-                    t = ins[ks.aliases[i]]
-                else:
-                    spec = self.plan["buffers"][b["name"]]
-                    shape = [int(eval(d, {"__builtins__": {}}, names)) for d in spec["shape"]]  # noqa: S307
-                    t = torch.empty(shape, dtype=TORCH[spec["dtype"]], device=dev)
-                buffers[b["name"]] = t
-                outs.append(t)
-            call_args = [ins[p.index] if p.kind == "in" else outs[p.index] if p.kind == "out" else env[p.symbol]
-                         for p in ks.params]
-            calls.append((fn, grid(ks, env), call_args, dict(ks.constexprs, num_warps=ks.num_warps,
-                                                              num_stages=ks.num_stages)))
-        self.returns = [resolve(b) for b in self.plan["returns"]]
-        return calls
+        launches, self.returns = bind(self.plan, self.sources, args, self.weights.stored, env,
+                                      lambda shape, dtype: torch.empty(shape, dtype=TORCH[dtype], device=dev))
+        return launches
 
     @staticmethod
     def run(calls: list) -> None:
-        for fn, g, a, kw in calls:
-            fn[g](*a, **kw)
+        run(calls)
 
 
 def numerics(device: str, interpret: bool) -> dict:
@@ -241,9 +217,7 @@ def decode_speed(shape: str, bw: float, ctx_len: int = 512, batch: int = 1) -> d
     host_ms = (time.perf_counter() - h0) / 20 * 1e3
     torch.cuda.synchronize()
     # per-kernel times
-    per_kernel = []
-    for fn, gr, a, kw in calls:
-        per_kernel.append(time_calls(lambda fn=fn, gr=gr, a=a, kw=kw: fn[gr](*a, **kw), reps=20))
+    per_kernel = [time_calls(lambda ln=ln: run([ln]), reps=20) for ln in calls]
     weight_bytes = sum(t.numel() * t.element_size() for n, t in leaves.items() if n != "model.embed_tokens.weight")
     if cfg.names.lm_head is None:
         weight_bytes += leaves["model.embed_tokens.weight"].numel() * 2

@@ -18,6 +18,7 @@ import numpy as np
 from inferx.program import ModelInfo
 from inferx.runtime.artifact import Artifact, load_artifact
 from inferx.runtime.kernel_source import KernelSource
+from inferx.runtime.plan import bind, run
 from inferx.runtime.session import DecoderSession, SessionError
 
 NP_DTYPE = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "i8": np.int8}
@@ -56,6 +57,7 @@ class ArtifactSession(DecoderSession):
         if info.dtype not in NP_DTYPE:
             raise SessionError(f"CPU sessions run fp32/fp16 artifacts; this one is {info.dtype}")
         self.torch = torch
+        self.dtypes = {"f32": torch.float32, "f16": torch.float16, "i32": torch.int32, "i64": torch.int64}
         self.entries = m["entries"]
         self.kernels: dict[str, tuple[KernelSource, Any]] = {}
         for name, meta in m["kernels"].items():
@@ -74,40 +76,13 @@ class ArtifactSession(DecoderSession):
         self.caches = [self.torch.zeros(shape, dtype=dtype) for _ in range(2 * i.num_layers)]
 
     def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
-        from inferx.runtime.triton_kernels import launch
-
         torch = self.torch
-        plan = self.entries[entry]
         args = [torch.from_numpy(input_ids.astype(np.int32)), torch.from_numpy(positions.astype(np.int32)),
                 torch.from_numpy(kv_lens.astype(np.int32)), *self.caches]
         env = {"batch": input_ids.shape[0], "seq": input_ids.shape[1], "ctx": self.max_context}
-        names = {f"S_{k}": v for k, v in env.items()}
-        buffers: dict[str, Any] = {}
-
-        def resolve(b: dict[str, Any]) -> Any:
-            kind = b["kind"]
-            if kind == "arg":
-                return args[b["index"]]
-            if kind == "buffer":
-                return buffers[b["name"]]
-            return self.weights[b["name"]]
-
-        for step in plan["launches"]:
-            ks, fn = self.kernels[step["kernel"]]
-            ins = [resolve(b) for b in step["inputs"]]
-            outs = []
-            for i, b in enumerate(step["outputs"]):
-                if i in ks.aliases:
-                    t = ins[ks.aliases[i]]
-                else:
-                    spec = plan["buffers"][b["name"]]
-                    shape = [int(eval(d, {"__builtins__": {}}, names)) for d in spec["shape"]]  # noqa: S307
-                    t = torch.empty(shape, dtype=getattr(torch, {"f32": "float32", "f16": "float16",
-                                                                  "i32": "int32", "i64": "int64"}[spec["dtype"]]))
-                buffers[b["name"]] = t
-                outs.append(t)
-            launch(fn, ks, ins, outs, env)
-        results = [resolve(b) for b in plan["returns"]]
+        launches, results = bind(self.entries[entry], self.kernels, args, self.weights, env,
+                                 lambda shape, dtype: torch.empty(shape, dtype=self.dtypes[dtype]))
+        run(launches)
         self.caches = results[1:]
         return results[0].float().numpy()
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -57,20 +56,3 @@ def grid(ks: KernelSource, env: Mapping[str, int]) -> tuple[int, ...]:
     names = {f"S_{k}": v for k, v in env.items()}
     names["cdiv"] = lambda a, b: -(-a // b)  # type: ignore[assignment]
     return tuple(max(1, int(eval(g, {"__builtins__": {}}, names))) for g in ks.grid)  # noqa: S307
-
-
-def launch(fn: Any, ks: KernelSource, inputs: Sequence[Any], outputs: Sequence[Any],
-           env: Mapping[str, int]) -> None:
-    """Launches ``fn`` with inputs/outputs (tensors) and symbol values from ``env``."""
-    args: list[Any] = []
-    for p in ks.params:
-        if p.kind == "in":
-            args.append(inputs[p.index])
-        elif p.kind == "out":
-            args.append(outputs[p.index])
-        else:
-            args.append(int(env[p.symbol]))
-    g = grid(ks, env)
-    if math.prod(g) == 0:
-        return
-    fn[g](*args, **ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)

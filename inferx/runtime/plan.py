@@ -1,0 +1,68 @@
+"""Binding an entry point's launch plan (the artifact's ``entries[...]``) to tensors.
+
+``bind`` resolves every launch's inputs and outputs for one set of symbol values: arguments by
+index, weights by name, buffers allocated once through ``empty`` (an output the kernel writes in
+place, such as a KV cache, is the input it aliases). The result is a list of ready launches that
+``run`` replays; the same list is what a CUDA Graph captures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from inferx.runtime.kernel_source import KernelSource
+from inferx.runtime.triton_kernels import grid
+
+
+@dataclass(frozen=True)
+class Launch:
+    fn: Any
+    grid: tuple[int, ...]
+    args: tuple[Any, ...]
+    kwargs: dict[str, int]
+
+
+def eval_dim(expr: str, env: Mapping[str, int]) -> int:
+    """A dim of the plan (a Python expression over ``S_<symbol>``) at the given symbol values."""
+    return int(eval(expr, {"__builtins__": {}}, {f"S_{k}": v for k, v in env.items()}))  # noqa: S307
+
+
+def bind(plan: Mapping[str, Any], kernels: Mapping[str, tuple[KernelSource, Any]], args: Sequence[Any],
+         weights: Mapping[str, Any], env: Mapping[str, int],
+         empty: Callable[[list[int], str], Any]) -> tuple[list[Launch], list[Any]]:
+    """The launches of ``plan`` with every argument bound, and the tensors the entry returns."""
+    buffers: dict[str, Any] = {}
+
+    def resolve(b: Mapping[str, Any]) -> Any:
+        kind = b["kind"]
+        if kind == "arg":
+            return args[b["index"]]
+        if kind == "buffer":
+            return buffers[b["name"]]
+        return weights[b["name"]]
+
+    launches: list[Launch] = []
+    for step in plan["launches"]:
+        ks, fn = kernels[step["kernel"]]
+        ins = [resolve(b) for b in step["inputs"]]
+        outs = []
+        for i, b in enumerate(step["outputs"]):
+            if i in ks.aliases:
+                t = ins[ks.aliases[i]]
+            else:
+                spec = plan["buffers"][b["name"]]
+                t = empty([eval_dim(d, env) for d in spec["shape"]], spec["dtype"])
+            buffers[b["name"]] = t
+            outs.append(t)
+        call = tuple(ins[p.index] if p.kind == "in" else outs[p.index] if p.kind == "out" else int(env[p.symbol])
+                     for p in ks.params)
+        kwargs = dict(ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
+        launches.append(Launch(fn, grid(ks, env), call, kwargs))
+    return launches, [resolve(b) for b in plan["returns"]]
+
+
+def run(launches: Sequence[Launch]) -> None:
+    for ln in launches:
+        ln.fn[ln.grid](*ln.args, **ln.kwargs)
