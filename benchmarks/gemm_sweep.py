@@ -55,10 +55,12 @@ def main() -> None:
     kernels = [k for k in func.body.block.ops if isinstance(k, KernelOp) and applies(k) is None]
     for n, kop in enumerate(kernels):
         ins = []
+        weight_bytes = 0
         for v in kop.operands:
             owner = v.owner
             if getattr(owner, "name", "") in ("ix.weight", "ix.concat", "ix.constant"):
                 ins.append(weights.stored[weights.name_of(v)])
+                weight_bytes += ins[-1].numel() * ins[-1].element_size()
                 continue
             t = v.type
             shape = [int(eval(dim_code(d), {}, names)) for d in t.shape]  # noqa: S307
@@ -71,10 +73,12 @@ def main() -> None:
             t = r.type
             shape = [int(eval(dim_code(d), {}, names)) for d in t.shape]  # noqa: S307
             outs.append(torch.empty(shape, device="cuda", dtype=TORCH[t.dtype.value]))
-        weight_bytes = sum(x.numel() * x.element_size() for x in ins if x.numel() > 100000)
-        for bn, bk, warps, stages in itertools.product((16, 32, 64), (128, 256), (4,), (3, 4)):
-            sched = GemmSchedule(16, bn, bk, warps, stages)
-            ks = generate(kop, f"k{n}_{bn}_{bk}_{warps}_{stages}", sched)
+        candidates = [GemmSchedule(1, bn, bk, w, st) for bn, bk, w, st in
+                      itertools.product((4, 8, 16, 32), (256, 512, 1024), (4,), (2, 3))]
+        candidates += [GemmSchedule(16, bn, 128, 4, 3) for bn in (64, 128)]
+        for sched in candidates:
+            bm, bn, bk, warps, stages = sched.bm, sched.bn, sched.bk, sched.num_warps, sched.num_stages
+            ks = generate(kop, f"k{n}_{bm}_{bn}_{bk}_{warps}_{stages}", sched)
             try:
                 fn = load_kernel(ks, interpret=False)
                 a = [ins[p.index] if p.kind == "in" else outs[p.index] if p.kind == "out" else env[p.symbol]
@@ -86,7 +90,7 @@ def main() -> None:
                 ms = float("inf")
                 print(f"kernel {n} {sched}: {type(e).__name__}: {str(e)[:200]}", flush=True)
             frac = weight_bytes / bw / (ms / 1e3) if ms != float("inf") else 0.0
-            results.append({"kernel": n, "bn": bn, "bk": bk, "warps": warps, "stages": stages, "ms": ms,
+            results.append({"kernel": n, "bm": bm, "bn": bn, "bk": bk, "warps": warps, "stages": stages, "ms": ms,
                             "weight_bytes": weight_bytes, "fraction_of_copy": frac})
             print(json.dumps(results[-1]), flush=True)
     Path(args.out).write_text(json.dumps({"copy_bytes_per_s": bw, "results": results}, indent=1))
@@ -95,7 +99,7 @@ def main() -> None:
         if r["kernel"] not in best or r["ms"] < best[r["kernel"]]["ms"]:
             best[r["kernel"]] = r
     for k, r in sorted(best.items()):
-        print(f"kernel {k}: best {r['ms']:.4f} ms at bn={r['bn']} bk={r['bk']} warps={r['warps']} "
+        print(f"kernel {k}: best {r['ms']:.4f} ms at bm={r['bm']} bn={r['bn']} bk={r['bk']} warps={r['warps']} "
               f"stages={r['stages']} ({r['fraction_of_copy']:.0%} of copy rate)")
 
 

@@ -69,6 +69,7 @@ def heuristic_schedule(kernel: KernelOp) -> GemmSchedule:
 
 def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None) -> KernelSource:
     sched = schedule or heuristic_schedule(kernel)
+    gemv = sched.bm == 1  # decode rows one per program: W streamed once per row, no dot
     em = Emitter(kernel, name)
     ops = list(kernel.body.block.ops)
     norm = ops[0] if isinstance(ops[0], (nn.RMSNormOp, nn.LayerNormOp)) else None
@@ -128,12 +129,19 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None) 
                 "s1 += tl.sum(tl.load(" + f"{x_ptr} + r[:, None] * {k_dim} + kk[None, :], "
                 "mask=rm[:, None] & km[None, :], other=0).to(tl.float32), 1)"
             )
-        if low:
+        if low and not gemv:
             em.emit(f"a = a.to({_tl(x_t.dtype)})")
     elif not low:
         em.emit("a = a.to(tl.float32)")
 
     def w_tile(cols: str) -> str:
+        if gemv:  # [BN, BK]: K is contiguous, so each row is one run of 16-byte loads
+            where = (
+                f"{cols}[:, None] * {k_dim} + kk[None, :]"
+                if layout == "nk"
+                else f"kk[None, :] * {n_dim} + {cols}[:, None]"
+            )
+            return f"tl.load({w_ptr} + {where}, mask=cn[:, None] & km[None, :], other=0)"
         if layout == "nk":
             return (
                 f"tl.load({w_ptr} + {cols}[None, :] * {k_dim} + kk[:, None], mask=cn[None, :] & km[:, None], other=0)"
@@ -141,23 +149,30 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None) 
         return f"tl.load({w_ptr} + kk[:, None] * {n_dim} + {cols}[None, :], mask=cn[None, :] & km[:, None], other=0)"
 
     precision = "" if low else ', input_precision="ieee"'
+
+    def accumulate(acc: str, w: str) -> None:
+        if gemv:  # one row of x against BN rows of W: multiply and reduce, no tensor cores
+            em.emit(f"{acc} += tl.sum({w}.to(tl.float32) * a.to(tl.float32), 1)[None, :]")
+        else:
+            if not low:
+                em.emit(f"{w} = {w}.to(tl.float32)")
+            em.emit(f"{acc} += tl.dot(a, {w}{precision})")
+
     em.emit(f"w = {w_tile('c')}")
-    if not low:
-        em.emit("w = w.to(tl.float32)")
-    em.emit(f"acc += tl.dot(a, w{precision})")
+    accumulate("acc", "w")
     if partner or gated:
         em.emit(f"wp = {w_tile('pc')}")
-        if not low:
-            em.emit("wp = wp.to(tl.float32)")
-        em.emit(f"accp += tl.dot(a, wp{precision})")
+        accumulate("accp", "wp")
     if isinstance(norm, nn.LayerNormOp):
         em.emit("wf = w.to(tl.float32)")
         g = _norm_operand(norm, "weight")
         b = _norm_operand(norm, "bias")
         gk = f"tl.load(in{_idx(g)} + kk, mask=km, other=0).to(tl.float32)" if g is not None else "km.to(tl.float32)"
-        em.emit(f"gw += tl.sum(({gk})[:, None] * wf, 0)")
+        bk_axis = ("[None, :]", 1) if gemv else ("[:, None]", 0)
+        em.emit(f"gw += tl.sum(({gk}){bk_axis[0]} * wf, {bk_axis[1]})")
         if b is not None:
-            em.emit(f"bw += tl.sum(tl.load(in{_idx(b)} + kk, mask=km, other=0).to(tl.float32)[:, None] * wf, 0)")
+            bk = f"tl.load(in{_idx(b)} + kk, mask=km, other=0).to(tl.float32)"
+            em.emit(f"bw += tl.sum({bk}{bk_axis[0]} * wf, {bk_axis[1]})")
     em.indent -= 1
     if norm is not None:
         eps = get_float(norm.attributes, "eps")
