@@ -93,7 +93,8 @@ class Runner:
         """Allocates every buffer once and returns the bound launches (see inferx.runtime.plan)."""
         dev = args[0].device
         launches, self.returns = bind(self.plan, self.sources, args, self.weights.stored, env,
-                                      lambda shape, dtype: torch.empty(shape, dtype=TORCH[dtype], device=dev))
+                                      lambda shape, dtype: torch.empty(shape, dtype=TORCH[dtype], device=dev),
+                                      lambda shape, dtype: torch.zeros(shape, dtype=TORCH[dtype], device=dev))
         return launches
 
     @staticmethod

@@ -3,8 +3,10 @@ It lives in the runtime because loading an artifact needs it and must not import
 
 A ``KernelSource`` is plain data (it goes into the artifact's launch plan as JSON): the module
 text holding one ``@triton.jit`` function, its parameters in order and what each binds to, the
-grid as expressions over the symbolic dims, the compile-time constants, and which outputs are
-written in place into an input (the KV cache).
+grid as expressions over the symbolic dims, the compile-time constants, which outputs are
+written in place into an input (the KV cache), and the scratch buffers the kernel needs between
+its own programs (split-KV partials, arrival counters: zeroed when allocated; a kernel that uses
+a counter leaves it zero again, so a captured graph can replay it).
 """
 
 from __future__ import annotations
@@ -12,18 +14,27 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-ParamKind = Literal["in", "out", "sym"]
+ParamKind = Literal["in", "out", "sym", "scratch"]
 
 
 @dataclass(frozen=True)
 class Param:
-    """One kernel parameter: input/output pointer ``index`` of the ix.kernel, or a symbol's value."""
+    """One kernel parameter: input/output pointer ``index`` of the ix.kernel, a scratch buffer
+    ``index``, or a symbol's value."""
 
     name: str
     kind: ParamKind
     index: int = -1
     symbol: str = ""
     dtype: str = ""  # ix dtype of a pointer's elements
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A buffer private to one launch: ``shape`` as expressions over ``S_<symbol>``."""
+
+    shape: tuple[str, ...]
+    dtype: str
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class KernelSource:
     num_warps: int = 4
     num_stages: int = 2
     schedule_origin: str = "heuristic"
+    scratch: tuple[Scratch, ...] = ()
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -51,4 +63,5 @@ class KernelSource:
             params=tuple(Param(**p) for p in d["params"]), grid=tuple(d["grid"]),
             constexprs=dict(d["constexprs"]), aliases={int(k): v for k, v in d["aliases"].items()},
             num_warps=d["num_warps"], num_stages=d["num_stages"], schedule_origin=d["schedule_origin"],
+            scratch=tuple(Scratch(tuple(x["shape"]), x["dtype"]) for x in d.get("scratch", ())),
         )

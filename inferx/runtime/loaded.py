@@ -81,7 +81,8 @@ class ArtifactSession(DecoderSession):
                 torch.from_numpy(kv_lens.astype(np.int32)), *self.caches]
         env = {"batch": input_ids.shape[0], "seq": input_ids.shape[1], "ctx": self.max_context}
         launches, results = bind(self.entries[entry], self.kernels, args, self.weights, env,
-                                 lambda shape, dtype: torch.empty(shape, dtype=self.dtypes[dtype]))
+                                 lambda shape, dtype: torch.empty(shape, dtype=self.dtypes[dtype]),
+                                 lambda shape, dtype: torch.zeros(shape, dtype=self.dtypes[dtype]))
         run(launches)
         self.caches = results[1:]
         return results[0].float().numpy()

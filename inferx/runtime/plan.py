@@ -1,9 +1,10 @@
 """Binding an entry point's launch plan (the artifact's ``entries[...]``) to tensors.
 
 ``bind`` resolves every launch's inputs and outputs for one set of symbol values: arguments by
-index, weights by name, buffers allocated once through ``empty`` (an output the kernel writes in
-place, such as a KV cache, is the input it aliases). The result is a list of ready launches that
-``run`` replays; the same list is what a CUDA Graph captures.
+index, weights by name, buffers allocated once through ``empty`` (an output the kernel writes
+in place, such as a KV cache, is the input it aliases), scratch buffers through ``zeros``. The
+result is a list of ready launches that ``run`` replays; the same list is what a CUDA Graph
+captures.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def eval_dim(expr: str, env: Mapping[str, int]) -> int:
 
 
 def bind(plan: Mapping[str, Any], kernels: Mapping[str, tuple[KernelSource, Any]], args: Sequence[Any],
-         weights: Mapping[str, Any], env: Mapping[str, int],
-         empty: Callable[[list[int], str], Any]) -> tuple[list[Launch], list[Any]]:
+         weights: Mapping[str, Any], env: Mapping[str, int], empty: Callable[[list[int], str], Any],
+         zeros: Callable[[list[int], str], Any] | None = None) -> tuple[list[Launch], list[Any]]:
     """The launches of ``plan`` with every argument bound, and the tensors the entry returns."""
     buffers: dict[str, Any] = {}
 
@@ -56,8 +57,11 @@ def bind(plan: Mapping[str, Any], kernels: Mapping[str, tuple[KernelSource, Any]
                 t = empty([eval_dim(d, env) for d in spec["shape"]], spec["dtype"])
             buffers[b["name"]] = t
             outs.append(t)
-        call = tuple(ins[p.index] if p.kind == "in" else outs[p.index] if p.kind == "out" else int(env[p.symbol])
-                     for p in ks.params)
+        scratch = [(zeros or empty)([eval_dim(d, env) for d in sc.shape], sc.dtype) for sc in ks.scratch]
+        if ks.scratch and zeros is None:
+            raise ValueError(f"kernel {ks.name} needs zeroed scratch buffers: pass zeros=")
+        by_kind = {"in": ins, "out": outs, "scratch": scratch}
+        call = tuple(by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in ks.params)
         kwargs = dict(ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
         launches.append(Launch(fn, grid(ks, env), call, kwargs))
     return launches, [resolve(b) for b in plan["returns"]]

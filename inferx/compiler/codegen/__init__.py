@@ -11,7 +11,7 @@ from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.runtime.kernel_source import KernelSource
 
 # (template name, applies -> reason or None, generate)
-RULES: list[tuple[str, Callable[[KernelOp], str | None], Callable[[KernelOp, str], KernelSource]]] = [
+RULES: list[tuple[str, Callable[[KernelOp], str | None], Callable[..., KernelSource]]] = [
     ("gemm", gemm.applies, gemm.generate),
     ("attention", attention.applies, attention.generate),
     ("gather", rowwise.gather_applies, rowwise.gather),
@@ -20,8 +20,9 @@ RULES: list[tuple[str, Callable[[KernelOp], str | None], Callable[[KernelOp, str
 ]
 
 
-def generate(kernel: KernelOp, name: str) -> KernelSource:
-    """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits."""
+def generate(kernel: KernelOp, name: str, target: str = "sm_90") -> KernelSource:
+    """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits.
+    ``target`` ("sm_90" or "cpu") picks schedules only, never semantics."""
     wanted = kernel.template.data
     reasons = []
     for template, applies, gen in RULES:
@@ -29,7 +30,9 @@ def generate(kernel: KernelOp, name: str) -> KernelSource:
             continue
         reason = applies(kernel)
         if reason is None:
-            return gen(kernel, name)
+            if template == "gemm":
+                return gemm.generate(kernel, name, target=target)
+            return gen(kernel, name, target) if template == "attention" else gen(kernel, name)
         reasons.append(f"{template}: {reason}")
     raise CodegenError(f"kernel {name}: no template implements it ({'; '.join(reasons) or wanted})")
 

@@ -5,7 +5,13 @@ transpose and reshape back to ``[batch, seq, heads * head_dim]``). A program own
 one (sequence, query head) and streams that sequence's keys in blocks of BN up to its
 ``kv_lens`` entry, with an online softmax in fp32. Masks (causal, sliding window) use each
 query's absolute position from ``positions``, so the same code serves any step. A query with
-no visible key writes zeros. (Split-KV for long decode contexts is a later schedule.)
+no visible key writes zeros.
+
+Decode (one query per sequence) runs split-KV instead: a program owns the query heads that share
+one KV head (GQA packing: the K/V block is read once for all of them) and one of ``SPLITS``
+slices of the context; it writes its partial softmax state to scratch, and the last program to
+arrive for a (sequence, KV head) merges the slices and runs the epilogue. So a step has enough
+programs to fill the chip even at batch 1, and still one launch.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.ops_base import get_flag, get_float, get_int, get_opt_float
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import DType, TensorType
-from inferx.runtime.kernel_source import KernelSource
+from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 
 
 def applies(kernel: KernelOp) -> str | None:
@@ -32,7 +38,7 @@ def applies(kernel: KernelOp) -> str | None:
     return None
 
 
-def generate(kernel: KernelOp, name: str) -> KernelSource:
+def generate(kernel: KernelOp, name: str, target: str = "sm_90") -> KernelSource:
     em = Emitter(kernel, name)
     op = kernel.body.block.first_op
     assert isinstance(op, nn.AttentionOp)
@@ -47,6 +53,8 @@ def generate(kernel: KernelOp, name: str) -> KernelSource:
     causal = get_flag(attrs, "causal")
     window = get_int(attrs, "window") if attrs.get("window") is not None else None
     cap = get_opt_float(attrs, "softcap")
+    if q_t.shape[2] == 1:
+        return _decode(kernel, name, em, op, DECODE_SPLITS if target != "cpu" else CPU_SPLITS)
     bm = 64 if "seq" in q_t.symbols() else 16
     bn = 32
     bd, bdv = max(16, 1 << (d - 1).bit_length()), max(16, 1 << (dv - 1).bit_length())
@@ -63,8 +71,10 @@ def generate(kernel: KernelOp, name: str) -> KernelSource:
     em.emit(f"im = i < {S}")
     em.emit("dd = tl.arange(0, BD)")
     em.emit("de = tl.arange(0, BDV)")
-    em.emit(f"q = tl.load({qi} + ((b * {hq} + h) * {S} + i[:, None]) * {d} + dd[None, :], "
-            f"mask=im[:, None] & (dd[None, :] < {d}), other=0)")
+    em.emit(
+        f"q = tl.load({qi} + ((b * {hq} + h) * {S} + i[:, None]) * {d} + dd[None, :], "
+        f"mask=im[:, None] & (dd[None, :] < {d}), other=0)"
+    )
     if not low:
         em.emit("q = q.to(tl.float32)")
     if op.positions is not None:
@@ -83,8 +93,10 @@ def generate(kernel: KernelOp, name: str) -> KernelSource:
     em.indent += 1
     em.emit("j = j0 + tl.arange(0, BN)")
     em.emit("jm = j < kvl")
-    em.emit(f"k = tl.load({ki} + ((b * {hkv} + hk) * {T} + j[None, :]) * {d} + dd[:, None], "
-            f"mask=jm[None, :] & (dd[:, None] < {d}), other=0)")
+    em.emit(
+        f"k = tl.load({ki} + ((b * {hkv} + hk) * {T} + j[None, :]) * {d} + dd[:, None], "
+        f"mask=jm[None, :] & (dd[:, None] < {d}), other=0)"
+    )
     if not low:
         em.emit("k = k.to(tl.float32)")
     em.emit(f"s = tl.dot(q, k{precision}) * {scale!r}")
@@ -100,8 +112,10 @@ def generate(kernel: KernelOp, name: str) -> KernelSource:
     em.emit("p = tl.exp(s - m_new[:, None])")
     em.emit("alpha = tl.exp(m_i - m_new)")
     em.emit("l_i = l_i * alpha + tl.sum(p, 1)")
-    em.emit(f"v = tl.load({vi} + ((b * {hkv} + hk) * {T} + j[:, None]) * {dv} + de[None, :], "
-            f"mask=jm[:, None] & (de[None, :] < {dv}), other=0)")
+    em.emit(
+        f"v = tl.load({vi} + ((b * {hkv} + hk) * {T} + j[:, None]) * {dv} + de[None, :], "
+        f"mask=jm[:, None] & (de[None, :] < {dv}), other=0)"
+    )
     if low:
         em.emit("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)")
     else:
@@ -118,6 +132,150 @@ def generate(kernel: KernelOp, name: str) -> KernelSource:
     params = em.params()
     args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in ("BM", "BN", "BD", "BDV")])
     grid = (f"cdiv({S}, {bm})", f"{B} * {hq}")
-    return KernelSource(name=name, template="attention", source=_module(name, args, em.lines),
-                        params=tuple(params), grid=grid,
-                        constexprs={"BM": bm, "BN": bn, "BD": bd, "BDV": bdv}, aliases=em.aliases)
+    return KernelSource(
+        name=name,
+        template="attention",
+        source=_module(name, args, em.lines),
+        params=tuple(params),
+        grid=grid,
+        constexprs={"BM": bm, "BN": bn, "BD": bd, "BDV": bdv},
+        aliases=em.aliases,
+    )
+
+
+# Context slices per (sequence, KV head) in decode. On the CPU (Triton's interpreter runs programs
+# one by one) two slices still exercise the merge at a fraction of the cost.
+DECODE_SPLITS = 16
+CPU_SPLITS = 2
+
+
+def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, splits: int) -> KernelSource:
+    q_t, k_t, v_t = (v.type for v in (op.q, op.k, op.v))
+    assert isinstance(q_t, TensorType) and isinstance(k_t, TensorType) and isinstance(v_t, TensorType)
+    hq, hkv, d, dv = (int(x) for x in (q_t.shape[1], k_t.shape[1], q_t.shape[3], v_t.shape[3]))  # type: ignore[arg-type]
+    group = hq // hkv
+    attrs = op.attributes
+    scale = get_float(attrs, "scale", 1.0 / math.sqrt(d))
+    causal = get_flag(attrs, "causal")
+    window = get_int(attrs, "window") if attrs.get("window") is not None else None
+    cap = get_opt_float(attrs, "softcap")
+    bm = max(16, 1 << (group - 1).bit_length())
+    bd, bdv = max(16, 1 << (d - 1).bit_length()), max(16, 1 << (dv - 1).bit_length())
+    low = q_t.dtype in (DType.f16, DType.bf16)
+    T, B = em.dim(k_t.shape[2]), em.dim(q_t.shape[0])
+    qi, ki, vi = (f"in{v.index}" for v in (op.q, op.k, op.v))  # type: ignore[attr-defined]
+    precision = "" if low else ', input_precision="ieee"'
+    e = em.emit
+    e("sp = tl.program_id(0)")
+    e("bh = tl.program_id(1)")
+    e(f"b = bh // {hkv}")
+    e(f"hk = bh % {hkv}")
+    e("g = tl.arange(0, BM)")
+    e(f"gm = g < {group}")
+    e(f"h = hk * {group} + g")
+    e("dd = tl.arange(0, BD)")
+    e("de = tl.arange(0, BDV)")
+    q_mask = f"gm[:, None] & (dd[None, :] < {d})"
+    e(f"q = tl.load({qi} + (b * {hq} + h[:, None]) * {d} + dd[None, :], mask={q_mask}, other=0)")
+    if not low:
+        e("q = q.to(tl.float32)")
+    e(f"pos = tl.load(in{op.positions.index} + b)" if op.positions is not None else f"pos = {T} - 1")  # type: ignore[attr-defined]
+    e(f"kvl = tl.load(in{op.kv_lens.index} + b)" if op.kv_lens is not None else f"kvl = {T}")  # type: ignore[attr-defined]
+    e("chunk = tl.cdiv(tl.cdiv(kvl, SPLITS), BN) * BN")
+    e("start = sp * chunk")
+    e("end = tl.minimum(start + chunk, kvl)")
+    e("m_i = tl.zeros((BM,), dtype=tl.float32) - 1.0e30")
+    e("l_i = tl.zeros((BM,), dtype=tl.float32)")
+    e("acc = tl.zeros((BM, BDV), dtype=tl.float32)")
+    e("for j0 in range(start, end, BN):")
+    em.indent += 1
+    e("j = j0 + tl.arange(0, BN)")
+    e("jm = j < end")
+    e(
+        f"k = tl.load({ki} + ((b * {hkv} + hk) * {T} + j[None, :]) * {d} + dd[:, None], "
+        f"mask=jm[None, :] & (dd[:, None] < {d}), other=0)"
+    )
+    if not low:
+        e("k = k.to(tl.float32)")
+    e(f"s = tl.dot(q, k{precision}) * {scale!r}")
+    if cap is not None:
+        e(f"s = {cap!r} * (2.0 * tl.sigmoid(2.0 * s / {cap!r}) - 1.0)")
+    valid = "jm[None, :]"
+    if causal:
+        valid += " & (j[None, :] <= pos)"
+    if window is not None:
+        valid += f" & (pos - j[None, :] < {window})"
+    e(f"s = tl.where({valid}, s, float('-inf'))")
+    e("m_new = tl.maximum(m_i, tl.max(s, 1))")
+    e("p = tl.exp(s - m_new[:, None])")
+    e("alpha = tl.exp(m_i - m_new)")
+    e("l_i = l_i * alpha + tl.sum(p, 1)")
+    e(
+        f"v = tl.load({vi} + ((b * {hkv} + hk) * {T} + j[:, None]) * {dv} + de[None, :], "
+        f"mask=jm[:, None] & (de[None, :] < {dv}), other=0)"
+    )
+    if low:
+        e("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)")
+    else:
+        e(f"acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32){precision})")
+    e("m_i = m_new")
+    em.indent -= 1
+    # partials to scratch, then the last program of this (sequence, KV head) merges them
+    e("base = bh * SPLITS + sp")
+    e("tl.store(ws_acc + (base * BM + g[:, None]) * BDV + de[None, :], acc)")
+    e("tl.store(ws_ml + (base * 2) * BM + g, m_i)")
+    e("tl.store(ws_ml + (base * 2 + 1) * BM + g, l_i)")
+    e("tl.debug_barrier()")
+    e("arrived = tl.atomic_add(ws_count + bh, 1)")
+    e("if arrived == SPLITS - 1:")
+    em.indent += 1
+    e("tl.debug_barrier()")
+    e("mm = tl.zeros((BM,), dtype=tl.float32) - 1.0e30")
+    e("ll = tl.zeros((BM,), dtype=tl.float32)")
+    e("oo = tl.zeros((BM, BDV), dtype=tl.float32)")
+    e("for s2 in range(0, SPLITS):")
+    em.indent += 1
+    e("b2 = bh * SPLITS + s2")
+    e("m_s = tl.load(ws_ml + (b2 * 2) * BM + g, cache_modifier='.cg')")
+    e("l_s = tl.load(ws_ml + (b2 * 2 + 1) * BM + g, cache_modifier='.cg')")
+    e("a_s = tl.load(ws_acc + (b2 * BM + g[:, None]) * BDV + de[None, :], cache_modifier='.cg')")
+    e("m2 = tl.maximum(mm, m_s)")
+    e("x1 = tl.exp(mm - m2)")
+    e("x2 = tl.exp(m_s - m2)")
+    e("ll = ll * x1 + l_s * x2")
+    e("oo = oo * x1[:, None] + a_s * x2[:, None]")
+    e("mm = m2")
+    em.indent -= 1
+    e("o = oo / tl.where(ll > 0, ll, 1.0)[:, None]")
+    e("tl.atomic_xchg(ws_count + bh, 0)")
+    out_t = op.result.type
+    assert isinstance(out_t, TensorType)
+    em.values[op.result] = Tile(
+        "o", ["b", "h[:, None]", "0", "de[None, :]"], f"(gm[:, None] & (de[None, :] < {dv}))", out_t
+    )
+    em.run_epilogue(list(kernel.body.block.ops)[1:])
+    em.indent -= 1
+    params = em.params()
+    n_bh = f"{B} * {hkv}"
+    scratch = (
+        Scratch((f"{n_bh} * {splits} * {bm} * {bdv}",), "f32"),
+        Scratch((f"{n_bh} * {splits} * 2 * {bm}",), "f32"),
+        Scratch((n_bh,), "i32"),
+    )
+    params += [
+        Param("ws_acc", "scratch", index=0, dtype="f32"),
+        Param("ws_ml", "scratch", index=1, dtype="f32"),
+        Param("ws_count", "scratch", index=2, dtype="i32"),
+    ]
+    consts = ("BM", "BN", "BD", "BDV", "SPLITS")
+    args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in consts])
+    return KernelSource(
+        name=name,
+        template="attention",
+        source=_module(name, args, em.lines),
+        params=tuple(params),
+        grid=(str(splits), n_bh),
+        aliases=em.aliases,
+        scratch=scratch,
+        constexprs={"BM": bm, "BN": 32, "BD": bd, "BDV": bdv, "SPLITS": splits},
+    )
