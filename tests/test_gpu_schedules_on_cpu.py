@@ -16,7 +16,8 @@ from inferx.runtime.artifact import load_artifact
 
 CASES = {
     "llama-gqa4": (T.LlamaConfig, T.LlamaForCausalLM, {"num_key_value_heads": 1}),
-    "phi3-window": (T.Phi3Config, T.Phi3ForCausalLM, {"num_key_value_heads": 2, "sliding_window": 5, "pad_token_id": 0}),
+    "phi3-window": (T.Phi3Config, T.Phi3ForCausalLM,
+                    {"num_key_value_heads": 2, "sliding_window": 5, "pad_token_id": 0}),
 }
 
 
