@@ -219,6 +219,7 @@ def decode_speed(shape: str, bw: float, ctx_len: int = 512, batch: int = 1) -> d
     torch.cuda.synchronize()
     # per-kernel times
     per_kernel = [time_calls(lambda ln=ln: run([ln]), reps=20) for ln in calls]
+    in_graph = _in_graph_by_position(r, calls, cfg.num_layers)
     weight_bytes = sum(t.numel() * t.element_size() for n, t in leaves.items() if n != "model.embed_tokens.weight")
     if cfg.names.lm_head is None:
         weight_bytes += leaves["model.embed_tokens.weight"].numel() * 2
@@ -227,7 +228,26 @@ def decode_speed(shape: str, bw: float, ctx_len: int = 512, batch: int = 1) -> d
     return {"shape": shape, "batch": batch, "context": ctx_len, "launches": len(calls), "jit_s": jit_s,
             "plain_ms": plain, "graph_ms": replay, "host_launch_ms": host_ms, "roofline_ms": roofline_ms,
             "fraction_of_roofline": roofline_ms / replay, "bytes": weight_bytes + kv_bytes,
-            "kernels_ms_by_template": _by_template(r, per_kernel)}
+            "kernels_ms_by_template": _by_template(r, per_kernel), "in_graph_us_by_layer_position": in_graph}
+
+
+def _in_graph_by_position(r: Runner, calls: list, layers: int) -> dict:
+    """Each kernel position of a decoder layer timed inside a CUDA graph that launches it once per
+    layer (each with its own weights, so L2 does not flatter): microseconds per launch."""
+    per_layer = (len(calls) - 2) // layers  # the gather first, the final norm + lm_head last
+    out = {}
+    for pos in range(per_layer):
+        group = [calls[1 + layer * per_layer + pos] for layer in range(layers)]
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run(group)
+        tpl = r.sources[r.plan["launches"][1 + pos]["kernel"]][0].template
+        out[f"{pos}:{tpl}"] = time_calls(graph.replay) * 1e3 / layers
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run(calls[-1:])
+    out["head:gemm"] = time_calls(graph.replay) * 1e3
+    return out
 
 
 def _by_template(r: Runner, per_kernel: list[float]) -> dict:
