@@ -233,7 +233,7 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, splits
     e("mm = tl.zeros((BM,), dtype=tl.float32) - 1.0e30")
     e("ll = tl.zeros((BM,), dtype=tl.float32)")
     e("oo = tl.zeros((BM, BDV), dtype=tl.float32)")
-    e("for s2 in range(0, SPLITS):")
+    e("for s2 in tl.static_range(SPLITS):  # unrolled: every slice's loads issue at once")
     em.indent += 1
     e("b2 = bh * SPLITS + s2")
     e("m_s = tl.load(ws_ml + (b2 * 2) * BM + g, cache_modifier='.cg')")
