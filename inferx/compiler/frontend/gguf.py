@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from inferx.compiler.frontend.hf import _program, _with_dtype
+from inferx.compiler.frontend.hf import decoder_program, with_dtype
 from inferx.compiler.frontend.weights import WeightError
 from inferx.models.config import ConfigError, DecoderConfig, RopeConfig, WeightNames
 from inferx.program import Program
@@ -58,8 +58,8 @@ def import_gguf(path: str | Path, *, dtype: str | None = None) -> Program:
     the file carries a vocabulary and ``transformers`` is installed."""
     path = Path(path)
     header = read_gguf(path)
-    cfg = _with_dtype(llama_config(header), dtype)
-    program = _program(cfg, GGUFStore(header), str(path))
+    cfg = with_dtype(llama_config(header), dtype)
+    program = decoder_program(cfg, GGUFStore(header), str(path))
     if "tokenizer.ggml.tokens" in header.metadata and _has_transformers():
         program.tokenizer = GGUFTokenizer(path)
     return program

@@ -40,20 +40,20 @@ def import_hf_dir(path: Path, *, dtype: str | None = None) -> Program:
         raw = json.loads(config_path.read_text())
     except json.JSONDecodeError as e:
         raise ModelImportError(f"{config_path}: not valid JSON: {e}") from None
-    cfg = _with_dtype(decoder_config(raw, str(config_path)), dtype)
+    cfg = with_dtype(decoder_config(raw, str(config_path)), dtype)
     store = SafetensorsStore.open(_weight_files(path))
-    return _program(cfg, store, str(path))
+    return decoder_program(cfg, store, str(path))
 
 
 def import_hf_model(model: Any, *, dtype: str | None = None) -> Program:
     """A ``transformers`` model object; its state dict is viewed as numpy arrays (float32 storage)."""
     raw = model.config.to_dict()
     raw.setdefault("model_type", getattr(model.config, "model_type", None))
-    cfg = _with_dtype(decoder_config(raw, f"{type(model).__name__}.config"), dtype)
-    return _program(cfg, _TorchStateStore(model.state_dict()), type(model).__name__)
+    cfg = with_dtype(decoder_config(raw, f"{type(model).__name__}.config"), dtype)
+    return decoder_program(cfg, _TorchStateStore(model.state_dict()), type(model).__name__)
 
 
-def _with_dtype(cfg: DecoderConfig, dtype: str | None) -> DecoderConfig:
+def with_dtype(cfg: DecoderConfig, dtype: str | None) -> DecoderConfig:
     from dataclasses import replace
 
     if dtype is None:
@@ -83,7 +83,9 @@ def _weight_files(path: Path) -> list[Path]:
     return files
 
 
-def _program(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source: str) -> Program:
+def decoder_program(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source: str) -> Program:
+    """The Program of a decoder config and a weight store (any frontend's last step): builds the IR,
+    checks every weight the IR names against the store, and presents the weights in the IR's dtype."""
     module = build_decoder_module(cfg)
     resolved = _resolve_weights(module, store, source)
     weights: Mapping[str, np.ndarray] = _Renamed(store, resolved)
