@@ -93,7 +93,9 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     layout = attr_str(lin, "w_layout", "nk")
     low = x_t.dtype in (DType.f16, DType.bf16)
     epilogue = ops[(2 if norm else 1) :]
-    partner = _partner_columns(em, lin, epilogue)
+    regions = _rope_regions(em, lin, epilogue)
+    partner = _partner_expr(regions)
+    paired = _paired_columns(regions, sched.bn) if partner else None
     gated = _gated_split(lin, epilogue)
     n_tile = n_dim // 2 if gated else n_dim
     if gated:
@@ -102,7 +104,11 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     em.emit("pid_m = tl.program_id(0)")
     em.emit("pid_n = tl.program_id(1)")
     em.emit("r = pid_m * BM + tl.arange(0, BM)")
-    em.emit("c = pid_n * BN + tl.arange(0, BN)")
+    if paired:
+        em.emit("t = pid_n * BN + tl.arange(0, BN)")
+        em.emit(f"c = {paired}")
+    else:
+        em.emit("c = pid_n * BN + tl.arange(0, BN)")
     rows = em.dim(sy.product(x_t.shape[:-1]))
     em.emit(f"M = {rows}")
     em.emit("rm = r < M")
@@ -260,13 +266,24 @@ def _gated_split(lin: nn.LinearOp, epilogue: list[Operation]) -> t.SplitOp | Non
     return None
 
 
-def _partner_columns(em: Emitter, lin: nn.LinearOp, epilogue: list[Operation]) -> str | None:
-    """The column offset of each output column's RoPE partner, as a Triton expression in ``c``.
+@dataclass(frozen=True)
+class _RopeRegion:
+    """Columns ``[off, off + n_cols)`` of a GEMM output that one rope rotates, head by head."""
+
+    off: int
+    n_cols: int
+    head_dim: int
+    rot: int
+    style: str
+
+
+def _rope_regions(em: Emitter, lin: nn.LinearOp, epilogue: list[Operation]) -> list[_RopeRegion]:
+    """The GEMM output columns each rope of the epilogue rotates.
 
     Every rope in the epilogue must reach the linear through split (last dim), reshape (that
     splits the last dim into heads) and transpose (that keeps the last dim last); then its
     head_dim axis is a contiguous, aligned run of the linear's columns."""
-    terms: list[str] = []
+    regions: list[_RopeRegion] = []
     for op in epilogue:
         if not isinstance(op, nn.RopeOp):
             continue
@@ -300,14 +317,44 @@ def _partner_columns(em: Emitter, lin: nn.LinearOp, epilogue: list[Operation]) -
         if n_cols is None:
             raise em.error(op, "RoPE heads must be static")
         rot = get_int(op.attributes, "rotary_dim", head_dim)
-        d = f"((c - {off}) % {head_dim})"
-        inside = f"((c >= {off}) & (c < {off + n_cols}))"
-        if get_str(op.attributes, "style", ("rotate_half", "interleaved"), "rotate_half") == "rotate_half":
-            delta = f"tl.where({d} < {rot // 2}, {rot // 2}, tl.where({d} < {rot}, -{rot // 2}, 0))"
+        style = get_str(op.attributes, "style", ("rotate_half", "interleaved"), "rotate_half")
+        regions.append(_RopeRegion(off, n_cols, head_dim, rot, style))
+    return regions
+
+
+def _partner_expr(regions: list[_RopeRegion]) -> str | None:
+    """The offset from each column ``c`` to its RoPE partner, as a Triton expression."""
+    terms = []
+    for g in regions:
+        d = f"((c - {g.off}) % {g.head_dim})"
+        inside = f"((c >= {g.off}) & (c < {g.off + g.n_cols}))"
+        if g.style == "rotate_half":
+            delta = f"tl.where({d} < {g.rot // 2}, {g.rot // 2}, tl.where({d} < {g.rot}, -{g.rot // 2}, 0))"
         else:
-            delta = f"tl.where({d} < {rot}, tl.where({d} % 2 == 0, 1, -1), 0)"
+            delta = f"tl.where({d} < {g.rot}, tl.where({d} % 2 == 0, 1, -1), 0)"
         terms.append(f"tl.where({inside}, {delta}, 0)")
     return " + ".join(terms) if terms else None
+
+
+def _paired_columns(regions: list[_RopeRegion], bn: int) -> str | None:
+    """Columns of each tile so that a tile holds BN/2 rotate-half columns and their partners: the
+    partner accumulator then re-reads rows this program just read (cache hits), instead of rows
+    another program reads, so q/k weights cross DRAM once. An expression in the natural index
+    ``t``; None where a region is not aligned to the tile (natural order is still correct)."""
+    expr = "t"
+    half = bn // 2
+    for g in regions:
+        if g.style != "rotate_half" or g.head_dim % bn or g.off % bn or g.rot % bn or (g.rot // 2) % half:
+            if g.style == "rotate_half":
+                return None
+            continue
+        u = f"(t - {g.off})"
+        dt = f"({u} % {g.head_dim})"
+        blk, w = f"({dt} // {bn})", f"({dt} % {bn})"
+        d = f"tl.where({w} < {half}, {blk} * {half} + {w}, {g.rot // 2} + {blk} * {half} + {w} - {half})"
+        inside = f"(t >= {g.off}) & (t < {g.off + g.n_cols}) & ({dt} < {g.rot})"
+        expr = f"tl.where({inside}, {g.off} + ({u} // {g.head_dim}) * {g.head_dim} + {d}, {expr})"
+    return None if expr == "t" else expr
 
 
 HEADER = "import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice  # noqa: F401\n\n"
