@@ -117,7 +117,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if gated:
         em.emit(f"pc = c + {n_tile}")
         em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
-    if partner:
+    # A second accumulator over other weight rows: the up half of a gated split, or RoPE partners
+    # when a tile does not already hold them (with paired columns they are a swap of halves).
+    second = gated or (partner and not paired)
+    if partner and not paired:
         em.emit(f"pc = c + {partner}")
         em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
     if norm is not None:
@@ -175,7 +178,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
 
     em.emit(f"w = {w_tile('c')}")
     accumulate("acc", "w")
-    if partner or gated:
+    if second:
         em.emit(f"wp = {w_tile('pc')}")
         accumulate("accp", "wp")
     if isinstance(norm, nn.LayerNormOp):
@@ -194,7 +197,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         if isinstance(norm, nn.RMSNormOp):
             em.emit(f"scale = tl.rsqrt(ss / {k_dim} + {eps!r})")
             em.emit("acc = acc * scale[:, None]")
-            if partner or gated:
+            if second:
                 em.emit("accp = accp * scale[:, None]")
         else:
             em.emit(f"mu = s1 / {k_dim}")
@@ -204,8 +207,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 raise em.error(norm, "LayerNorm prologue with RoPE or a gated split is not generated")
     if lin.bias is not None:
         em.emit(f"acc += tl.load(in{_idx(lin.bias)} + c, mask=cn, other=0).to(tl.float32)[None, :]")
-        if partner or gated:
+        if second:
             em.emit(f"accp += tl.load(in{_idx(lin.bias)} + pc, mask=cn, other=0).to(tl.float32)[None, :]")
+    if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
+        em.emit("accp = tl.reshape(tl.flip(tl.reshape(acc, (BM, 2, BN // 2)), 1), (BM, BN))")
     lead = em.unravel("r[:, None]", y_t.shape[:-1])
     mask = "(rm[:, None] & cn[None, :])"
     if gated:
