@@ -1,15 +1,23 @@
-"""Sessions over a compiled artifact. ``device="cpu"`` runs the artifact's own Triton kernels in
-Triton's interpreter (fp32/fp16): the same kernels the GPU runs, so CPU tests check them.
+"""Sessions over a compiled artifact, on the CPU or a CUDA GPU.
+
+``device="cpu"`` runs the artifact's own Triton kernels in Triton's interpreter (fp32/fp16):
+the same kernels the GPU runs, so CPU tests check them. ``device="cuda"`` JIT-compiles the same
+kernel sources with Triton on the GPU and launches them through torch; each decode step of a
+batch size is one CUDA Graph replay (captured on that batch size's first step, per-step values
+copied into the graph's static input buffers). Loading the artifact's prebuilt cubins through
+the CUDA driver API, without torch, is not done yet.
 
 Nothing here imports the compiler (no xDSL, no frontend): an artifact is self-contained.
-Triton's interpreter mode is chosen when Triton is first imported, so a CPU session must be
-created before anything in the process imports Triton for the GPU.
+Triton's interpreter mode is chosen when Triton is first imported, so one process runs either
+CPU sessions (TRITON_INTERPRET=1) or CUDA sessions, not both.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,33 +26,49 @@ import numpy as np
 from inferx.program import ModelInfo
 from inferx.runtime.artifact import Artifact, load_artifact
 from inferx.runtime.kernel_source import KernelSource
-from inferx.runtime.plan import bind, run
+from inferx.runtime.plan import Launch, bind, run
 from inferx.runtime.session import DecoderSession, SessionError
 
-NP_DTYPE = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "i8": np.int8}
+# numpy views of the stored weights; bf16 is stored as its 16 raw bits
+NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "i64": np.int64,
+            "i8": np.int8}
 
 
-def _enable_interpreter() -> None:
-    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+def _triton_mode(interpret: bool) -> None:
+    want = "1" if interpret else "0"
+    have = os.environ.get("TRITON_INTERPRET", "0")
+    if "triton" in sys.modules and have != want:
+        what = "CPU sessions run kernels in Triton's interpreter" if interpret else "CUDA sessions compile for the GPU"
         raise SessionError(
-            "CPU sessions run kernels in Triton's interpreter, which must be enabled before Triton is "
-            "imported: set TRITON_INTERPRET=1 in the environment, or load the artifact before importing triton"
+            f"{what}, and Triton was already imported with TRITON_INTERPRET={have}: set TRITON_INTERPRET={want} "
+            "before anything imports triton (one process runs CPU or CUDA sessions, not both)"
         )
-    os.environ["TRITON_INTERPRET"] = "1"
+    os.environ["TRITON_INTERPRET"] = want
+
+
+@dataclass
+class _Graph:
+    """One captured decode step for one batch size, and the static buffers it reads and writes."""
+
+    graph: Any
+    ids: Any
+    positions: Any
+    kv_lens: Any
+    logits: Any
 
 
 class ArtifactSession(DecoderSession):
-    """prefill/decode/generate over an artifact's launch plan, on the CPU."""
+    """prefill/decode/generate over an artifact's launch plan."""
 
-    def __init__(self, artifact: Artifact, *, max_batch: int | None = None):
+    def __init__(self, artifact: Artifact, *, device: str = "cpu", max_batch: int | None = None,
+                 graphs: bool = True):
         import torch
 
-        _enable_interpreter()
+        _triton_mode(interpret=device == "cpu")
         from inferx.runtime.triton_kernels import load_kernel
 
         m = artifact.manifest
-        model = m["model"]
-        limits = m["limits"]
+        model, limits = m["model"], m["limits"]
         info = ModelInfo(
             architecture=model["architecture"], vocab_size=model["vocab_size"], max_context=model["max_context"],
             eos_token_ids=tuple(model["eos_token_ids"]), num_layers=model["num_layers"],
@@ -54,58 +78,97 @@ class ArtifactSession(DecoderSession):
         if batch > limits["max_batch"]:
             raise SessionError(f"max_batch {batch} exceeds the artifact's compiled maximum {limits['max_batch']}")
         super().__init__(info, max_batch=batch, max_context=limits["max_seq_len"])
-        if info.dtype not in NP_DTYPE:
-            raise SessionError(f"CPU sessions run fp32/fp16 artifacts; this one is {info.dtype}")
+        if device == "cpu" and info.dtype == "bf16":
+            raise SessionError("CPU sessions run fp32/fp16 artifacts (bf16 is wrong in Triton's interpreter); "
+                               "this one is bf16: compile with --dtype fp32 or fp16")
         self.torch = torch
-        self.dtypes = {"f32": torch.float32, "f16": torch.float16, "i32": torch.int32, "i64": torch.int64}
+        self.device = torch.device(device)
+        self.use_graphs = graphs and device == "cuda"
+        self.dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
+                       "i64": torch.int64}
         self.entries = m["entries"]
         self.kernels: dict[str, tuple[KernelSource, Any]] = {}
         for name, meta in m["kernels"].items():
             ks = KernelSource.from_json({**meta, "source": artifact.file_bytes(meta["file"]).decode()})
-            self.kernels[name] = (ks, load_kernel(ks, interpret=True))
+            self.kernels[name] = (ks, load_kernel(ks, interpret=device == "cpu"))
         self.weights: dict[str, Any] = {}
         for name, w in m["weights"].items():
             arr = np.array(artifact.mmap(w["file"], NP_DTYPE[w["dtype"]], tuple(w["shape"])))
-            self.weights[name] = torch.from_numpy(arr)
+            t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16) if w["dtype"] == "bf16" else \
+                torch.from_numpy(arr)
+            self.weights[name] = t.to(self.device)
         self.caches: list[Any] = []
+        self.graphs: dict[int, _Graph] = {}
+        self.host_ms: list[float] = []  # host time to issue each decode step (graph replay or launches)
+
+    def _empty(self, shape: list[int], dtype: str) -> Any:
+        return self.torch.empty(shape, dtype=self.dtypes[dtype], device=self.device)
+
+    def _zeros(self, shape: list[int], dtype: str) -> Any:
+        return self.torch.zeros(shape, dtype=self.dtypes[dtype], device=self.device)
 
     def _reset_cache(self, batch: int) -> None:
         i = self.info
-        dtype = self.torch.float32 if i.dtype == "f32" else self.torch.float16
-        shape = (batch, i.num_kv_heads, self.max_context, i.head_dim)
-        self.caches = [self.torch.zeros(shape, dtype=dtype) for _ in range(2 * i.num_layers)]
+        shape = [batch, i.num_kv_heads, self.max_context, i.head_dim]
+        self.caches = [self._zeros(shape, i.dtype) for _ in range(2 * i.num_layers)]
+        self.graphs = {}  # graphs capture the cache buffers they were built with
+
+    def _bind(self, entry: str, args: list[Any], batch: int, seq: int) -> tuple[list[Launch], list[Any]]:
+        env = {"batch": batch, "seq": seq, "ctx": self.max_context}
+        return bind(self.entries[entry], self.kernels, [*args, *self.caches], self.weights, env, self._empty,
+                    self._zeros)
+
+    def _inputs(self, *arrays: np.ndarray) -> list[Any]:
+        return [self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(self.device) for a in arrays]
 
     def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
-        torch = self.torch
-        args = [torch.from_numpy(input_ids.astype(np.int32)), torch.from_numpy(positions.astype(np.int32)),
-                torch.from_numpy(kv_lens.astype(np.int32)), *self.caches]
-        env = {"batch": input_ids.shape[0], "seq": input_ids.shape[1], "ctx": self.max_context}
-        launches, results = bind(self.entries[entry], self.kernels, args, self.weights, env,
-                                 lambda shape, dtype: torch.empty(shape, dtype=self.dtypes[dtype]),
-                                 lambda shape, dtype: torch.zeros(shape, dtype=self.dtypes[dtype]))
+        if entry == "decode" and self.use_graphs:
+            return self._decode_graph(input_ids, positions, kv_lens)
+        start = time.perf_counter()
+        launches, results = self._bind(entry, self._inputs(input_ids, positions, kv_lens), *input_ids.shape)
         run(launches)
-        self.caches = results[1:]
-        return results[0].float().numpy()
+        if entry == "decode":
+            self.host_ms.append((time.perf_counter() - start) * 1e3)
+        return results[0].float().cpu().numpy()
+
+    def _decode_graph(self, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
+        torch = self.torch
+        batch = input_ids.shape[0]
+        g = self.graphs.get(batch)
+        if g is None:
+            ids, pos, kvl = self._inputs(input_ids, positions, kv_lens)
+            launches, results = self._bind("decode", [ids, pos, kvl], batch, 1)
+            # Warm up (compiles the kernels) on a side stream, then redo this step inside the capture:
+            # the KV write of the warm-up is rewritten with the same values by the captured launches.
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                run(launches)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                run(launches)
+            g = self.graphs[batch] = _Graph(graph, ids, pos, kvl, results[0])
+        start = time.perf_counter()
+        g.ids.copy_(torch.from_numpy(np.ascontiguousarray(input_ids, dtype=np.int32)), non_blocking=False)
+        g.positions.copy_(torch.from_numpy(np.ascontiguousarray(positions, dtype=np.int32)))
+        g.kv_lens.copy_(torch.from_numpy(np.ascontiguousarray(kv_lens, dtype=np.int32)))
+        g.graph.replay()
+        self.host_ms.append((time.perf_counter() - start) * 1e3)
+        return g.logits.float().cpu().numpy()
 
 
 def load(artifact: str | Path, device: str = "cpu", **options: Any) -> DecoderSession:
-    """Loads an artifact (directory or .ixa) and returns a Session on ``device``."""
-    if device == "cpu":
-        art = load_artifact(artifact)
-        return ArtifactSession(art, **options)
+    """Loads an artifact (directory or .ixa) and returns a Session on ``device`` ("cpu" or "cuda")."""
+    if device not in ("cpu", "cuda"):
+        raise SessionError(f"unknown device {device!r}: use 'cpu' or 'cuda'")
+    art = load_artifact(artifact)
     if device == "cuda":
         import torch
 
-        art = load_artifact(artifact)
-        target = art.manifest["target"]
         if not torch.cuda.is_available():
             raise SessionError(
-                f"device='cuda' needs an NVIDIA GPU and no CUDA GPU is available here (torch.cuda.is_available() "
-                f"is False); to run on the CPU, load with device='cpu' an artifact compiled with --target cpu "
-                f"(this one targets {target})"
+                "device='cuda' needs an NVIDIA GPU and no CUDA GPU is available here (torch.cuda.is_available() "
+                f"is False); to run on the CPU, load with device='cpu' (this artifact targets {art.target})"
             )
-        raise SessionError(
-            f"CUDA sessions are not built yet (artifact target {target}); load with device='cpu' "
-            "from an artifact compiled with --target cpu"
-        )
-    raise SessionError(f"unknown device {device!r}: use 'cpu' or 'cuda'")
+    return ArtifactSession(art, device=device, **options)

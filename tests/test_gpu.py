@@ -1,0 +1,105 @@
+"""GPU tier (`pytest -m gpu`, run on the H200 with TRITON_INTERPRET=0): CUDA sessions against HF
+transformers in bf16 on the same GPU, CUDA Graph replay against plain launches, limits, and the
+host time of a decode step."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+
+import inferx
+from inferx.runtime.session import SessionError
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="CUDA sessions need TRITON_INTERPRET=0"),
+]
+
+FAMILIES = {
+    "llama": (T.LlamaConfig, T.LlamaForCausalLM, {"num_key_value_heads": 2}),
+    "mistral": (T.MistralConfig, T.MistralForCausalLM, {"num_key_value_heads": 2, "sliding_window": 6}),
+    "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM, {"num_key_value_heads": 2}),
+    "phi3": (T.Phi3Config, T.Phi3ForCausalLM, {"num_key_value_heads": 4, "pad_token_id": 0}),
+    "gpt2": (T.GPT2Config, T.GPT2LMHeadModel, None),
+}
+
+
+def _model(family: str) -> torch.nn.Module:
+    cfg_cls, model_cls, extra = FAMILIES[family]
+    torch.manual_seed(0)
+    if extra is None:
+        cfg = cfg_cls(vocab_size=160, n_embd=128, n_layer=2, n_head=4, n_positions=128)
+    else:
+        cfg = cfg_cls(vocab_size=160, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                      num_attention_heads=4, max_position_embeddings=128, **extra)
+    return model_cls(cfg).eval()
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def compiled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    model = _model(request.param)
+    out = tmp_path_factory.mktemp(request.param) / "model.ixa"
+    art = inferx.compile(model, target="h200", output=out, dtype="bf16", max_seq_len=64, max_batch=4,
+                         jobs=os.cpu_count() or 4)
+    return request.param, model.to("cuda", torch.bfloat16), art
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def test_bf16_logits_match_hf_on_gpu(compiled) -> None:
+    family, model, art = compiled
+    session = inferx.load(art, device="cuda")
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 160, (2, 11), generator=gen)
+    with torch.no_grad():
+        ref = model(ids.cuda()).logits.float().cpu().numpy()
+    got = session.prefill(ids)
+    repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k {family}"
+    assert _rel(got, ref) < 2e-2, f"prefill rel err {_rel(got, ref):.3g}; {repro}"
+    seq = ids
+    for _ in range(8):  # teacher-forced on HF's tokens: near-ties in bf16 cannot derail the check
+        nxt = torch.from_numpy(ref[:, -1].argmax(-1))[:, None]
+        seq = torch.cat([seq, nxt], 1)
+        with torch.no_grad():
+            ref = model(seq.cuda()).logits.float().cpu().numpy()
+        got = session.decode(nxt)
+        assert _rel(got[:, 0], ref[:, -1]) < 2e-2, f"decode rel err {_rel(got[:, 0], ref[:, -1]):.3g}; {repro}"
+
+
+def test_graph_replay_equals_plain_launches(compiled) -> None:
+    family, _, art = compiled
+    for batch in (1, 3):
+        replayed = inferx.load(art, device="cuda")
+        plain = inferx.load(art, device="cuda", graphs=False)
+        prompts = [[(7 * i + j) % 160 for j in range(5 + i)] for i in range(batch)]
+        np.testing.assert_array_equal(replayed.prefill(prompts), plain.prefill(prompts))
+        rng = np.random.default_rng(batch)
+        for step in range(50):
+            tok = rng.integers(0, 160, (batch, 1))
+            a, b = replayed.decode(tok), plain.decode(tok)
+            assert np.array_equal(a, b), f"{family} batch {batch} step {step}: replay differs from launches"
+        assert len(replayed.graphs) == 1
+
+
+def test_batches_over_the_compiled_maximum_fail_clearly(compiled) -> None:
+    _, _, art = compiled
+    session = inferx.load(art, device="cuda")
+    with pytest.raises(SessionError, match="exceeds the maximum batch 4"):
+        session.prefill([[1, 2]] * 5)
+
+
+def test_decode_host_time_is_small(compiled) -> None:
+    _, _, art = compiled
+    session = inferx.load(art, device="cuda")
+    session.prefill([[1, 2, 3]])
+    for t in range(20):
+        session.decode([[t % 160]])
+    host = float(np.median(session.host_ms[2:]))
+    assert host < 0.5, f"median host time per decode step {host:.3f} ms"
