@@ -355,6 +355,7 @@ def _build(kernels: Mapping[str, KernelSource], target: str, jobs: int,
     CPU sessions, is process-wide, so compilation never runs in the caller's process)."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     arch = int(target.removeprefix("sm_"))
     out: dict[str, dict[str, Any]] = {}
@@ -364,6 +365,12 @@ def _build(kernels: Mapping[str, KernelSource], target: str, jobs: int,
         for i, (name, fut) in enumerate(sorted(futures.items()), 1):
             try:
                 out[name] = fut.result()
+            except BrokenProcessPool:
+                raise CompileError(
+                    f"a kernel build worker died while building {name} for {target}. Kernels are built in "
+                    "worker processes that import your __main__ module: a script that calls inferx.compile must "
+                    "do so under `if __name__ == '__main__':`"
+                ) from None
             except Exception as e:  # a kernel that does not compile is a compiler bug: name it
                 raise CompileError(f"kernel {name} failed to compile for {target}: {e}") from None
             say(f"        built {i}/{len(futures)}: {name}")
