@@ -55,7 +55,7 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_bf16_logits_match_hf_on_gpu(compiled) -> None:
     family, model, art = compiled
-    session = inferx.load(art, device="cuda")
+    session = inferx.load(art, device="cuda", graphs=False)
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 160, (2, 11), generator=gen)
     with torch.no_grad():
@@ -64,15 +64,18 @@ def test_bf16_logits_match_hf_on_gpu(compiled) -> None:
     repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k {family}"
     assert _rel(got, ref) < 2e-2, f"prefill rel err {_rel(got, ref):.3g}; {repro}"
     seq = ids
-    for _ in range(8):  # teacher-forced on HF's tokens: near-ties in bf16 cannot derail the check
+    for step in range(8):  # teacher-forced on HF's tokens: near-ties in bf16 cannot derail the check
         nxt = torch.from_numpy(ref[:, -1].argmax(-1))[:, None]
         seq = torch.cat([seq, nxt], 1)
         with torch.no_grad():
             ref = model(seq.cuda()).logits.float().cpu().numpy()
         got = session.decode(nxt)
-        assert _rel(got[:, 0], ref[:, -1]) < 2e-2, f"decode rel err {_rel(got[:, 0], ref[:, -1]):.3g}; {repro}"
+        err = _rel(got[:, 0], ref[:, -1])
+        assert err < 2e-2, f"decode step {step} (position {seq.shape[1] - 1}): rel err {err:.3g}; {repro}"
 
 
+@pytest.mark.xfail(strict=True, reason="known bug: from the second replay on, a decode graph gives other logits than "
+                   "plain launches (seen on the H200, 2026-11-30); sessions default to plain launches until fixed")
 def test_graph_replay_equals_plain_launches(compiled) -> None:
     family, _, art = compiled
     for batch in (1, 3):
@@ -97,7 +100,7 @@ def test_batches_over_the_compiled_maximum_fail_clearly(compiled) -> None:
 
 def test_decode_host_time_is_small(compiled) -> None:
     _, _, art = compiled
-    session = inferx.load(art, device="cuda")
+    session = inferx.load(art, device="cuda", graphs=True)
     session.prefill([[1, 2, 3]])
     for t in range(20):
         session.decode([[t % 160]])

@@ -5,8 +5,8 @@ A ``KernelSource`` is plain data (it goes into the artifact's launch plan as JSO
 text holding one ``@triton.jit`` function, its parameters in order and what each binds to, the
 grid as expressions over the symbolic dims, the compile-time constants, which outputs are
 written in place into an input (the KV cache), and the scratch buffers the kernel needs between
-its own programs (split-KV partials, arrival counters: zeroed when allocated; a kernel that uses
-a counter leaves it zero again, so a captured graph can replay it).
+its own programs (split-KV partials, arrival counters: zeroed when allocated; a kernel must be
+correct from whatever state its previous launch left, so a captured graph can replay it).
 """
 
 from __future__ import annotations
