@@ -20,7 +20,8 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     """Compiles ``src`` to an artifact at ``output`` (a directory, or a single file ending in .ixa).
 
     Options are the CLI's: ``dtype`` (fp32, fp16, bf16), ``max_seq_len``, ``max_batch``,
-    ``dump_ir`` (a directory), ``progress`` (a callable taking a line)."""
+    ``dump_ir`` (a directory), ``progress`` (a callable taking a line), ``tuning_logs`` (the tuning
+    database's root; None for heuristic schedules only)."""
     from pathlib import Path
 
     from inferx.compiler.driver import CompileOptions, compile_model

@@ -364,6 +364,7 @@ def _summary(art: Any) -> dict[str, Any]:
             **({"cubin": k["cubin"], "shared_bytes": k.get("shared")} if "cubin" in k else {}),
         }
     schedules = m.get("schedules", {})
+    fallbacks = schedules.get("fallbacks", [])
     return {
         "artifact": str(art.path),
         "packed": art.packed,
@@ -376,7 +377,10 @@ def _summary(art: Any) -> dict[str, Any]:
         "tokenizer": list(m.get("tokenizer", {}).get("files", [])),
         "entries": entries,
         "kernels": kernel_rows,
-        "fallbacks": {"kernels": list(schedules.get("fallbacks", [])), "note": schedules.get("note", "")},
+        "tuned": {name: dict(t) for name, t in sorted(schedules.get("tuned", {}).items())},
+        "fallbacks": {"kernels": list(fallbacks), "note": schedules.get("note", ""),
+                      "reasons": {n: f.get("reason", "") for n, f in fallbacks.items()} if isinstance(fallbacks, dict)
+                      else {}},
     }
 
 
@@ -472,8 +476,12 @@ def _render(s: Mapping[str, Any]) -> str:
         used = " ".join(f"{en}:{n}" for en, n in k["launches"].items())
         rows.append([name, k["template"], used, " x ".join(k["grid"]), sched, k["schedule_origin"]])
     lines += _table(rows, "  ")
+    tuned = s["tuned"]
+    lines += ["", f"tuned: {len(tuned)} kernels on a schedule from the tuning database"]
+    lines += [f"  {name}  {t['summary']}: {t['median_ms'] * 1e3:.1f} us measured {t['date']} ({t['source']})"
+              for name, t in tuned.items()]
     fb = s["fallbacks"]
     lines += ["", f"fallbacks: {len(fb['kernels'])} kernels on a heuristic schedule"
                   + (f" ({fb['note']})" if fb["note"] else "")]
-    lines += [f"  {name}" for name in fb["kernels"]]
+    lines += [f"  {name}" + (f"  {fb['reasons'][name]}" if fb["reasons"].get(name) else "") for name in fb["kernels"]]
     return "\n".join(lines)

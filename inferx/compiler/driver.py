@@ -6,7 +6,9 @@
     4. fuse            every run-time op into an ix.kernel (5 per decoder layer)
     5. plan-memory     one arena per shape bucket
     6. fold weights    weight-only values (concatenations) become stored weights
-    7. codegen         Triton source per kernel, identical kernels shared across layers
+    7. codegen         Triton source per kernel, identical kernels shared across layers; each GEMM
+                       on the fastest schedule the tuning database has for its task, else on the
+                       template's heuristic (counted and listed as a fallback)
     8. build           cubins for sm_90 targets (in worker processes); CPU keeps the source
     9. launch plan     per entry point: kernels, grids, argument bindings
    10. write           the artifact, under a temporary name, then renamed into place; the
@@ -31,7 +33,9 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from inferx.compiler.codegen import generate
+from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, SCHEDULE_FORMS, Database, Record
+from inferx.autotune.task import Task, TaskError, gemm_task, shape_of
+from inferx.compiler.codegen import gemm, generate
 from inferx.compiler.codegen.tile import dim_code
 from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
@@ -66,6 +70,8 @@ class CompileOptions:
     # Generate the schedules of this target instead of the artifact's own: "sm_90" on a "cpu"
     # artifact runs the GPU schedules in Triton's interpreter (how tests check them without a GPU).
     schedules: str | None = None
+    # The tuning database's root (records under <root>/<target>/); None: every schedule heuristic.
+    tuning_logs: Path | None = DEFAULT_ROOT
 
 
 def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path:
@@ -112,19 +118,24 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     target = TARGETS[options.target]
     sched_target = TARGETS[options.schedules] if options.schedules else target
     _settle_dynamic_rope(program, options)
+    db = tuning_database(options, say)
     kernels: dict[str, KernelSource] = {}
+    choices: dict[str, ScheduleChoice] = {}
     per_func_kernels: dict[str, list[tuple[KernelOp, str]]] = {}
     for fname, func in funcs.items():
         named: list[tuple[KernelOp, str]] = []
         for kop in [o for o in func.body.block.ops if isinstance(o, KernelOp)]:
-            ks = generate(kop, "kernel", sched_target)
+            choice = select_schedule(kop, db, options.max_seq_len)
+            ks = _generate(kop, "kernel", choice, sched_target)
             digest = hashlib.sha256(ks.source.encode()).hexdigest()[:12]
             name = f"{kop.template.data}_{digest}"
             if name not in kernels:
-                kernels[name] = generate(kop, name, sched_target)
+                kernels[name] = _generate(kop, name, choice, sched_target)
+                choices[name] = choice
             named.append((kop, name))
         per_func_kernels[fname] = named
     say(f"        {sum(len(v) for v in per_func_kernels.values())} launches, {len(kernels)} distinct kernels")
+    say(f"        {_tuning_line(choices)}")
 
     phase(8, f"build ({target})")
     binaries = _build(kernels, target, options.jobs, say) if target != "cpu" else {}
@@ -167,13 +178,98 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         "kernels": kernel_index,
         "weights": weight_index,
         "memory_plan": {fname: _plan_json(func) for fname, func in funcs.items()},
-        "schedules": {"fallbacks": sorted(kernels), "note": "no tuning database yet: every schedule is heuristic"},
+        "schedules": _schedules_json(choices, db, options),
         "weights_format": FORMAT_NOTE,
         "tokenizer": {"files": sorted(tokenizer_files)},
     }
     out = write_artifact(Path(output), sections, files)
     phase(10, f"wrote {out}")
     return out
+
+
+@dataclass(frozen=True)
+class ScheduleChoice:
+    """Where one kernel's schedule comes from: a tuning record (``schedule`` and ``record`` set,
+    origin "tuned") or the template's heuristic (origin "heuristic"; ``reason`` says why)."""
+
+    schedule: Any | None
+    task: Task | None
+    record: Record | None
+    reason: str = ""
+
+    @property
+    def origin(self) -> str:
+        return "tuned" if self.schedule is not None else "heuristic"
+
+
+def tuning_database(options: CompileOptions, say: Callable[[str], None] = lambda msg: None) -> Database | None:
+    """The records for the target whose schedules are generated (``options.schedules`` or the
+    target); None for the cpu target (GPU timings say nothing about Triton's interpreter) and when
+    ``options.tuning_logs`` is None. Unreadable lines are reported through ``say`` and skipped."""
+    target = options.schedules or options.target
+    if options.tuning_logs is None or target in NO_DATABASE:
+        return None
+    db = Database.load(options.tuning_logs, target)
+    for problem in db.problems:
+        say(f"        tuning database: skipped {problem}")
+    return db
+
+
+def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int) -> ScheduleChoice:
+    """The schedule of one kernel: the database's best record of its task, else the heuristic.
+
+    One schedule serves every shape bucket of a kernel, so the task is looked up at the bucket
+    that is compiled for: a decode step at batch 1, a prefill of a ``max_seq_len`` prompt."""
+    template = kop.template.data
+    if template not in SCHEDULE_FORMS:
+        return ScheduleChoice(None, None, None, f"template {template} is not tuned")
+    try:
+        task = gemm_task(kop, 1 if shape_of(kop) == "decode" else max_seq_len)
+    except TaskError as e:
+        return ScheduleChoice(None, None, None, f"no task: {e}")
+    if db is None:
+        return ScheduleChoice(None, task, None, "no tuning database for this target")
+    best = db.best(task)
+    if best is None:
+        return ScheduleChoice(None, task, None, "no record")
+    return ScheduleChoice(best[0], task, best[1])
+
+
+def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str) -> KernelSource:
+    if choice.schedule is None:
+        return generate(kop, name, sched_target)
+    return replace(gemm.generate(kop, name, choice.schedule, sched_target), schedule_origin="tuned")
+
+
+def _tuning_line(choices: Mapping[str, ScheduleChoice]) -> str:
+    """``tuned N of M kernels; fallbacks: <count> <reason>, ...``"""
+    tuned = sum(c.origin == "tuned" for c in choices.values())
+    reasons: dict[str, int] = {}
+    for c in choices.values():
+        if c.origin != "tuned":
+            reasons[c.reason] = reasons.get(c.reason, 0) + 1
+    fallbacks = ", ".join(f"{n} ({why})" for why, n in sorted(reasons.items())) or "none"
+    return f"tuned {tuned} of {len(choices)} kernels; fallbacks: {fallbacks}"
+
+
+def _schedules_json(choices: Mapping[str, ScheduleChoice], db: Database | None,
+                    options: CompileOptions) -> dict[str, Any]:
+    """The manifest's account of schedules: each tuned kernel with its task and record, each
+    fallback with its task (None where the template has none) and the reason."""
+    tuned, fallbacks = {}, {}
+    for name, c in sorted(choices.items()):
+        if c.record is not None and c.task is not None:
+            tuned[name] = {"task": c.task.key, "summary": str(c.task), "schedule": c.record.schedule,
+                           "median_ms": c.record.median_ms, "date": c.record.date, "source": c.record.source}
+        else:
+            fallbacks[name] = {"task": c.task.key if c.task else None, "reason": c.reason}
+    target = options.schedules or options.target
+    return {
+        "database": {"target": db.target, "records": len(db.records)} if db is not None else None,
+        "tuned": tuned,
+        "fallbacks": fallbacks,
+        "note": "" if db is not None else f"no tuning database for target {target}: every schedule is heuristic",
+    }
 
 
 def _tokenizer_files(program: Program, say: Callable[[str], None]) -> dict[str, bytes]:

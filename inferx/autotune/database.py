@@ -1,0 +1,217 @@
+"""The tuning database: ``tuning_logs/<target>/<template>.jsonl``, one record per line.
+
+A record is one measured schedule of one task: ``{"task", "schedule", "times_ms", "median_ms",
+"toolchain": {"triton", "torch", "device"}, "date", "source", "note"}``. Files are append-only:
+``append`` adds a line under a file lock with a single write and never rewrites what is there; a
+wrong record is outweighed by appending a better one, not by editing history.
+
+``best(task)`` is the record of that task with the lowest median whose schedule still validates
+for its template (a record of a schedule the template no longer accepts is ignored, not an
+error). Lines that do not parse are skipped and listed in ``problems`` (file:line: reason), so a
+torn last line never stops a compile. Targets are device names ("h200", "h100"); "cpu" has no
+database: GPU measurements say nothing about Triton's interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import inferx
+from inferx.autotune.task import Task, TaskError
+from inferx.compiler.codegen.gemm import GemmSchedule
+
+_PACKAGE = Path(inferx.__file__).resolve().parent
+
+
+def _default_root() -> Path:
+    """``tuning_logs/`` shipped with the package: inside it when installed with its data, beside
+    it (the repository's top level) in a source checkout or editable install."""
+    for root in (_PACKAGE / "tuning_logs", _PACKAGE.parent / "tuning_logs"):
+        if root.is_dir():
+            return root
+    return _PACKAGE.parent / "tuning_logs"
+
+
+DEFAULT_ROOT = _default_root()
+NO_DATABASE = frozenset({"cpu"})
+
+
+class ScheduleError(ValueError):
+    """A schedule dict its template does not accept; the message says which rule it breaks."""
+
+
+def _pow2(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
+
+
+def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
+    """The GemmSchedule a record's schedule dict names; ScheduleError if the template would not
+    accept it: exactly the fields bm, bn, bk, num_warps, num_stages; tile sizes powers of two;
+    bm=1 (GEMV mode) or every tile dim >= 16 (tl.dot's minimum); 1, 2, 4, 8 or 16 warps; 1 to 8
+    stages."""
+    want = {"bm", "bn", "bk", "num_warps", "num_stages"}
+    if set(d) != want:
+        raise ScheduleError(f"gemm schedule fields must be {sorted(want)}, got {sorted(d)}")
+    s = GemmSchedule(**{k: d[k] for k in want})
+    if not all(_pow2(v) for v in (s.bm, s.bn, s.bk)):
+        raise ScheduleError(f"tile sizes must be powers of two: {s}")
+    if s.bm != 1 and min(s.bm, s.bn, s.bk) < 16:
+        raise ScheduleError(f"the dot path needs BM, BN, BK >= 16 (or BM=1 for GEMV mode): {s}")
+    if s.num_warps not in (1, 2, 4, 8, 16):
+        raise ScheduleError(f"num_warps must be 1, 2, 4, 8 or 16: {s}")
+    if not (isinstance(s.num_stages, int) and 1 <= s.num_stages <= 8):
+        raise ScheduleError(f"num_stages must be 1..8: {s}")
+    return s
+
+
+# How each template reads and checks a schedule dict.
+SCHEDULE_FORMS: dict[str, Callable[[Mapping[str, Any]], Any]] = {"gemm": gemm_schedule}
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measurement: ``median_ms`` is the median of ``times_ms`` as measured (the note says
+    what one time covers, e.g. single launches timed between events, launch overhead included)."""
+
+    task: Task
+    schedule: dict[str, int]
+    times_ms: tuple[float, ...]
+    median_ms: float
+    toolchain: dict[str, str]
+    date: str
+    source: str = ""
+    note: str = ""
+
+    @staticmethod
+    def make(
+        task: Task,
+        schedule: Mapping[str, int],
+        times_ms: Sequence[float],
+        toolchain: Mapping[str, str],
+        date: str,
+        source: str = "",
+        note: str = "",
+    ) -> Record:
+        """A record with its median computed from ``times_ms``."""
+        times = tuple(float(x) for x in times_ms)
+        if not times:
+            raise ValueError("a record needs at least one measured time")
+        return Record(task, dict(schedule), times, statistics.median(times), dict(toolchain), date, source, note)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task": self.task.to_json(),
+            "schedule": self.schedule,
+            "times_ms": list(self.times_ms),
+            "median_ms": self.median_ms,
+            "toolchain": self.toolchain,
+            "date": self.date,
+            "source": self.source,
+            "note": self.note,
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Record:
+        try:
+            return Record(
+                Task.from_json(d["task"]),
+                dict(d["schedule"]),
+                tuple(float(x) for x in d["times_ms"]),
+                float(d["median_ms"]),
+                dict(d["toolchain"]),
+                str(d["date"]),
+                str(d.get("source", "")),
+                str(d.get("note", "")),
+            )
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"not a record: missing or malformed field {e}") from None
+
+
+@dataclass
+class Database:
+    """The records of one target, indexed by task key. Empty (not an error) when the target has
+    no folder yet."""
+
+    root: Path
+    target: str
+    records: list[Record] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    _by_key: dict[str, list[Record]] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def load(root: Path | str, target: str) -> Database:
+        """Every record under ``root/target/*.jsonl``; ValueError for a target with no database."""
+        if target in NO_DATABASE:
+            raise ValueError(f"target {target!r} has no tuning database")
+        db = Database(Path(root), target)
+        folder = db.root / target
+        for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    db._index(Record.from_json(json.loads(line)))
+                except (ValueError, TaskError) as e:  # JSONDecodeError is a ValueError
+                    db.problems.append(f"{path}:{n}: {e}")
+        return db
+
+    def best(self, task: Task) -> tuple[Any, Record] | None:
+        """(schedule, record) of the fastest valid record of ``task`` (the earliest on a tie), or
+        None. The schedule is the template's own type (GemmSchedule for "gemm")."""
+        form = SCHEDULE_FORMS.get(task.template)
+        best: tuple[Any, Record] | None = None
+        for rec in self._by_key.get(task.key, []):
+            if form is None or not math.isfinite(rec.median_ms):
+                continue
+            try:
+                sched = form(rec.schedule)
+            except (ScheduleError, TypeError):
+                continue  # the template no longer accepts it: ignored, never fatal
+            if best is None or rec.median_ms < best[1].median_ms:
+                best = (sched, rec)
+        return best
+
+    def append(self, record: Record) -> Path:
+        """Appends ``record`` as one line of ``root/target/<template>.jsonl`` (created if need be):
+        one write under an exclusive lock, after a newline if a torn line left none. Refuses a
+        record whose schedule its template rejects or whose median is not a positive number."""
+        form = SCHEDULE_FORMS.get(record.task.template)
+        if form is None:
+            raise ScheduleError(f"no schedule form for template {record.task.template!r}")
+        form(record.schedule)
+        if not (math.isfinite(record.median_ms) and record.median_ms > 0):
+            raise ValueError(f"median_ms must be a positive number, got {record.median_ms}")
+        path = self.root / self.target / f"{record.task.template}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(record.to_json(), sort_keys=True) + "\n"
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            _lock(fd)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = "\n" + line
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # closing releases the lock
+        self._index(record)
+        return path
+
+    def _index(self, record: Record) -> None:
+        self.records.append(record)
+        self._by_key.setdefault(record.task.key, []).append(record)
+
+
+def _lock(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: O_APPEND alone
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)

@@ -1,0 +1,195 @@
+"""Tuning tasks: what a measured schedule is a measurement *of*.
+
+A task names everything that changes the cost of a generated kernel apart from its schedule: the
+template, the dtypes, the static dims, the prologue and epilogue kinds, and the bucket of each
+dynamic dim. Two kernels with the same task are the same kernel for tuning (every decoder layer's
+qkv GEMM shares one task), so one record serves all of them. Names, eps values and weights are
+not in a task: they change numbers, not cost.
+
+A task prints as its key, a canonical JSON object (sorted keys, no spaces) that is stable across
+runs and machines and is what the tuning database matches on. ``VERSION`` is part of the key:
+bump it when the derivation changes, so old records stop matching instead of matching wrongly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.ir import BlockArgument, Operation
+
+from inferx.compiler.codegen.gemm import _gated_split, applies
+from inferx.compiler.codegen.tile import attr_str
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir import ops_tensor as t
+from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.types import TensorType
+
+VERSION = 1
+# Ops of a GEMM epilogue that only move data between the accumulator and the store: no cost tag.
+_LAYOUT_OPS = (t.SplitOp, t.ReshapeOp, t.TransposeOp)
+# Rows buckets: the smallest power of ROWS_BASE >= rows (1, 4, 16, 64, ... as the memory plan's
+# batch buckets are).
+ROWS_BASE = 4
+
+
+class TaskError(ValueError):
+    """A kernel that has no tuning task (another template, or a GEMM this module cannot key)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One tuning task of the GEMM template.
+
+    ``shape`` is "decode" when the rows (all dims of x but the last) hold no ``seq`` and
+    "prefill" otherwise; ``rows`` is the bucket of their run-time count (batch for decode,
+    batch*seq for prefill): the smallest power of ``ROWS_BASE`` that holds it. ``tile_n`` is the
+    N of the tile space: N/2 for a gated (gate|up) GEMM, N otherwise. ``epilogue`` is the sorted
+    set of cost tags of the ops after the linear ("plain" when none)."""
+
+    template: str
+    x_dtype: str
+    w_dtype: str
+    out_dtype: str  # the kernel's result dtypes, sorted and joined by "+"
+    k: int
+    n: int
+    tile_n: int
+    w_layout: str
+    prologue: str  # "rmsnorm" | "layernorm" | "none"
+    epilogue: str  # e.g. "residual", "kv_write+rope", "gated+mul+silu", "plain"
+    shape: str  # "decode" | "prefill"
+    rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": VERSION,
+            "template": self.template,
+            "dtypes": {"x": self.x_dtype, "w": self.w_dtype, "out": self.out_dtype},
+            "k": self.k,
+            "n": self.n,
+            "tile_n": self.tile_n,
+            "w_layout": self.w_layout,
+            "prologue": self.prologue,
+            "epilogue": self.epilogue,
+            "shape": self.shape,
+            "rows": self.rows,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Task:
+        """The task a record names; TaskError (naming the missing field) if it is not one."""
+        try:
+            if d["v"] != VERSION:
+                raise TaskError(f"task version {d['v']} (this compiler keys tasks as version {VERSION})")
+            dt = d["dtypes"]
+            return Task(
+                d["template"],
+                dt["x"],
+                dt["w"],
+                dt["out"],
+                int(d["k"]),
+                int(d["n"]),
+                int(d["tile_n"]),
+                d["w_layout"],
+                d["prologue"],
+                d["epilogue"],
+                d["shape"],
+                int(d["rows"]),
+            )
+        except (KeyError, TypeError) as e:
+            raise TaskError(f"not a task: missing or malformed field {e}") from None
+
+    @property
+    def key(self) -> str:
+        """The canonical JSON text of the task: equal keys if and only if equal tasks."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    def __str__(self) -> str:
+        dt = (
+            self.x_dtype
+            if self.x_dtype == self.w_dtype == self.out_dtype
+            else f"{self.x_dtype}x{self.w_dtype}->{self.out_dtype}"
+        )
+        n = f"N={self.n}" + (f" (tiles over {self.tile_n})" if self.tile_n != self.n else "")
+        return (
+            f"{self.template} {dt} K={self.k} {n} {self.w_layout} {self.prologue}>linear>{self.epilogue} "
+            f"{self.shape} rows<={self.rows}"
+        )
+
+
+def rows_bucket(rows: int) -> int:
+    """The smallest power of ``ROWS_BASE`` that is >= ``rows`` (rows >= 1)."""
+    if rows < 1:
+        raise ValueError(f"rows must be positive, got {rows}")
+    b = 1
+    while b < rows:
+        b *= ROWS_BASE
+    return b
+
+
+def shape_of(kernel: KernelOp) -> str:
+    """The kernel's GEMM shape: "decode" if its rows hold no ``seq`` symbol, else "prefill" (the
+    same test that picks GEMV mode in the heuristic schedule)."""
+    lin = _linear(kernel)
+    x = lin.input.type
+    assert isinstance(x, TensorType)
+    return "prefill" if "seq" in sy.symbols_of(sy.product(x.shape[:-1])) else "decode"
+
+
+def gemm_task(kernel: KernelOp, rows: int) -> Task:
+    """The task of a GEMM-template kernel run with ``rows`` rows (batch for decode, batch*seq
+    for prefill). TaskError if the kernel is not a GEMM the template implements, or its K or N
+    is not static."""
+    if kernel.template.data != "gemm":
+        raise TaskError(f"no tuning task for template {kernel.template.data!r}")
+    reason = applies(kernel)
+    if reason is not None:
+        raise TaskError(f"the gemm template does not apply: {reason}")
+    ops = [o for o in kernel.body.block.ops if o.name != "ix.yield"]
+    norm = ops[0] if isinstance(ops[0], (nn.RMSNormOp, nn.LayerNormOp)) else None
+    lin = _linear(kernel)
+    x_t, w_t, y_t = lin.input.type, lin.weight.type, lin.result.type
+    assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType) and isinstance(y_t, TensorType)
+    k, n = x_t.shape[-1], y_t.shape[-1]
+    if not isinstance(k, int) or not isinstance(n, int):
+        raise TaskError("K and N must be static")
+    epilogue = ops[(2 if norm else 1) :]
+    gated = _gated_split(lin, epilogue)
+    tags = {_tag(op) for op in epilogue if op is gated or not isinstance(op, _LAYOUT_OPS)}
+    if lin.bias is not None:
+        tags.add("bias")
+    outs = sorted({r.type.dtype.value for r in kernel.results if isinstance(r.type, TensorType)})
+    return Task(
+        template="gemm",
+        x_dtype=(norm.operands[0].type if norm else x_t).dtype.value,  # type: ignore[attr-defined]
+        w_dtype=w_t.dtype.value,
+        out_dtype="+".join(outs),
+        k=k,
+        n=n,
+        tile_n=n // 2 if gated else n,
+        w_layout=attr_str(lin, "w_layout", "nk"),
+        prologue=norm.name.removeprefix("ix.") if norm else "none",
+        epilogue="+".join(sorted(tags)) or "plain",
+        shape=shape_of(kernel),
+        rows=rows_bucket(rows),
+    )
+
+
+def _linear(kernel: KernelOp) -> nn.LinearOp:
+    lin = next((o for o in kernel.body.block.ops if isinstance(o, nn.LinearOp)), None)
+    if lin is None:
+        raise TaskError("the kernel has no linear")
+    return lin
+
+
+def _tag(op: Operation) -> str:
+    """The cost tag of one epilogue op: "gated" for the gate|up split, "residual" for an add of a
+    kernel input, else the op's name without the dialect prefix."""
+    if isinstance(op, t.SplitOp):
+        return "gated"
+    name = op.name.removeprefix("ix.")
+    if name == "add" and any(isinstance(v, BlockArgument) for v in op.operands):
+        return "residual"
+    return name

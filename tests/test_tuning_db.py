@@ -1,0 +1,281 @@
+"""The tuning database and its use by the compiler: task keys, append-only records, the best
+valid record per task, and phase 7 picking tuned schedules (or counting heuristic fallbacks)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import transformers as T
+from click.testing import CliRunner
+from xdsl.dialects.builtin import ModuleOp
+
+import inferx
+from inferx.autotune.database import Database, Record
+from inferx.autotune.task import Task, TaskError, gemm_task, rows_bucket
+from inferx.cli import main
+from inferx.compiler.codegen import gemm
+from inferx.compiler.driver import CompileOptions, select_schedule, tuning_database
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.models.decoder import build_decoder_module
+from inferx.models.registry import decoder_config
+from inferx.passes import registry
+from inferx.passes.pipeline import PassManager, parse
+from inferx.runtime.artifact import load_artifact
+
+TINY = dict(
+    vocab_size=96,
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+    model_type="llama",
+    architectures=["LlamaForCausalLM"],
+)
+LLAMA_3_8B = dict(
+    TINY,
+    vocab_size=128256,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=1,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    max_position_embeddings=8192,
+    rope_theta=500000.0,
+)
+TOOLCHAIN = {"triton": "3.6.0", "torch": "2.11.0", "device": "NVIDIA H200"}
+
+
+def fused(raw: dict[str, Any], dtype: str = "bf16") -> ModuleOp:
+    """A config-only decoder (no weights) through the driver's phases 2-4."""
+    module = build_decoder_module(replace(decoder_config(raw), dtype=dtype))
+    PassManager(parse("canonicalize,cse,dce,merge-gemms,dce,fuse", registry())).run(module)
+    return module
+
+
+def kernels(module: ModuleOp, entry: str, template: str | None = "gemm") -> list[KernelOp]:
+    func = next(f for f in module.ops if f.sym_name.data == entry)  # type: ignore[attr-defined]
+    return [
+        k for k in func.body.block.ops if isinstance(k, KernelOp) and (template is None or k.template.data == template)
+    ]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> ModuleOp:
+    return fused(TINY)
+
+
+def record(task: Task, ms: float, **sched: int) -> Record:
+    s = {"bm": 1, "bn": 8, "bk": 128, "num_warps": 4, "num_stages": 2, **sched}
+    return Record.make(task, s, [ms, ms * 1.1, ms * 0.9], TOOLCHAIN, "2026-11-30", "test", "synthetic")
+
+
+# --- task keys -------------------------------------------------------------------------------
+
+
+def test_keys_equal_across_layers_and_differ_across_projections(tiny: ModuleOp) -> None:
+    dec = kernels(tiny, "decode")
+    assert len(dec) == 2 * 4 + 1  # qkv, o, gate_up, down per layer; lm_head
+    keys = [gemm_task(k, 1).key for k in dec]
+    assert keys[:4] == keys[4:8], "the same projection in two layers must share a task"
+    assert len(set(keys)) == 5, keys
+    qkv, o, gate_up, down, head = (gemm_task(k, 1) for k in (*dec[:4], dec[-1]))
+    assert (qkv.prologue, qkv.epilogue) == ("rmsnorm", "kv_write+rope")
+    assert (o.prologue, o.epilogue) == ("none", "residual")
+    assert (gate_up.epilogue, gate_up.n, gate_up.tile_n) == ("gated+mul+silu", 512, 256)
+    assert (down.k, down.n, down.epilogue) == (256, 128, "residual")
+    assert (head.epilogue, head.n) == ("plain", 96)
+    assert {t.shape for t in (qkv, o, head)} == {"decode"}
+
+
+def test_keys_are_canonical_json_and_bucket_rows(tiny: ModuleOp) -> None:
+    o_dec, o_pre = kernels(tiny, "decode")[1], kernels(tiny, "prefill")[1]
+    t = gemm_task(o_dec, 1)
+    assert json.loads(t.key) == t.to_json() and " " not in t.key
+    assert t.key == json.dumps(json.loads(t.key), sort_keys=True, separators=(",", ":"))
+    assert Task.from_json(json.loads(t.key)) == t
+    assert "K=128 N=128" in str(t) and "decode rows<=1" in str(t)
+    pre = gemm_task(o_pre, 512)
+    assert pre.shape == "prefill" and pre.key != gemm_task(o_pre, 1).key != t.key
+    assert gemm_task(o_dec, 3).rows == 4 and gemm_task(o_dec, 3).key != t.key
+    assert [rows_bucket(r) for r in (1, 2, 4, 5, 16, 17, 64, 65)] == [1, 4, 4, 16, 16, 64, 64, 256]
+    assert gemm_task(kernels(fused(TINY, "f32"), "decode")[1], 1).key != t.key  # dtypes are in the key
+
+
+def test_non_gemm_kernels_have_no_task(tiny: ModuleOp) -> None:
+    attn = kernels(tiny, "decode", "attention")[0]
+    with pytest.raises(TaskError, match="no tuning task for template 'attention'"):
+        gemm_task(attn, 1)
+    with pytest.raises(TaskError, match="version"):
+        Task.from_json({**gemm_task(kernels(tiny, "decode")[0], 1).to_json(), "v": 0})
+
+
+# --- database --------------------------------------------------------------------------------
+
+
+def test_append_and_best(tiny: ModuleOp, tmp_path: Path) -> None:
+    o, down = (gemm_task(k, 1) for k in kernels(tiny, "decode")[1:4:2])
+    db = Database.load(tmp_path, "h200")
+    assert db.records == [] and db.best(o) is None
+    path = db.append(record(o, 0.02, bn=16))
+    assert path == tmp_path / "h200" / "gemm.jsonl"
+    db.append(record(o, 0.01, bn=32))
+    db.append(record(o, 0.03, bn=4))
+    db.append(record(down, 0.005, bn=4))
+    for d in (db, Database.load(tmp_path, "h200")):  # in memory and read back
+        best = d.best(o)
+        assert best is not None
+        sched, rec = best
+        assert sched == gemm.GemmSchedule(1, 32, 128, 4, 2) and rec.median_ms == pytest.approx(0.01)
+        assert rec.times_ms == pytest.approx((0.01, 0.011, 0.009)) and rec.toolchain == TOOLCHAIN
+    assert Database.load(tmp_path, "h100").best(o) is None
+    with pytest.raises(ValueError, match="no tuning database"):
+        Database.load(tmp_path, "cpu")
+
+
+def test_best_ignores_records_that_no_longer_validate(tiny: ModuleOp, tmp_path: Path) -> None:
+    o = gemm_task(kernels(tiny, "decode")[1], 1)
+    db = Database.load(tmp_path, "h200")
+    db.append(record(o, 0.02))
+    with pytest.raises(ValueError, match="powers of two"):
+        db.append(record(o, 0.001, bn=12))  # append refuses what the template rejects
+    path = tmp_path / "h200" / "gemm.jsonl"
+    bad = [record(o, 0.001, bn=12), record(o, 0.001, bm=4), record(o, 0.001)]
+    raw = [r.to_json() for r in bad]
+    raw[2]["schedule"]["split_k"] = 2  # a field the template does not know (any more)
+    with path.open("a") as f:  # written by another (older or newer) tool
+        for r in raw:
+            f.write(json.dumps(r) + "\n")
+    best = Database.load(tmp_path, "h200").best(o)
+    assert best is not None and best[1].median_ms == pytest.approx(0.02)
+
+
+def test_append_only_and_torn_lines(tiny: ModuleOp, tmp_path: Path) -> None:
+    o = gemm_task(kernels(tiny, "decode")[1], 1)
+    db = Database.load(tmp_path, "h200")
+    db.append(record(o, 0.02))
+    path = tmp_path / "h200" / "gemm.jsonl"
+    with path.open("a") as f:
+        f.write('{"task": {"v": 1, "templ')  # a write cut short
+    before = path.read_bytes()
+    db2 = Database.load(tmp_path, "h200")
+    assert len(db2.records) == 1 and len(db2.problems) == 1 and f"{path}:2:" in db2.problems[0]
+    db2.append(record(o, 0.01, bn=16))
+    after = path.read_bytes()
+    assert after.startswith(before), "append rewrote history"
+    db3 = Database.load(tmp_path, "h200")
+    assert len(db3.records) == 2 and len(db3.problems) == 1
+    assert db3.best(o)[1].median_ms == pytest.approx(0.01)  # type: ignore[index]
+    with pytest.raises(ValueError, match="positive"):
+        db3.append(replace(record(o, 0.01), median_ms=float("inf")))
+
+
+# --- the compiler ----------------------------------------------------------------------------
+
+
+def test_cpu_targets_use_no_database(tiny: ModuleOp, tmp_path: Path) -> None:
+    o = gemm_task(kernels(tiny, "decode")[1], 1)
+    Database(tmp_path, "cpu").append(record(o, 0.01))  # even a folder named cpu is not read
+    assert tuning_database(CompileOptions(target="cpu", tuning_logs=tmp_path)) is None
+    assert tuning_database(CompileOptions(target="h200", tuning_logs=None)) is None
+    choice = select_schedule(kernels(tiny, "decode")[1], None, 64)
+    assert choice.origin == "heuristic" and choice.task == o and "no tuning database" in choice.reason
+    attn = select_schedule(kernels(tiny, "decode", "attention")[0], None, 64)
+    assert attn.task is None and attn.reason == "template attention is not tuned"
+
+
+@pytest.fixture(scope="module")
+def tuned_artifact(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Task, list[str]]:
+    """A tiny Llama compiled for h200 with a database holding records of its decode o GEMM."""
+    tmp = tmp_path_factory.mktemp("tuned")
+    o = gemm_task(kernels(fused(TINY), "decode")[1], 1)
+    db = Database.load(tmp / "logs", "h200")
+    db.append(record(o, 0.02, bn=32, bk=32))
+    db.append(record(o, 0.01, bn=16, bk=64, num_warps=2, num_stages=3))  # the best
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(**{k: v for k, v in TINY.items() if k not in ("model_type", "architectures")})
+    model = T.LlamaForCausalLM(cfg).eval()
+    lines: list[str] = []
+    out = inferx.compile(
+        model,
+        target="h200",
+        output=tmp / "llama.ixa",
+        dtype="bf16",
+        max_seq_len=64,
+        max_batch=4,
+        jobs=os.cpu_count() or 2,
+        tuning_logs=tmp / "logs",
+        progress=lines.append,
+    )
+    return out, o, lines
+
+
+def test_compile_picks_the_tuned_schedule(tuned_artifact: tuple[Path, Task, list[str]]) -> None:
+    out, o, lines = tuned_artifact
+    m = load_artifact(out, target="sm_90").manifest
+    tuned = [n for n, k in m["kernels"].items() if k["schedule_origin"] == "tuned"]
+    assert len(tuned) == 1, {n: k["schedule_origin"] for n, k in m["kernels"].items()}
+    k = m["kernels"][tuned[0]]
+    assert k["constexprs"] == {"BM": 1, "BN": 16, "BK": 64} and (k["num_warps"], k["num_stages"]) == (2, 3)
+    assert k["cubin"]
+    decode = [s["kernel"] for s in m["entries"]["decode"]["launches"]]
+    assert decode.count(tuned[0]) == 2, "both layers' o GEMMs share the tuned kernel"
+    sched = m["schedules"]
+    assert list(sched["tuned"]) == tuned and sched["tuned"][tuned[0]]["task"] == o.key
+    assert sched["tuned"][tuned[0]]["median_ms"] == pytest.approx(0.01)
+    assert sched["database"] == {"target": "h200", "records": 2}
+    fb = sched["fallbacks"]
+    assert set(fb) == set(m["kernels"]) - set(tuned)
+    gemms = [n for n in fb if m["kernels"][n]["template"] == "gemm"]
+    assert gemms and all(
+        fb[n]["reason"] == "no record" and json.loads(fb[n]["task"])["template"] == "gemm" for n in gemms
+    )
+    assert all(fb[n]["task"] is None for n in fb if n not in gemms)
+    line = next(x for x in lines if "tuned 1 of" in x)
+    assert f"tuned 1 of {len(m['kernels'])} kernels; fallbacks: {len(gemms)} (no record)" in line
+
+
+def test_inspect_shows_tuned_kernels(tuned_artifact: tuple[Path, Task, list[str]]) -> None:
+    out, o, _ = tuned_artifact
+    res = CliRunner().invoke(main, ["inspect", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "tuned: 1 kernels on a schedule from the tuning database" in res.stdout
+    assert f"{o}: 10.0 us measured 2026-11-30" in res.stdout
+    row = next(x for x in res.stdout.splitlines() if "BN=16" in x and "BK=64" in x)
+    assert row.rstrip().endswith("tuned")
+    s = json.loads(CliRunner().invoke(main, ["inspect", str(out), "--json"], catch_exceptions=False).stdout)
+    assert len(s["tuned"]) == 1 and len(s["fallbacks"]["kernels"]) == len(s["kernels"]) - 1
+    assert set(s["fallbacks"]["reasons"].values()) == {
+        "no record",
+        "template attention is not tuned",
+        "template gather is not tuned",
+    }
+
+
+def test_llama_3_8b_decode_picks_the_fastest_record(tmp_path: Path) -> None:
+    """The five decode GEMMs of a Llama-3-8B-shaped model, each with two records in a database:
+    each gets the schedule of its lowest median; prefill GEMMs, with none, fall back (counted)."""
+    module = fused(LLAMA_3_8B)
+    dec = kernels(module, "decode")
+    assert len(dec) == 5
+    db = Database.load(tmp_path, "h200")
+    for kop in dec:
+        task = gemm_task(kop, 1)
+        db.append(record(task, 1.0, bm=16, bn=64, bk=128, num_stages=3))
+        db.append(record(task, 0.5, bn=16, bk=256))
+    db = Database.load(tmp_path, "h200")
+    for kop in dec:
+        choice = select_schedule(kop, db, 2048)
+        assert choice.origin == "tuned" and choice.schedule == gemm.GemmSchedule(1, 16, 256, 4, 2)
+        ks = gemm.generate(kop, "k", choice.schedule, "sm_90")  # the schedule still generates
+        assert ks.constexprs == {"BM": 1, "BN": 16, "BK": 256}
+    for kop in kernels(module, "prefill"):
+        choice = select_schedule(kop, db, 2048)
+        assert choice.origin == "heuristic" and choice.reason == "no record"
