@@ -492,7 +492,3 @@ def _compile_one(ks_json: str, arch: int) -> dict[str, Any]:
         options={"num_warps": ks.num_warps, "num_stages": ks.num_stages},
     )
     return {"cubin": compiled.asm["cubin"], "shared": int(compiled.metadata.shared)}
-
-
-def with_progress(options: CompileOptions, progress: Callable[[str], None]) -> CompileOptions:
-    return replace(options, progress=progress)

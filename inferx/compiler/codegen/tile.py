@@ -336,10 +336,6 @@ class Emitter:
         return ps
 
 
-def template_name(kernel: KernelOp) -> str:
-    return kernel.template.data
-
-
 def attr_str(op: Operation, key: str, default: str) -> str:
     a = op.attributes.get(key)
     return a.data if isinstance(a, StringAttr) else default

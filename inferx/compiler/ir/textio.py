@@ -111,7 +111,3 @@ def _caret(text: str, offset: int) -> str:
     end = text.find("\n", offset)
     line = text[start : end if end != -1 else len(text)]
     return f"{line}\n{' ' * (offset - start)}^"
-
-
-def print_module(module: ModuleOp) -> str:
-    return str(module)

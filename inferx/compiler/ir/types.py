@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from enum import Enum
 
-from xdsl.dialects.builtin import ArrayAttr, StringAttr
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Data, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
@@ -219,4 +219,4 @@ def format_shape(shape: Sequence[Dim]) -> str:
 
 
 __all__ = ["DType", "DimAttr", "ShapeAttr", "TensorType", "FLOAT_DTYPES", "INDEX_DTYPES",
-           "format_shape", "ArrayAttr"]
+           "format_shape"]
