@@ -1,0 +1,12 @@
+"""`inferx bench`: InferX side by side with PyTorch eager, HF transformers and torch.compile.
+
+What lives where:
+- ``shapes``: the model shapes (exact HF config values) and random-weight checkpoints made on the device.
+- ``llama``: a plain PyTorch Llama with a static KV cache (the eager and torch.compile peer).
+- ``roofline``: bytes and FLOPs a step must move and do, and the measured copy and matmul ceilings.
+- ``peers``: timing with device events, and each peer's decode and prefill steps.
+- ``run``: the benchmark's flow, one shape at a time, into a results dictionary.
+- ``report``: the tables printed and the JSON written.
+
+Nothing here is imported by the compiler or the runtime.
+"""

@@ -1,0 +1,144 @@
+"""The floor under a step: bytes it must move over the measured copy rate, FLOPs it must do over
+the measured matmul rate.
+
+Counts take a Llama config (HF field names) and assume bf16 weights, KV cache and logits (2
+bytes; ``elem`` changes it). What a step must move, each input read once and each output written
+once:
+
+- decode (one token per sequence): every weight once, the LM head included; the embedding table
+  is not read (only ``batch`` rows are gathered), except that a tied embedding *is* the LM head and
+  is counted once as such; the KV cache of ``context`` positions (the new token's included) read
+  once per layer, K and V; the new K and V written; the gathered rows and the logits.
+- prefill (``seq`` tokens from an empty cache): the same weights once, K and V of every token
+  written, the logits of every token written; FLOPs 2 per weight per token for the matmuls (the LM
+  head on every token, as the session's prefill returns every token's logits) plus causal attention
+  (QK^T and PV over the ``i + 1`` visible positions of token ``i``).
+
+Activations between kernels are not counted: they are small and stay in L2 when kernels are fused.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Dims:
+    """The sizes a roofline needs, from an HF Llama config."""
+
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool
+
+    @staticmethod
+    def of(config: Any) -> Dims:
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        return Dims(hidden=config.hidden_size, intermediate=config.intermediate_size,
+                    layers=config.num_hidden_layers, heads=config.num_attention_heads,
+                    kv_heads=config.num_key_value_heads, head_dim=head_dim, vocab=config.vocab_size,
+                    tied=bool(config.tie_word_embeddings))
+
+    def layer_params(self) -> int:
+        """Weights of one decoder layer: q, k, v, o, gate, up, down and the two norms."""
+        q = self.hidden * self.heads * self.head_dim
+        kv = 2 * self.hidden * self.kv_heads * self.head_dim
+        o = self.heads * self.head_dim * self.hidden
+        mlp = 3 * self.hidden * self.intermediate
+        return q + kv + o + mlp + 2 * self.hidden
+
+    def matmul_params(self) -> int:
+        """Weights that multiply activations in a step: every layer's matrices and the LM head."""
+        return self.layers * (self.layer_params() - 2 * self.hidden) + self.vocab * self.hidden
+
+    def step_weight_params(self) -> int:
+        """Weights a step reads once: every layer, the final norm and the LM head (the tied
+        embedding counted once, as the LM head; an untied embedding table is not read)."""
+        return self.layers * self.layer_params() + self.hidden + self.vocab * self.hidden
+
+
+def decode_bytes(dims: Dims, batch: int, context: int, elem: int = 2) -> dict[str, int]:
+    """Bytes one decode step must move, by part (see the module docstring); ``total`` sums them."""
+    kv_row = dims.kv_heads * dims.head_dim * elem
+    parts = {
+        "weights": dims.step_weight_params() * elem,
+        "kv_read": 2 * dims.layers * batch * context * kv_row,
+        "kv_write": 2 * dims.layers * batch * kv_row,
+        "embedding_rows": batch * dims.hidden * elem,
+        "logits": batch * dims.vocab * elem,
+    }
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def prefill_bytes(dims: Dims, batch: int, seq: int, elem: int = 2) -> dict[str, int]:
+    """Bytes a prefill of ``seq`` tokens per sequence must move, by part; ``total`` sums them."""
+    tokens = batch * seq
+    parts = {
+        "weights": dims.step_weight_params() * elem,
+        "kv_write": 2 * dims.layers * tokens * dims.kv_heads * dims.head_dim * elem,
+        "embedding_rows": tokens * dims.hidden * elem,
+        "logits": tokens * dims.vocab * elem,
+    }
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def prefill_flops(dims: Dims, batch: int, seq: int) -> int:
+    """Multiply-add FLOPs (2 per MAC) of a prefill of ``seq`` tokens per sequence, causal attention."""
+    matmuls = 2 * dims.matmul_params() * batch * seq
+    visible = seq * (seq + 1) // 2  # token i sees i + 1 positions
+    attention = 2 * 2 * dims.layers * batch * dims.heads * dims.head_dim * visible
+    return matmuls + attention
+
+
+def decode_flops(dims: Dims, batch: int, context: int) -> int:
+    """FLOPs of one decode step: 2 per weight per sequence, plus attention over ``context`` positions."""
+    return 2 * dims.matmul_params() * batch + 2 * 2 * dims.layers * batch * dims.heads * dims.head_dim * context
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured device rates: bytes per second of a device-to-device copy (read plus write) and
+    FLOPs per second of a large bf16 matmul."""
+
+    copy_bytes_per_s: float
+    matmul_flops_per_s: float
+
+    def decode_ms(self, dims: Dims, batch: int, context: int) -> float:
+        """Decode's floor: its bytes over the copy rate (its FLOPs are far under the matmul ceiling,
+        and the larger of the two is taken anyway)."""
+        return max(decode_bytes(dims, batch, context)["total"] / self.copy_bytes_per_s,
+                   decode_flops(dims, batch, context) / self.matmul_flops_per_s) * 1e3
+
+    def prefill_ms(self, dims: Dims, batch: int, seq: int) -> float:
+        """Prefill's floor: the larger of its FLOPs over the matmul rate and its bytes over the copy rate."""
+        return max(prefill_flops(dims, batch, seq) / self.matmul_flops_per_s,
+                   prefill_bytes(dims, batch, seq)["total"] / self.copy_bytes_per_s) * 1e3
+
+
+def measure_ceilings(device: str, iters: int = 20) -> Ceilings:
+    """Copy rate (2 GiB copied on a CUDA device, 64 MiB on the CPU) and bf16 matmul rate (8192^3 on
+    CUDA, 512^3 on the CPU, where the numbers only exercise the code), each the median of ``iters``
+    timed runs after warm-up; inputs are random, never zeros."""
+    import torch
+
+    from inferx.benchmark.peers import time_ms
+
+    cuda = device.startswith("cuda")
+    n = 2 * 1024**3 if cuda else 64 * 1024**2
+    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    copy_ms = statistics.median(time_ms(lambda: dst.copy_(src), device, warmup=3, iters=iters))
+    size = 8192 if cuda else 512
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(size, size, generator=gen, device=device, dtype=torch.bfloat16)
+    b = torch.randn(size, size, generator=gen, device=device, dtype=torch.bfloat16)
+    mm_ms = statistics.median(time_ms(lambda: torch.matmul(a, b), device, warmup=3, iters=iters))
+    return Ceilings(copy_bytes_per_s=2 * n / (copy_ms / 1e3), matmul_flops_per_s=2 * size**3 / (mm_ms / 1e3))

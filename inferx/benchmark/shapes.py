@@ -1,0 +1,91 @@
+"""Model shapes for the benchmark, and checkpoints with random weights made on the device.
+
+``SHAPES`` holds the HF ``config.json`` values of Llama-3.2-1B and Llama-3-8B (and a tiny shape
+for tests); only the weights are random. ``make_model`` builds the HF model directly on the
+device, so a multi-GB model never crosses the network or the host's memory twice;
+``save_checkpoint`` writes it as an HF checkpoint directory (config.json + safetensors shards)
+for the compiler.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+LLAMA3_ROPE_SCALING = {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                       "original_max_position_embeddings": 8192, "rope_type": "llama3"}
+
+# HF config.json values (architectures, model_type and torch_dtype are added by make_config).
+SHAPES: dict[str, dict[str, Any]] = {
+    "1b": dict(  # meta-llama/Llama-3.2-1B
+        vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=64, hidden_act="silu",
+        max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
+        rope_scaling=LLAMA3_ROPE_SCALING, tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
+        bos_token_id=128000, eos_token_id=128001,
+    ),
+    "8b": dict(  # meta-llama/Meta-Llama-3-8B
+        vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, hidden_act="silu",
+        max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=500000.0, rope_scaling=None,
+        tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
+        bos_token_id=128000, eos_token_id=128001,
+    ),
+    "tiny": dict(  # for tests: every feature of the 1B shape (GQA, llama3 RoPE, tied head), small
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, hidden_act="silu",
+        max_position_embeddings=16384, rms_norm_eps=1e-5, rope_theta=500000.0,
+        rope_scaling=LLAMA3_ROPE_SCALING, tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
+        bos_token_id=0, eos_token_id=1,
+    ),
+}
+
+LONG_NAMES = {"1b": "Llama-3.2-1B", "8b": "Llama-3-8B", "tiny": "tiny-llama"}
+
+
+def make_config(shape: str) -> Any:
+    """The ``transformers.LlamaConfig`` of ``shape`` (a key of SHAPES); ValueError names the shapes."""
+    import transformers
+
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}: the shapes are {', '.join(SHAPES)}")
+    return transformers.LlamaConfig(architectures=["LlamaForCausalLM"], **SHAPES[shape])
+
+
+def make_model(shape: str, device: str, dtype: Any, seed: int = 0) -> Any:
+    """A ``LlamaForCausalLM`` of ``shape`` in eval mode on ``device``, built there in ``dtype``:
+    matrices and embeddings drawn from N(0, 0.02^2) by a generator seeded with ``seed`` on the
+    device (the same seed gives the same weights on the same device), norm weights one."""
+    import torch
+    import transformers
+
+    config = make_config(shape)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device), torch.no_grad():
+            model = transformers.LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(previous)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for _, p in sorted(model.named_parameters()):  # tied weights appear once
+            if p.dim() == 1:
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, 0.02, generator=gen)
+    return model.eval()
+
+
+def save_checkpoint(model: Any, directory: Path) -> Path:
+    """Writes ``model`` as an HF checkpoint (config.json + safetensors shards) into ``directory``
+    and returns it. A file ``.complete`` is written last, so a directory holding it is whole."""
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory, max_shard_size="5GB")
+    (directory / ".complete").write_text("ok\n")
+    return directory
+
+
+def is_complete(directory: Path) -> bool:
+    """Whether ``directory`` holds a checkpoint or artifact that finished writing (see save_checkpoint)."""
+    return (directory / ".complete").is_file()
