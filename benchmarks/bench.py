@@ -1,0 +1,15 @@
+"""`inferx bench` as a script: the same options (see `inferx bench --help`).
+
+    PYTHONPATH=. python benchmarks/bench.py --out benchmarks/results/bench.json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # kernels are built in spawned workers that import this module
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from inferx.cli import main
+
+    main(["bench", *sys.argv[1:]], prog_name="inferx bench")

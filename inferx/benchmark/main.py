@@ -1,0 +1,66 @@
+"""``inferx bench`` behind the CLI: options from their command-line text, the GPU check, the run,
+the printed tables and the JSON file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from inferx.benchmark import report
+from inferx.benchmark.run import BenchOptions, Hooks, Progress, run_bench
+
+
+class BenchError(ValueError):
+    """A request the benchmark cannot serve (bad option, no GPU): one line for the user."""
+
+
+def int_list(text: str, what: str) -> tuple[int, ...]:
+    """``"1,4,16"`` -> (1, 4, 16); an empty text -> (); BenchError names the option and the bad item."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise BenchError(f"{what} {text!r}: {part!r} is not a positive integer")
+        out.append(int(part))
+    return tuple(out)
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def options(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
+            warmup: int, device: str, workdir: str | None, kernels: bool = True) -> BenchOptions:
+    """BenchOptions from the command line's text; BenchError on anything invalid."""
+    try:
+        return BenchOptions(shapes=name_list(shape), batches=int_list(batch, "--batch"),
+                            contexts=int_list(context, "--context"), prefills=int_list(prefill, "--prefill"),
+                            peers=name_list(peers), compile_modes=name_list(compile_mode) or ("reduce-overhead",),
+                            iters=iters, warmup=warmup, device=device,
+                            workdir=Path(workdir) if workdir else None, kernels=kernels)
+    except ValueError as e:
+        raise BenchError(str(e)) from None
+
+
+def check_device(opts: BenchOptions) -> None:
+    """BenchError unless the device can run ``opts``: CUDA must be visible for "cuda"; "cpu" only
+    runs the tiny shape (it exercises the code paths; its numbers mean nothing)."""
+    import torch
+
+    if opts.device == "cuda" and not torch.cuda.is_available():
+        raise BenchError("inferx bench needs an NVIDIA GPU (CUDA) and torch sees none; "
+                         "--shape tiny --device cpu only exercises the code")
+    if opts.device == "cpu" and set(opts.shapes) - {"tiny"}:
+        raise BenchError("--device cpu runs only --shape tiny (the real shapes need the GPU)")
+
+
+def bench(opts: BenchOptions, out: Path | None, hooks: Hooks | None = None) -> dict:
+    """Runs the benchmark, prints its tables to stdout, writes the JSON to ``out`` if given."""
+    check_device(opts)
+    results = run_bench(opts, hooks, Progress())
+    if out is not None:
+        report.write_json(results, out)
+        print(f"wrote {out}", file=sys.stderr, flush=True)
+    print(report.render(results), flush=True)
+    return results

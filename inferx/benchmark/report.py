@@ -1,0 +1,161 @@
+"""What the benchmark prints and writes: one row per config, tables, and the JSON file.
+
+A measurement is a dict ``{"entry", "batch", "seq", "context", "impl", "samples_ms", "median_ms",
+"min_ms"}`` (or the same keys with ``"error"`` in place of the times). ``impl`` is "inferx",
+"eager", "hf", or "compile:<mode>". ``config_rows`` folds a shape's measurements into one row per
+config with the roofline beside them:
+
+- ``fraction_of_roofline`` = roofline ms / InferX median ms (1.0 is the floor);
+- ``speedup_vs_compile`` = the fastest torch.compile mode's median / InferX's (above 1: InferX is
+  faster);
+- ``tokens_per_s`` = batch * seq / InferX's median step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from inferx.benchmark.roofline import Ceilings, Dims, decode_bytes, decode_flops, prefill_bytes, prefill_flops
+
+PEERS = ("eager", "hf", "compile")
+
+
+def measurement(entry: str, batch: int, seq: int, context: int, impl: str, samples_ms: Sequence[float] | None = None,
+                error: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A measurement record: the samples, their median and min, or the error that stopped it."""
+    m: dict[str, Any] = {"entry": entry, "batch": batch, "seq": seq, "context": context, "impl": impl, **extra}
+    if error is not None:
+        m["error"] = error
+    else:
+        samples = [float(s) for s in samples_ms or ()]
+        m.update(samples_ms=samples, median_ms=statistics.median(samples), min_ms=min(samples))
+    return m
+
+
+def _key(m: Mapping[str, Any]) -> tuple[str, int, int, int]:
+    return (m["entry"], m["batch"], m["seq"], m["context"])
+
+
+def config_rows(measurements: Iterable[Mapping[str, Any]], dims: Dims, ceilings: Ceilings) -> list[dict[str, Any]]:
+    """One row per (entry, batch, seq, context), in the order configs first appear (see the module
+    docstring for the derived columns; a column is None where its measurement is missing)."""
+    groups: dict[tuple[str, int, int, int], dict[str, Mapping[str, Any]]] = {}
+    for m in measurements:
+        groups.setdefault(_key(m), {})[m["impl"]] = m
+    rows = []
+    for (entry, batch, seq, context), by_impl in groups.items():
+        if entry == "decode":
+            nbytes, flops = decode_bytes(dims, batch, context)["total"], decode_flops(dims, batch, context)
+            roof = ceilings.decode_ms(dims, batch, context)
+        else:
+            nbytes, flops = prefill_bytes(dims, batch, seq)["total"], prefill_flops(dims, batch, seq)
+            roof = ceilings.prefill_ms(dims, batch, seq)
+        ms = {impl: m.get("median_ms") for impl, m in by_impl.items()}
+        compiled = {impl: t for impl, t in ms.items() if impl.startswith("compile:") and t is not None}
+        best = min(compiled, key=lambda k: compiled[k]) if compiled else None
+        ix = ms.get("inferx")
+        rows.append({
+            "entry": entry, "batch": batch, "seq": seq, "context": context,
+            "bytes": nbytes, "flops": flops, "roofline_ms": roof,
+            "inferx_ms": ix, "tokens_per_s": batch * seq / (ix / 1e3) if ix else None,
+            "fraction_of_roofline": roof / ix if ix else None,
+            "eager_ms": ms.get("eager"), "hf_ms": ms.get("hf"),
+            "compile_ms": compiled[best] if best else None, "compile_mode": best.split(":", 1)[1] if best else None,
+            "speedup_vs_compile": compiled[best] / ix if best and ix else None,
+            "errors": {impl: m["error"] for impl, m in by_impl.items() if "error" in m},
+        })
+    return rows
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def table(rows: Sequence[Sequence[str]], right_from: int = 1) -> list[str]:
+    """Columns padded to their widest cell; columns from ``right_from`` on are right-aligned."""
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return ["  ".join(cell.rjust(w) if c >= right_from else cell.ljust(w)
+                      for c, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
+
+
+def config_label(row: Mapping[str, Any]) -> str:
+    if row["entry"] == "decode":
+        return f"decode b{row['batch']} ctx{row['context']}"
+    return f"prefill b{row['batch']} {row['seq']} tok"
+
+
+def shape_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The per-shape table: InferX beside its roofline and its peers (times in ms per step)."""
+    out = [["config", "InferX ms", "tokens/s", "roofline", "vs compile", "compile ms", "mode", "eager ms", "hf ms",
+            "roofline ms"]]
+    for r in rows:
+        frac, speed = r["fraction_of_roofline"], r["speedup_vs_compile"]
+        out.append([config_label(r), _ms(r["inferx_ms"]),
+                    "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.0f}",
+                    "-" if frac is None else f"{frac:.0%}", "-" if speed is None else f"{speed:.2f}x",
+                    _ms(r["compile_ms"]), r["compile_mode"] or "-", _ms(r["eager_ms"]), _ms(r["hf_ms"]),
+                    _ms(r["roofline_ms"])])
+    return table(out)
+
+
+def kernel_table(kernels: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per-kernel breakdown of one step: time over all launches, bytes and FLOPs per launch, achieved
+    GB/s and TFLOP/s, share of the summed kernel time."""
+    total = sum(k["launches"] * k["ms_per_launch"] for k in kernels) or 1.0
+    out = [["kernel", "template", "launches", "us/launch", "total ms", "MB/launch", "GB/s", "TFLOP/s", "share"]]
+    for k in kernels:
+        ms, nbytes, flops = k["ms_per_launch"], k.get("bytes_per_launch") or 0, k.get("flops_per_launch") or 0
+        out.append([k["kernel"], k["template"], str(k["launches"]), f"{ms * 1e3:.1f}", f"{k['launches'] * ms:.3f}",
+                    f"{nbytes / 1e6:.2f}", f"{nbytes / (ms / 1e3) / 1e9:.0f}" if ms > 0 else "-",
+                    f"{flops / (ms / 1e3) / 1e12:.2f}" if ms > 0 else "-",
+                    f"{k['launches'] * ms / total:.1%}"])
+    out.append(["total", "", str(sum(k["launches"] for k in kernels)), "", f"{total:.3f}", "", "", "", ""])
+    return table(out, right_from=2)
+
+
+def render(results: Mapping[str, Any]) -> str:
+    """The text printed at the end of a run: a header, then each shape's tables and notes."""
+    c = results["ceilings"]
+    lines = [f"device {results['device']}; copy {c['copy_bytes_per_s'] / 1e12:.2f} TB/s, "
+             f"bf16 matmul {c['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s; commit {results['commit']}",
+             "times are medians in ms per step; roofline = floor ms / InferX ms; "
+             "vs compile = fastest torch.compile ms / InferX ms"]
+    for s in results["shapes"]:
+        lines += ["", f"== {s['name']} ({s['shape']}) =="]
+        lines += shape_table(s["rows"])
+        if s.get("kernels"):
+            kc = s["kernels_config"]
+            lines += ["", f"InferX kernels, decode b{kc['batch']} ctx{kc['context']}:"]
+            lines += kernel_table(s["kernels"])
+        h = s.get("host_ms")
+        if h and "error" in h:
+            lines.append(f"InferX host time per decode step: not measured: {h['error']}")
+        elif h:
+            lines.append(f"InferX host time per decode step: median {h['median']:.3f} ms over {h['steps']} steps")
+        errors = [(r, impl, e) for r in s["rows"] for impl, e in r["errors"].items()]
+        lines += [f"error: {config_label(r)} {impl}: {e}" for r, impl, e in errors]
+        lines += [f"note: {n}" for n in s.get("notes", [])]
+    return "\n".join(lines)
+
+
+def write_json(results: Mapping[str, Any], path: Path) -> Path:
+    """Writes ``results`` as JSON to ``path`` atomically (a temporary file in the same directory,
+    then a rename), so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(results, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,350 @@
+"""The benchmark's flow: for each shape, make the model, compile and time InferX, time the peers,
+and fold everything into one results dictionary (``report`` prints and writes it).
+
+Per shape, in this order, with a progress line on stderr before each long step:
+1. ``make_model``: the HF model with random weights, built on the device (shapes.py);
+2. InferX: save the checkpoint into the work directory, ``inferx.compile`` it, ``inferx.load`` it,
+   then ``time_step`` every decode and prefill config, ``time_kernels`` for one decode config, a few
+   ``decode`` calls for the host time per step; the session is closed before the peers run;
+3. the peers, each once for every config (peers.py); a failing measurement is recorded with its
+   error and the run goes on;
+4. everything of the shape is freed (models, caches, compiled graphs, temporary files).
+
+The HF model in memory is the one the checkpoint was written from, so InferX and every peer read the
+same weights without reading the checkpoint back. InferX runs only on a CUDA device; on the CPU
+(``--shape tiny --device cpu``) it is skipped unless ``Hooks`` supply a compiler and a loader, which
+is how tests exercise this flow.
+
+Scripts that reach ``run_bench`` must call it under ``if __name__ == "__main__":`` (kernels are
+built in spawned worker processes that import the main module).
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inferx.benchmark import report
+from inferx.benchmark.roofline import Ceilings, Dims, measure_ceilings
+from inferx.benchmark.shapes import LONG_NAMES, SHAPES, is_complete, make_config, make_model, save_checkpoint
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What to measure. ``compile_modes`` are torch.compile modes for the decode peer (the table
+    shows the fastest); ``workdir`` None means a temporary directory removed shape by shape, a
+    given one keeps checkpoints and artifacts and reuses them on the next run."""
+
+    shapes: tuple[str, ...] = ("1b", "8b")
+    batches: tuple[int, ...] = (1, 4, 16, 64)
+    contexts: tuple[int, ...] = (512, 2048)
+    prefills: tuple[int, ...] = (512, 2048)
+    peers: tuple[str, ...] = report.PEERS
+    compile_modes: tuple[str, ...] = ("reduce-overhead",)
+    iters: int = 30
+    warmup: int = 5
+    device: str = "cuda"
+    workdir: Path | None = None
+    kernels: bool = True
+    jobs: int = field(default_factory=lambda: min(8, os.cpu_count() or 2))
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.shapes if s not in SHAPES]
+        if unknown:
+            raise ValueError(f"unknown shape {unknown[0]!r}: the shapes are {', '.join(SHAPES)}")
+        bad = [p for p in self.peers if p not in report.PEERS]
+        if bad:
+            raise ValueError(f"unknown peer {bad[0]!r}: the peers are {', '.join(report.PEERS)}")
+        if min((*self.batches, *self.contexts, *self.prefills, self.iters), default=1) < 1 or self.warmup < 0:
+            raise ValueError("batches, contexts, prefill lengths and --iters must be positive, --warmup not negative")
+        if self.device not in ("cuda", "cpu"):
+            raise ValueError(f"unknown device {self.device!r}: use cuda or cpu")
+
+    @property
+    def max_seq_len(self) -> int:
+        return max((*self.contexts, *self.prefills), default=1)
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """How InferX is compiled and loaded: ``compile(checkpoint_dir, artifact_path, options)`` and
+    ``load(artifact_path, device)``; the defaults call ``inferx.compile`` and ``inferx.load``. A
+    session must answer ``time_step``, ``time_kernels``, ``prefill``, ``decode``, ``reset`` and
+    carry ``host_ms`` (inferx.runtime)."""
+
+    compile: Callable[[Path, Path, BenchOptions, Callable[[str], None]], Path] | None = None
+    load: Callable[[Path, str], Any] | None = None
+
+
+def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[str], None]) -> Path:
+    import inferx
+
+    return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
+                          max_batch=max(opts.batches), jobs=opts.jobs, progress=lambda line: say(f"  {line}"))
+
+
+def _load_inferx(art: Path, device: str) -> Any:
+    import inferx
+
+    return inferx.load(str(art), device=device)
+
+
+def _one_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return " ".join(text.split())[:500]
+
+
+def environment(device: str) -> dict[str, Any]:
+    """Device name, versions of the toolchain, the git commit (``unknown`` outside a checkout) and the date."""
+    import torch
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    for name in ("triton", "transformers", "inferx"):
+        try:
+            from importlib.metadata import version
+
+            versions[name] = version(name)
+        except Exception:  # noqa: BLE001 - a missing package is reported as such
+            versions[name] = "not installed"
+    commit, dirty = "unknown", None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip() or "unknown"
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                                    capture_output=True, text=True, timeout=10, check=True).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
+    return {"device": name, "versions": versions, "commit": commit, "dirty": dirty,
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+
+
+class Progress:
+    """Progress lines on stderr, each with the seconds since the run began."""
+
+    def __init__(self, sink: Callable[[str], None] | None = None):
+        self.start = time.perf_counter()
+        self.sink = sink or (lambda line: print(line, file=sys.stderr, flush=True))
+
+    def __call__(self, line: str) -> None:
+        self.sink(f"[{time.perf_counter() - self.start:7.1f} s] {line}")
+
+
+def run_bench(opts: BenchOptions, hooks: Hooks | None = None, say: Callable[[str], None] | None = None
+              ) -> dict[str, Any]:
+    """Runs every shape of ``opts`` and returns the results (see report.py for their layout)."""
+    import torch
+
+    say = say or Progress()
+    hooks = hooks or Hooks()
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    results: dict[str, Any] = {**environment(opts.device), "options": _jsonable(asdict(opts))}
+    say("measuring copy bandwidth and bf16 matmul rate")
+    ceilings = measure_ceilings(opts.device)
+    results["ceilings"] = asdict(ceilings)
+    say(f"copy {ceilings.copy_bytes_per_s / 1e12:.2f} TB/s, matmul {ceilings.matmul_flops_per_s / 1e12:.0f} TFLOP/s")
+    results["shapes"] = []
+    for shape in opts.shapes:
+        results["shapes"].append(run_shape(shape, opts, ceilings, hooks, say))
+        _free(opts.device)
+    return results
+
+
+def run_shape(shape: str, opts: BenchOptions, ceilings: Ceilings, hooks: Hooks,
+              say: Callable[[str], None]) -> dict[str, Any]:
+    """One shape's measurements, rows and notes (see the module docstring for the steps)."""
+    import torch
+
+    out: dict[str, Any] = {"shape": shape, "name": LONG_NAMES[shape], "hf_config": SHAPES[shape], "notes": [],
+                           "setup_s": {}, "measurements": []}
+    dims = Dims.of(make_config(shape))
+    out["dims"] = asdict(dims)
+    workdir = Path(opts.workdir) / shape if opts.workdir else Path(tempfile.mkdtemp(prefix=f"inferx-bench-{shape}-"))
+    try:
+        clock = time.perf_counter()
+        say(f"{shape}: generating random bf16 weights on {opts.device}")
+        model = make_model(shape, opts.device, torch.bfloat16, seed=opts.seed)
+        out["setup_s"]["weights"] = time.perf_counter() - clock
+        use_inferx = hooks.load is not None or opts.device == "cuda"
+        if use_inferx:
+            _measure_inferx(shape, model, opts, workdir, hooks, out, say)
+        else:
+            out["notes"].append("InferX skipped: it runs on a CUDA device")
+        _free(opts.device)
+        _measure_peers(shape, model, opts, out, say)
+        del model
+    finally:
+        if opts.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    out["rows"] = report.config_rows(out["measurements"], dims, ceilings)
+    return out
+
+
+def _configs(opts: BenchOptions) -> list[tuple[str, int, int, int]]:
+    """(entry, batch, seq, context) of every measurement, decode first."""
+    decode = [("decode", b, 1, c) for b in opts.batches for c in opts.contexts]
+    return decode + [("prefill", 1, s, s) for s in opts.prefills]
+
+
+def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, hooks: Hooks,
+                    out: dict[str, Any], say: Callable[[str], None]) -> None:
+    ckpt, art = workdir / "checkpoint", workdir / "artifact"
+    marker = workdir / "artifact.complete"
+    try:
+        if not marker.is_file():
+            if not is_complete(ckpt):
+                clock = time.perf_counter()
+                say(f"{shape}: saving the checkpoint to {ckpt}")
+                save_checkpoint(model, ckpt)
+                out["setup_s"]["save_checkpoint"] = time.perf_counter() - clock
+            clock = time.perf_counter()
+            say(f"{shape}: compiling with InferX (max_batch {max(opts.batches)}, max_seq_len {opts.max_seq_len})")
+            (hooks.compile or _compile_inferx)(ckpt, art, opts, say)
+            marker.write_text("ok\n")
+            out["setup_s"]["inferx_compile"] = time.perf_counter() - clock
+            if opts.workdir is None:
+                shutil.rmtree(ckpt, ignore_errors=True)  # the model stays in memory; free the disk
+        clock = time.perf_counter()
+        say(f"{shape}: loading the artifact")
+        session = (hooks.load or _load_inferx)(art, opts.device)
+        out["setup_s"]["inferx_load"] = time.perf_counter() - clock
+    except Exception as e:  # noqa: BLE001 - the peers still run; the error is reported
+        out["notes"].append(f"InferX not measured: {_one_line(e)}")
+        say(f"{shape}: InferX failed: {_one_line(e)}")
+        traceback.print_exc()
+        return
+    try:
+        for entry, batch, seq, context in _configs(opts):
+            say(f"{shape}: inferx {entry} batch {batch} seq {seq} context {context}")
+            try:
+                samples = session.time_step(entry, batch, seq, context, warmup=opts.warmup, iters=opts.iters)
+                out["measurements"].append(report.measurement(entry, batch, seq, context, "inferx", samples))
+            except Exception as e:  # noqa: BLE001
+                out["measurements"].append(report.measurement(entry, batch, seq, context, "inferx",
+                                                              error=_one_line(e)))
+        if opts.kernels:
+            batch, context = min(opts.batches), min(opts.contexts)
+            say(f"{shape}: inferx kernels, decode batch {batch} context {context}")
+            try:
+                out["kernels"] = [dict(k) for k in session.time_kernels("decode", batch, 1, context)]
+                out["kernels_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
+            except Exception as e:  # noqa: BLE001
+                out["notes"].append(f"kernel breakdown failed: {_one_line(e)}")
+        out["host_ms"] = _host_ms(session, model.config.vocab_size, opts)
+    finally:
+        close = getattr(session, "close", None)
+        if callable(close):
+            close()
+        del session
+
+
+def _host_ms(session: Any, vocab: int, opts: BenchOptions) -> dict[str, Any] | None:
+    """Host time per decode step through the public API: a 16-token prefill, then decode steps;
+    the first step (graph capture) is left out."""
+    import numpy as np
+
+    try:
+        rng = np.random.default_rng(opts.seed)
+        session.reset()
+        session.host_ms.clear()
+        session.prefill(rng.integers(0, vocab, (1, 16)))
+        for _ in range(opts.iters + 1):
+            session.decode(rng.integers(0, vocab, (1, 1)))
+        steps = list(session.host_ms)[1:]
+        return {"median": statistics.median(steps), "min": min(steps), "steps": len(steps), "samples": steps}
+    except Exception as e:  # noqa: BLE001 - reported in place of the numbers
+        return {"error": _one_line(e)}
+
+
+def _peer_impls(entry: str, opts: BenchOptions) -> list[tuple[str, str | None]]:
+    """(impl, torch.compile mode or None for eager) of the plain model's runs of one config."""
+    impls: list[tuple[str, str | None]] = [("eager", None)] if "eager" in opts.peers else []
+    if "compile" in opts.peers:
+        modes = opts.compile_modes if entry == "decode" else ("default",)
+        impls += [(f"compile:{m}", m) for m in modes]
+    return impls
+
+
+def _measure_peers(shape: str, model: Any, opts: BenchOptions, out: dict[str, Any],
+                   say: Callable[[str], None]) -> None:
+    from inferx.benchmark.peers import HFPeer, PlainPeer
+
+    plain = PlainPeer(model, opts.device)
+    hf = HFPeer(model, opts.device)
+    for entry, batch, seq, context in _configs(opts):
+        runs = [(impl, _plain_run(plain, entry, batch, seq, context, opts, mode))
+                for impl, mode in _peer_impls(entry, opts)]
+        if "hf" in opts.peers:
+            runs.append(("hf", _hf_run(hf, entry, batch, seq, context, opts)))
+        for impl, fn in runs:
+            say(f"{shape}: {impl} {entry} batch {batch} seq {seq} context {context}")
+            clock = time.perf_counter()
+            try:
+                samples = fn()
+                extra: dict[str, Any] = {"wall_s": time.perf_counter() - clock}
+                if impl == "hf" and entry == "decode":
+                    extra["cache"] = hf.cache_kind
+                out["measurements"].append(report.measurement(entry, batch, seq, context, impl, samples, **extra))
+            except Exception as e:  # noqa: BLE001 - recorded; the other measurements go on
+                say(f"{shape}: {impl} failed: {_one_line(e)}")
+                out["measurements"].append(report.measurement(entry, batch, seq, context, impl, error=_one_line(e)))
+                _free(opts.device)
+    if "compile" in opts.peers:
+        out["notes"].append(f"torch.compile modes: decode {', '.join(opts.compile_modes)}; prefill default; "
+                            "batch and cache length marked dynamic (one compilation for batch 1, one for larger)")
+    if "hf" in opts.peers:
+        out["notes"].append(f"HF decode cache: {hf.cache_kind or 'not run'}")
+    plain.model.free_cache()
+    del plain, hf
+    _free(opts.device, compiled=True)
+
+
+def _plain_run(plain: Any, entry: str, batch: int, seq: int, context: int, opts: BenchOptions,
+               mode: str | None) -> Callable[[], list[float]]:
+    if entry == "decode":
+        return lambda: plain.decode(batch, context, opts.warmup, opts.iters, mode)
+    return lambda: plain.prefill(batch, seq, opts.warmup, opts.iters, mode)
+
+
+def _hf_run(hf: Any, entry: str, batch: int, seq: int, context: int, opts: BenchOptions) -> Callable[[], list[float]]:
+    if entry == "decode":
+        return lambda: hf.decode(batch, context, opts.warmup, opts.iters)
+    return lambda: hf.prefill(batch, seq, opts.warmup, opts.iters)
+
+
+def _free(device: str, compiled: bool = False) -> None:
+    """Returns freed memory to the device; ``compiled`` also drops torch.compile's code and graphs."""
+    import torch
+
+    if compiled:
+        torch._dynamo.reset()
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, Path):
+        return str(x)
+    return x

@@ -1,0 +1,209 @@
+"""`inferx bench` without a GPU: shapes, roofline counts, the plain Llama peer against HF, the
+report, the run's flow with InferX's session faked, and the CLI's error without a GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from inferx.benchmark import report
+from inferx.benchmark.llama import PlainLlama
+from inferx.benchmark.main import BenchError, check_device, int_list, options
+from inferx.benchmark.roofline import Ceilings, Dims, decode_bytes, prefill_bytes, prefill_flops
+from inferx.benchmark.run import BenchOptions, Hooks, run_bench
+from inferx.benchmark.shapes import make_config, make_model
+from inferx.cli import main
+
+# --- shapes -----------------------------------------------------------------------------------
+
+
+def test_shapes_carry_the_hf_config_values() -> None:
+    one, eight = make_config("1b"), make_config("8b")
+    got = [(c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
+            c.head_dim, c.vocab_size, c.tie_word_embeddings) for c in (one, eight)]
+    assert got == [(2048, 8192, 16, 32, 8, 64, 128256, True), (4096, 14336, 32, 32, 8, 128, 128256, False)]
+    assert one.rope_parameters["rope_type"] == "llama3" and one.rope_parameters["factor"] == 32.0
+    assert one.rope_parameters["rope_theta"] == eight.rope_parameters["rope_theta"] == 500000.0
+    assert eight.rope_parameters["rope_type"] == "default"
+
+
+def test_unknown_shape_names_the_shapes() -> None:
+    with pytest.raises(ValueError, match="the shapes are 1b, 8b, tiny"):
+        make_config("70b")
+
+
+# --- roofline ---------------------------------------------------------------------------------
+
+
+def test_decode_bytes_by_hand_8b() -> None:
+    h, f, L, V, kv = 4096, 14336, 32, 128256, 8 * 128
+    layer = h * h + 2 * h * kv + h * h + 3 * h * f + 2 * h  # q, k+v, o, gate/up/down, two norms
+    weights = 2 * (L * layer + h + V * h)  # layers, final norm, lm_head; the untied embedding is not read
+    kv_read = 2 * L * 1 * 512 * kv * 2
+    parts = decode_bytes(Dims.of(make_config("8b")), batch=1, context=512)
+    assert parts["weights"] == weights and parts["kv_read"] == kv_read
+    assert parts["total"] == weights + kv_read + 2 * L * kv * 2 + 2 * h + 2 * V
+    assert round(parts["total"] / 1e9, 2) == 15.08  # benchmarks/NOTES.md: 15.08 GB at this config
+
+
+def test_decode_bytes_count_a_tied_embedding_once() -> None:
+    d = Dims.of(make_config("1b"))
+    params = sum(p.numel() for p in make_model("tiny", "cpu", torch.float32).parameters())  # tied: once
+    tiny = Dims.of(make_config("tiny"))
+    assert decode_bytes(tiny, 1, 1)["weights"] == 2 * params
+    assert round(decode_bytes(d, 1, 512)["total"] / 1e9, 2) == 2.49  # benchmarks/NOTES.md
+
+
+def test_prefill_counts_by_hand() -> None:
+    d = Dims.of(make_config("tiny"))  # hidden 64, inter 128, 2 layers, 4 heads, 2 KV heads, dim 16, vocab 256
+    matmul = 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128) + 256 * 64
+    attention = 2 * 2 * 2 * 4 * 16 * (10 * 11 // 2)
+    assert prefill_flops(d, 1, 10) == 2 * matmul * 10 + attention
+    assert prefill_bytes(d, 1, 10)["logits"] == 10 * 256 * 2
+    c = Ceilings(copy_bytes_per_s=1e9, matmul_flops_per_s=1e9)
+    assert c.prefill_ms(d, 1, 10) == pytest.approx(max(prefill_flops(d, 1, 10), prefill_bytes(d, 1, 10)["total"])
+                                                   / 1e9 * 1e3)
+
+
+# --- the plain Llama peer against HF ------------------------------------------------------------
+
+
+def test_plain_llama_matches_hf_fp32() -> None:
+    torch.manual_seed(0)
+    model = make_model("tiny", "cpu", torch.float32, seed=1)
+    for p in model.parameters():  # larger weights than the benchmark's, so errors would show
+        p.data.mul_(10.0) if p.dim() > 1 else p.data.uniform_(0.5, 1.5)
+    plain = PlainLlama(model)
+    ids = torch.randint(0, 256, (2, 12))
+    with torch.no_grad():
+        ref = model(ids).logits
+        plain.setup_cache(2, 16)
+        steps = [plain(ids[:, :9], torch.arange(9))]
+        steps += [plain(ids[:, i:i + 1], torch.tensor([i])) for i in range(9, 12)]
+    got = torch.cat(steps, dim=1)
+    err = float((got - ref).norm() / ref.norm())
+    assert err < 1e-4, (f"PlainLlama vs HF: rel err {err:.2e}; repro: HF_HUB_OFFLINE=1 python -m pytest -q "
+                        "tests/test_benchmark.py -k plain_llama_matches_hf")
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def _rows() -> list[dict[str, Any]]:
+    ms = [report.measurement("decode", 1, 1, 512, "inferx", [2.0, 1.0, 3.0]),
+          report.measurement("decode", 1, 1, 512, "compile:reduce-overhead", [4.0]),
+          report.measurement("decode", 1, 1, 512, "compile:max-autotune", [3.0]),
+          report.measurement("decode", 1, 1, 512, "eager", [20.0]),
+          report.measurement("decode", 1, 1, 512, "hf", error="OutOfMemoryError: boom"),
+          report.measurement("prefill", 1, 512, 512, "eager", [50.0])]
+    return report.config_rows(ms, Dims.of(make_config("8b")), Ceilings(4e12, 8e14))
+
+
+def test_config_rows_derive_roofline_and_ratios() -> None:
+    dec, pre = _rows()
+    assert dec["inferx_ms"] == 2.0 and dec["compile_ms"] == 3.0 and dec["compile_mode"] == "max-autotune"
+    assert dec["speedup_vs_compile"] == 1.5 and dec["tokens_per_s"] == 500.0
+    assert dec["roofline_ms"] == pytest.approx(decode_bytes(Dims.of(make_config("8b")), 1, 512)["total"] / 4e9)
+    assert dec["fraction_of_roofline"] == pytest.approx(dec["roofline_ms"] / 2.0)
+    assert dec["hf_ms"] is None and dec["errors"] == {"hf": "OutOfMemoryError: boom"}
+    assert pre["inferx_ms"] is None and pre["fraction_of_roofline"] is None and pre["eager_ms"] == 50.0
+
+
+def test_tables_and_atomic_json(tmp_path: Path) -> None:
+    lines = report.shape_table(_rows())
+    assert lines[0].split()[:3] == ["config", "InferX", "ms"]
+    assert "decode b1 ctx512" in lines[1] and "1.50x" in lines[1] and "max-autotune" in lines[1]
+    kernels = report.kernel_table([{"kernel": "k0", "template": "gemm", "launches": 32, "ms_per_launch": 0.1,
+                                    "bytes_per_launch": 400e6, "flops_per_launch": 0}])
+    assert "4000" in kernels[1] and "100.0%" in kernels[1]  # 400 MB in 0.1 ms
+    path = report.write_json({"a": [1, 2]}, tmp_path / "sub" / "r.json")
+    assert json.loads(path.read_text()) == {"a": [1, 2]} and [p.name for p in path.parent.iterdir()] == ["r.json"]
+
+
+# --- the run's flow on the CPU, InferX's session faked -----------------------------------------
+
+
+class FakeSession:
+    """The runtime's timing interface (time_step, time_kernels, host_ms) with made-up numbers."""
+
+    def __init__(self) -> None:
+        self.host_ms: list[float] = []
+        self.steps: list[tuple[str, int, int, int]] = []
+        self.closed = False
+
+    def time_step(self, entry: str, batch: int, seq: int, context: int, warmup: int = 10,
+                  iters: int = 50) -> list[float]:
+        self.steps.append((entry, batch, seq, context))
+        return [0.5 + 0.01 * i for i in range(iters)]
+
+    def time_kernels(self, entry: str, batch: int, seq: int, context: int) -> list[dict[str, Any]]:
+        return [{"kernel": "gemm_0", "template": "gemm", "launches": 2, "ms_per_launch": 0.01,
+                 "bytes_per_launch": 1_000_000, "flops_per_launch": 2_000_000}]
+
+    def reset(self) -> None:
+        pass
+
+    def prefill(self, ids: Any) -> None:
+        pass
+
+    def decode(self, ids: Any) -> None:
+        self.host_ms.append(0.02)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
+    session = FakeSession()
+    compiled: list[Path] = []
+
+    def fake_compile(ckpt: Path, out: Path, opts: BenchOptions, say: Any) -> Path:
+        assert (ckpt / "config.json").is_file() and list(ckpt.glob("*.safetensors"))
+        assert json.loads((ckpt / "config.json").read_text())["tie_word_embeddings"] is True
+        out.mkdir()
+        compiled.append(out)
+        return out
+
+    opts = BenchOptions(shapes=("tiny",), batches=(1, 2), contexts=(8, 16), prefills=(8,), peers=("eager", "hf"),
+                        iters=3, warmup=1, device="cpu", workdir=tmp_path / "work")
+    lines: list[str] = []
+    results = run_bench(opts, Hooks(compile=fake_compile, load=lambda art, dev: session), lines.append)
+    shape = results["shapes"][0]
+    assert session.steps == [("decode", 1, 1, 8), ("decode", 1, 1, 16), ("decode", 2, 1, 8), ("decode", 2, 1, 16),
+                             ("prefill", 1, 8, 8)] and session.closed and len(compiled) == 1
+    impls = {(m["entry"], m["batch"], m["context"], m["impl"]) for m in shape["measurements"] if "error" not in m}
+    assert {("decode", 2, 16, "eager"), ("decode", 2, 16, "hf"), ("prefill", 1, 8, "hf")} <= impls, shape
+    assert shape["host_ms"]["steps"] == 3 and shape["kernels_config"]["context"] == 8
+    assert all(r["fraction_of_roofline"] is not None for r in shape["rows"])
+    text = report.render(results)
+    assert "== tiny-llama (tiny) ==" in text and "gemm_0" in text and "decode b2 ctx16" in text
+    assert any("generating random bf16 weights" in line for line in lines)
+    run_bench(opts, Hooks(compile=fake_compile, load=lambda art, dev: FakeSession()), lines.append)
+    assert len(compiled) == 1  # the kept work directory's artifact is reused
+
+
+# --- options and the CLI ------------------------------------------------------------------------
+
+
+def test_option_errors() -> None:
+    assert int_list("1, 4,16", "--batch") == (1, 4, 16)
+    with pytest.raises(BenchError, match="--batch '1,x': 'x' is not a positive integer"):
+        int_list("1,x", "--batch")
+    with pytest.raises(BenchError, match="unknown peer 'vllm'"):
+        options("1b", "1", "512", "", "vllm", "", 3, 1, "cuda", None)
+    with pytest.raises(BenchError, match="--device cpu runs only --shape tiny"):
+        check_device(options("1b", "1", "512", "", "eager", "", 3, 1, "cpu", None))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without a GPU")
+def test_cli_without_gpu_fails_in_one_line() -> None:
+    result = CliRunner().invoke(main, ["bench", "--shape", "1b"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "error: inferx bench needs an NVIDIA GPU (CUDA) and torch sees none; "
+        "--shape tiny --device cpu only exercises the code"]
