@@ -299,6 +299,36 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
             raise UserError(f"{art.path}: its tokenizer does not load: {_one_line(e)}") from None
 
 
+# --- bench ----------------------------------------------------------------------------------
+
+
+@main.command("bench")
+@click.option("--shape", default="1b,8b", show_default=True, help="Model shapes: 1b, 8b, tiny (comma-separated).")
+@click.option("--batch", default="1,4,16,64", show_default=True, help="Decode batch sizes.")
+@click.option("--context", default="512,2048", show_default=True, help="Decode contexts (the new token included).")
+@click.option("--prefill", default="512,2048", show_default=True, help="Prefill lengths (batch 1); empty for none.")
+@click.option("--peers", default="eager,hf,compile", show_default=True, help="Peers to time beside InferX.")
+@click.option("--compile-mode", default="reduce-overhead", show_default=True,
+              help="torch.compile modes for the decode peer, comma-separated; the fastest is shown.")
+@click.option("--iters", type=int, default=30, show_default=True, help="Timed steps per measurement.")
+@click.option("--warmup", type=int, default=5, show_default=True, help="Untimed steps before them.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write every measurement as JSON here.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Keep checkpoints and artifacts here and reuse them (default: a temporary directory).")
+def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
+                  warmup: int, device: str, out: str | None, workdir: str | None) -> None:
+    """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
+    with random weights, against the roofline. Progress to stderr, tables to stdout."""
+    from inferx.benchmark.main import BenchError, bench, options
+
+    try:
+        opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir)
+        bench(opts, Path(out) if out else None)
+    except BenchError as e:
+        raise UserError(str(e)) from None
+
+
 # --- inspect --------------------------------------------------------------------------------
 
 
