@@ -73,7 +73,8 @@ def test_prefill_counts_by_hand() -> None:
 # --- the plain Llama peer against HF ------------------------------------------------------------
 
 
-def test_plain_llama_matches_hf_fp32() -> None:
+@pytest.mark.parametrize("from_empty", [False, True], ids=["masked", "causal"])
+def test_plain_llama_matches_hf_fp32(from_empty: bool) -> None:
     torch.manual_seed(0)
     model = make_model("tiny", "cpu", torch.float32, seed=1)
     for p in model.parameters():  # larger weights than the benchmark's, so errors would show
@@ -83,12 +84,13 @@ def test_plain_llama_matches_hf_fp32() -> None:
     with torch.no_grad():
         ref = model(ids).logits
         plain.setup_cache(2, 16)
-        steps = [plain(ids[:, :9], torch.arange(9))]
+        steps = [plain(ids[:, :9], torch.arange(9), from_empty)]
         steps += [plain(ids[:, i:i + 1], torch.tensor([i])) for i in range(9, 12)]
     got = torch.cat(steps, dim=1)
     err = float((got - ref).norm() / ref.norm())
+    case = "causal" if from_empty else "masked"
     assert err < 1e-4, (f"PlainLlama vs HF: rel err {err:.2e}; repro: HF_HUB_OFFLINE=1 python -m pytest -q "
-                        "tests/test_benchmark.py -k plain_llama_matches_hf")
+                        f"tests/test_benchmark.py -k 'plain_llama_matches_hf and {case}'")
 
 
 # --- report -----------------------------------------------------------------------------------

@@ -92,19 +92,25 @@ class PlainLlama(nn.Module):
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, from_empty: bool = False) -> torch.Tensor:
         """Logits ``[batch, seq, vocab]`` for ``input_ids`` ``[batch, seq]`` at ``positions``
         ``[seq]`` (the same for every sequence, ascending); writes their K and V into the cache
         at those positions. Each query attends to the cache positions at or before its own, so
-        positions past the last one written must not be read as context (they are masked)."""
+        positions past the last one written must not be read as context (they are masked).
+
+        ``from_empty=True`` promises ``positions`` is ``0 .. seq - 1`` (a prefill into an empty
+        cache): attention then runs causally over the new keys alone, without a mask, which lets
+        ``scaled_dot_product_attention`` pick its flash kernel."""
         batch, seq = input_ids.shape
         heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
         group = heads // kv_heads
         x = F.embedding(input_ids, self.embed)
         cos, sin = self._rope(positions, x.dtype)  # [seq, dim]
-        length = self.k_cache[0].shape[2]
-        visible = positions[:, None] >= torch.arange(length, device=positions.device)[None, :]  # [seq, length]
-        mask = visible.repeat(group, 1)  # rows ordered (group, seq), like the stacked queries
+        mask = None
+        if not from_empty:
+            length = self.k_cache[0].shape[2]
+            visible = positions[:, None] >= torch.arange(length, device=positions.device)[None, :]  # [seq, length]
+            mask = visible.repeat(group, 1)  # rows ordered (group, seq), like the stacked queries
         for layer, k_cache, v_cache in zip(self.layers, self.k_cache, self.v_cache, strict=True):
             h = self._rms(x, layer.attn_norm)
             q = F.linear(h, layer.wq).view(batch, seq, heads, dim).transpose(1, 2)
@@ -113,10 +119,13 @@ class PlainLlama(nn.Module):
             q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
             k_cache[:, :, positions] = k
             v_cache[:, :, positions] = v
-            # query head h belongs to KV head h // group: stack a KV head's queries along seq
-            q = q.reshape(batch, kv_heads, group * seq, dim)
-            y = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask)
-            y = y.view(batch, kv_heads, group, seq, dim).permute(0, 3, 1, 2, 4).reshape(batch, seq, heads * dim)
+            if from_empty:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2)
+            else:  # query head h belongs to KV head h // group: stack a KV head's queries along seq
+                q = q.reshape(batch, kv_heads, group * seq, dim)
+                y = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask)
+                y = y.view(batch, kv_heads, group, seq, dim).permute(0, 3, 1, 2, 4)
+            y = y.reshape(batch, seq, heads * dim)
             x = x + F.linear(y, layer.wo)
             h = self._rms(x, layer.mlp_norm)
             x = x + F.linear(F.silu(F.linear(h, layer.w_gate)) * F.linear(h, layer.w_up), layer.w_down)

@@ -86,13 +86,13 @@ class PlainPeer:
         return self.compiled[key]
 
     def _step(self, fn: Callable[..., torch.Tensor], mode: str | None, ids: torch.Tensor,
-              positions: torch.Tensor) -> Callable[[], Any]:
+              positions: torch.Tensor, from_empty: bool) -> Callable[[], Any]:
         if mode in ("reduce-overhead", "max-autotune"):  # these modes replay CUDA graphs
             def step() -> Any:
                 torch.compiler.cudagraph_mark_step_begin()
-                return fn(ids, positions)
+                return fn(ids, positions, from_empty)
             return step
-        return lambda: fn(ids, positions)
+        return lambda: fn(ids, positions, from_empty)
 
     def decode(self, batch: int, context: int, warmup: int, iters: int, mode: str | None = None) -> list[float]:
         """One decode step at ``context`` positions; ``mode`` None is eager, else a torch.compile mode."""
@@ -104,7 +104,7 @@ class PlainPeer:
                 _mark_dynamic(ids, (0,))
                 for t in (*self.model.k_cache, *self.model.v_cache):
                     _mark_dynamic(t, (0, 2))
-            return time_ms(self._step(self._fn(mode), mode, ids, positions), self.device, warmup, iters)
+            return time_ms(self._step(self._fn(mode), mode, ids, positions, False), self.device, warmup, iters)
         finally:
             self.model.free_cache()
 
@@ -119,7 +119,7 @@ class PlainPeer:
                 _mark_dynamic(positions, (0,))
                 for t in (*self.model.k_cache, *self.model.v_cache):
                     _mark_dynamic(t, (0, 2))
-            return time_ms(self._step(self._fn(mode), mode, ids, positions), self.device, warmup, iters)
+            return time_ms(self._step(self._fn(mode), mode, ids, positions, True), self.device, warmup, iters)
         finally:
             self.model.free_cache()
 
