@@ -1,0 +1,135 @@
+"""Task extraction: the distinct tuning tasks of a model, each with the weight the task scheduler
+gives it.
+
+Runs the compiler's phases 2-4 (cleanup, merge-gemms, fuse: the kernels phase 7 generates) and
+asks ``driver.select_schedule`` for each kernel's task, so a task here is exactly the key the
+compiler will look up in the tuning database (decode at batch 1, prefill at ``max_seq_len``).
+Kernels of templates with no schedule space yet (attention, gather) are counted, not tuned.
+
+A task's weight is its expected time per token: launches per token (launches per call of its
+entry point divided by the tokens that call processes: 1 for a batch-1 decode step, the row
+bucket of ``max_seq_len`` for a prefill, where the task is keyed and measured) times its roofline
+time (``cost_model.bound_ms``). ``share`` is the weight over the sum of all weights: the
+fraction of a token's time the task is expected to take.
+A decode token and a prompt token count alike. The trivial weighting, "launches", uses launches
+per token alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+
+from inferx.autotune.cost_model import bound_ms
+from inferx.autotune.space import H200, Hopper
+from inferx.autotune.task import Task
+from inferx.compiler.ir.ops_kernel import KernelOp
+
+# The compiler driver's phases 2-4, whose kernels phase 7 generates (see inferx.compiler.driver).
+FUSE_PIPELINE = "canonicalize,cse,dce,merge-gemms,dce,fuse"
+WEIGHTINGS = ("roofline", "launches")
+
+
+@dataclass(frozen=True)
+class TuningTask:
+    """One task of a model: a representative kernel (what a runner builds), where it runs and
+    how often. ``share`` is filled in by ``extract_tasks``."""
+
+    task: Task
+    kernel: KernelOp | None = field(repr=False, compare=False)
+    entry: str
+    launches: int
+    tokens: int
+    roofline_ms: float
+    weighting: str = "roofline"
+    share: float = 0.0
+
+    @property
+    def launches_per_token(self) -> float:
+        return self.launches / self.tokens
+
+    @property
+    def weight(self) -> float:
+        """Expected ms per token at the roofline ("roofline"), or launches per token ("launches")."""
+        if self.weighting == "launches":
+            return self.launches_per_token
+        return self.launches_per_token * self.roofline_ms
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The tasks, heaviest first, and the kernels that have none (count per reason)."""
+
+    tasks: tuple[TuningTask, ...]
+    untuned: dict[str, int]
+
+    def summary(self) -> str:
+        lines = [f"{len(self.tasks)} tuning tasks"]
+        lines += [f"  {t.share:6.1%}  x{t.launches:<3d} {t.task}" for t in self.tasks]
+        lines += [f"  not tuned: {n} kernels ({why})" for why, n in sorted(self.untuned.items())]
+        return "\n".join(lines)
+
+
+def fused_module(src: Any, dtype: str | None = None) -> ModuleOp:
+    """The module after the driver's phases 1-4. ``src`` is an ix module or Program (cloned, never
+    changed), an HF model directory (read from its config.json alone: tuning needs shapes, not
+    weights), or anything ``inferx.compile`` imports."""
+    from inferx.compiler.frontend.hf import with_dtype
+    from inferx.models.decoder import build_decoder_module
+    from inferx.models.registry import decoder_config
+    from inferx.passes import registry
+    from inferx.passes.pipeline import PassManager, parse
+    from inferx.program import Program
+
+    if isinstance(src, ModuleOp):
+        module = src.clone()
+    elif isinstance(src, Program):
+        module = src.module.clone()
+    elif isinstance(src, (str, Path)) and Path(src, "config.json").is_file():
+        config = Path(src, "config.json")
+        raw = json.loads(config.read_text())
+        module = build_decoder_module(with_dtype(decoder_config(raw, str(config)), _ir_dtype(dtype)))
+    else:
+        from inferx.compiler.driver import CompileOptions, _import
+
+        module = _import(src, CompileOptions(dtype=dtype)).module
+    PassManager(parse(FUSE_PIPELINE, registry())).run(module)
+    return module
+
+
+def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
+                  weighting: str = "roofline") -> Extraction:
+    """The distinct tuning tasks of a fused module (``fused_module``), heaviest first."""
+    from inferx.compiler.driver import select_schedule
+
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"unknown weighting {weighting!r}: {', '.join(WEIGHTINGS)}")
+    found: dict[str, TuningTask] = {}
+    untuned: Counter[str] = Counter()
+    for func in (op for op in module.ops if isinstance(op, FuncOp)):
+        entry = func.sym_name.data
+        for kop in (op for op in func.body.block.ops if isinstance(op, KernelOp)):
+            choice = select_schedule(kop, None, max_seq_len)
+            if choice.task is None:
+                untuned[f"{kop.template.data}: {choice.reason}"] += 1
+                continue
+            key = choice.task.key
+            if key in found:
+                found[key] = replace(found[key], launches=found[key].launches + 1)
+            else:
+                # Tokens per launch: the row bucket the task is keyed (and measured) at.
+                found[key] = TuningTask(choice.task, kop, entry, 1, choice.task.rows, bound_ms(choice.task, hw),
+                                        weighting)
+    total = sum(t.weight for t in found.values()) or 1.0
+    tasks = sorted((replace(t, share=t.weight / total) for t in found.values()), key=lambda t: (-t.weight, t.task.key))
+    return Extraction(tuple(tasks), dict(untuned))
+
+
+def _ir_dtype(dtype: str | None) -> str | None:
+    return {"fp32": "f32", "fp16": "f16", "bf16": "bf16", None: None}.get(dtype, dtype)

@@ -1,0 +1,317 @@
+"""Schedule spaces: the knobs of a template, the rules that prune a candidate before anything is
+built, and the sampling and mutation the search draws from.
+
+A schedule is a plain dict of knob values (the form the tuning database stores). A space emits
+only schedules its template accepts (``SCHEDULE_FORMS`` in the database) and that pass every
+constraint. A constraint is a cheap check returning the reason a schedule cannot work on Hopper,
+or None; they run in order and the first reason is reported (``why_invalid``). Wave quantization
+is not a constraint: a schedule that leaves SMs idle in the last wave works, it is only slower,
+so it is a score (``wave_efficiency``) the cost models use.
+
+New knobs (split-K, group-M swizzle, TMA, persistent grids) are added as ``Knob``s with the value
+that means "off" listed first; ``GemmSpace.template_fields`` names the fields the template takes
+today, and a schedule is handed to the template without knobs it does not know only when they are
+off (see ``GemmSpace.emit``), so a space can grow before the template does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from inferx.autotune.database import ScheduleError, gemm_schedule
+from inferx.autotune.task import Task
+
+Schedule = dict[str, int]
+
+DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i8": 1, "i32": 4}
+
+
+@dataclass(frozen=True)
+class Hopper:
+    """The figures of one Hopper part the constraints and the roofline model use. Bandwidth and
+    tensor-core peak are what a good kernel reaches, not the data sheet's."""
+
+    name: str = "h200"
+    sms: int = 132
+    smem_per_block: int = 232448  # 227 KB of dynamic shared memory per block
+    smem_per_sm: int = 233472  # 228 KB per SM
+    regs_per_sm: int = 65536
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
+    l2_bytes: int = 50 * 1024 * 1024
+    dram_bytes_per_s: float = 4.2e12
+    tensor_flops: float = 700e12  # bf16/f16 dense through wgmma
+    mma_flops: float = 350e12  # tensor cores without wgmma (BM < 64 or fewer than 4 warps)
+    fma_flops: float = 60e12  # CUDA cores (GEMV mode multiplies and reduces)
+    dram_latency_s: float = 700e-9
+    launch_s: float = 2.5e-6
+    max_acc_regs: int = 128  # fp32 accumulator values per thread before spills threaten
+
+
+H200 = Hopper()
+H100 = Hopper(name="h100", l2_bytes=50 * 1024 * 1024, dram_bytes_per_s=3.0e12)
+HARDWARE = {"h200": H200, "h100": H100, "sm_90": H200}
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable: its name and the values it may take (the first is the default)."""
+
+    name: str
+    values: tuple[int, ...]
+
+
+# --- GEMM geometry, shared by constraints and cost models ----------------------------------------
+
+
+def weight_tiles(task: Task, s: Mapping[str, int]) -> int:
+    """Weight tiles each K step loads: two for a gated (gate|up) GEMM; two for RoPE when a tile is
+    wider than a head's rotate-half pair run (BN > 128) and so reads its partners elsewhere."""
+    if "gated" in task.epilogue.split("+"):
+        return 2
+    if "rope" in task.epilogue.split("+") and s["bn"] > 128:
+        return 2
+    return 1
+
+
+def smem_per_stage(task: Task, s: Mapping[str, int]) -> int:
+    """Bytes of shared memory one pipeline stage holds: the x tile and the weight tile(s)."""
+    xb, wb = DTYPE_BYTES.get(task.x_dtype, 4), DTYPE_BYTES.get(task.w_dtype, 4)
+    return s["bm"] * s["bk"] * xb + weight_tiles(task, s) * s["bn"] * s["bk"] * wb
+
+
+def smem_bytes(task: Task, s: Mapping[str, int]) -> int:
+    """Shared memory of the whole pipeline: one buffer per stage (the dot reads its operands from
+    shared memory even unpipelined; GEMV mode with one stage loads straight into registers)."""
+    if s["bm"] == 1 and s["num_stages"] == 1:
+        return 0
+    return smem_per_stage(task, s) * s["num_stages"]
+
+
+def acc_values_per_thread(task: Task, s: Mapping[str, int]) -> float:
+    """fp32 values each thread holds live: the accumulator(s) on the dot path; in GEMV mode the
+    [BN, BK] product tile that is reduced each K step."""
+    threads = 32 * s["num_warps"]
+    if s["bm"] == 1:
+        return s["bn"] * s["bk"] * weight_tiles(task, s) / threads
+    return s["bm"] * s["bn"] * weight_tiles(task, s) / threads
+
+
+def grid(task: Task, s: Mapping[str, int]) -> tuple[int, int]:
+    """Programs along M and N for the task's row bucket."""
+    return math.ceil(task.rows / s["bm"]), math.ceil(task.tile_n / s["bn"])
+
+
+def blocks_per_sm(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> int:
+    """Programs resident per SM, limited by shared memory, threads, registers and the block cap."""
+    threads = 32 * s["num_warps"]
+    smem = smem_bytes(task, s)
+    by_smem = hw.smem_per_sm // smem if smem else hw.max_blocks_per_sm
+    regs = min(255, 32 + int(acc_values_per_thread(task, s)) * 2)  # accumulators plus addresses, loads
+    by_regs = hw.regs_per_sm // (regs * threads)
+    return max(0, min(by_smem, hw.max_threads_per_sm // threads, by_regs, hw.max_blocks_per_sm))
+
+
+def wave_efficiency(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> float:
+    """The fraction of SM slots busy over all waves: programs / (waves * slots). 1.0 when the last
+    wave is full; a score, never a filter."""
+    gm, gn = grid(task, s)
+    slots = hw.sms * max(1, blocks_per_sm(task, s, hw))
+    programs = gm * gn
+    waves = math.ceil(programs / slots)
+    return programs / (waves * slots)
+
+
+# --- constraints: each returns why a schedule cannot work, or None --------------------------------
+
+
+def gemv_only_for_decode(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    if s["bm"] == 1 and task.shape != "decode":
+        return "GEMV mode (BM=1) runs one row per program: only for decode tasks"
+    return None
+
+
+def shared_memory_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    need = smem_bytes(task, s)
+    if need > hw.smem_per_block:
+        return (f"shared memory {smem_per_stage(task, s)} B per stage x {s['num_stages']} stages = {need} B "
+                f"exceeds {hw.smem_per_block} B")
+    return None
+
+
+def accumulator_fits_registers(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    per_thread = acc_values_per_thread(task, s)
+    limit = hw.max_acc_regs * (2 if s["bm"] == 1 else 1)  # GEMV products are consumed as they are made
+    if per_thread > limit:
+        what = "GEMV product tile" if s["bm"] == 1 else "accumulator"
+        return f"{what} needs {per_thread:g} fp32 registers per thread (> {limit}) with {s['num_warps']} warps"
+    return None
+
+
+def dot_tile_shape(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """wgmma is issued per warpgroup (4 warps) on M=64 tiles: BM >= 64 wants whole warpgroups; a
+    tile with fewer accumulator values than threads leaves threads idle."""
+    if s["bm"] == 1:
+        return None
+    if s["bm"] >= 64 and s["num_warps"] < 4:
+        return f"BM={s['bm']} runs on wgmma, which needs whole warpgroups (4, 8 or 16 warps), got {s['num_warps']}"
+    if s["bm"] * s["bn"] < 32 * s["num_warps"]:
+        threads = 32 * s["num_warps"]
+        return f"a {s['bm']}x{s['bn']} tile has fewer values than the {threads} threads of {s['num_warps']} warps"
+    return None
+
+
+def tile_fits_problem(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """A tile dim more than twice the problem's (rounded up to a power of two) only computes masked
+    lanes."""
+    p2 = lambda v: 1 << max(0, (v - 1).bit_length())  # noqa: E731
+    for knob, dim, what in (("bm", task.rows, "rows"), ("bn", task.tile_n, "N"), ("bk", task.k, "K")):
+        if s[knob] > max(16, p2(dim)):
+            return f"{knob.upper()}={s[knob]} exceeds the task's {what} ({dim}) rounded up to a power of two"
+    return None
+
+
+Constraint = Callable[[Task, Mapping[str, int], Hopper], "str | None"]
+GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
+    gemv_only_for_decode,
+    tile_fits_problem,
+    dot_tile_shape,
+    shared_memory_fits,
+    accumulator_fits_registers,
+)
+
+
+def schedule_key(s: Mapping[str, int]) -> str:
+    """Canonical text of a schedule (sorted keys): equal keys if and only if equal schedules."""
+    return json.dumps(dict(s), sort_keys=True, separators=(",", ":"))
+
+
+# --- the GEMM space ------------------------------------------------------------------------------
+
+
+GEMM_KNOBS: tuple[Knob, ...] = (
+    Knob("bm", (64, 1, 16, 32, 128, 256)),
+    Knob("bn", (64, 4, 8, 16, 32, 128, 256)),
+    Knob("bk", (64, 16, 32, 128, 256, 512, 1024)),
+    Knob("num_warps", (4, 1, 2, 8, 16)),
+    Knob("num_stages", (2, 1, 3, 4, 5, 6)),
+)
+
+
+@dataclass(frozen=True)
+class GemmSpace:
+    """The schedules of the GEMM template for one target. Every schedule it returns is accepted by
+    ``gemm_schedule`` and passes ``constraints``."""
+
+    hw: Hopper = H200
+    knobs: tuple[Knob, ...] = GEMM_KNOBS
+    constraints: tuple[Constraint, ...] = GEMM_CONSTRAINTS
+    template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages"})
+    _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    template = "gemm"
+
+    def why_invalid(self, task: Task, s: Mapping[str, int]) -> str | None:
+        """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
+        try:
+            gemm_schedule(self.emit(s))
+        except (ScheduleError, TypeError, KeyError) as e:
+            return str(e)
+        for check in self.constraints:
+            reason = check(task, s, self.hw)
+            if reason is not None:
+                return reason
+        return None
+
+    def emit(self, s: Mapping[str, int]) -> Schedule:
+        """The template's schedule dict: knobs the template does not take yet are dropped when they
+        hold their default ("off"); a non-default one raises ScheduleError."""
+        out: Schedule = {}
+        defaults = {k.name: k.values[0] for k in self.knobs}
+        for name, value in s.items():
+            if name in self.template_fields:
+                out[name] = int(value)
+            elif value != defaults.get(name):
+                raise ScheduleError(f"knob {name}={value} is not implemented by the gemm template")
+        return out
+
+    def all_valid(self, task: Task) -> list[Schedule]:
+        """Every valid schedule of ``task`` (the GEMM space is a few thousand points)."""
+        return [s for s in self._product() if self.why_invalid(task, s) is None]
+
+    def sample(self, task: Task, rng: random.Random, n: int, tries: int = 50) -> list[Schedule]:
+        """Up to ``n`` distinct valid schedules drawn uniformly from the knob product, rejecting
+        invalid ones (``tries`` draws per wanted schedule)."""
+        seen: dict[str, Schedule] = {}
+        for _ in range(n * tries):
+            if len(seen) >= n:
+                break
+            s = {k.name: rng.choice(k.values) for k in self.knobs}
+            if self.why_invalid(task, s) is None:
+                seen.setdefault(schedule_key(s), s)
+        return list(seen.values())
+
+    def mutate(self, task: Task, s: Mapping[str, int], rng: random.Random, tries: int = 20) -> Schedule | None:
+        """A valid neighbour of ``s``: one knob moved one step along its sorted values (or, one time
+        in four, to any value); None if ``tries`` attempts all break a rule."""
+        for _ in range(tries):
+            knob = rng.choice(self.knobs)
+            values = self._ordered(knob)
+            i = values.index(s[knob.name]) if s[knob.name] in values else 0
+            if rng.random() < 0.25:
+                j = rng.randrange(len(values))
+            else:
+                j = min(len(values) - 1, max(0, i + rng.choice((-1, 1))))
+            child = {**s, knob.name: values[j]}
+            if child != dict(s) and self.why_invalid(task, child) is None:
+                return child
+        return None
+
+    def crossover(self, task: Task, a: Mapping[str, int], b: Mapping[str, int], rng: random.Random,
+                  tries: int = 10) -> Schedule | None:
+        """A valid child taking each knob from one parent at random; None if none of ``tries`` is."""
+        for _ in range(tries):
+            child = {k.name: (a if rng.random() < 0.5 else b)[k.name] for k in self.knobs}
+            if self.why_invalid(task, child) is None:
+                return child
+        return None
+
+    def _ordered(self, knob: Knob) -> tuple[int, ...]:
+        if knob.name not in self._sorted:
+            self._sorted[knob.name] = tuple(sorted(knob.values))
+        return self._sorted[knob.name]
+
+    def _product(self) -> Iterator[Schedule]:
+        def rec(i: int, acc: Schedule) -> Iterator[Schedule]:
+            if i == len(self.knobs):
+                yield dict(acc)
+                return
+            for v in self.knobs[i].values:
+                acc[self.knobs[i].name] = v
+                yield from rec(i + 1, acc)
+
+        yield from rec(0, {})
+
+
+def space_for(template: str, target: str) -> GemmSpace:
+    """The schedule space of ``template`` on ``target``; ValueError for a template with none."""
+    if template != "gemm":
+        raise ValueError(f"no schedule space for template {template!r}")
+    return GemmSpace(HARDWARE.get(target, H200))
+
+
+def complete(space: GemmSpace, s: Mapping[str, int]) -> Schedule:
+    """A stored schedule as a point of the space: knobs it does not name take their default."""
+    return {k.name: int(s.get(k.name, k.values[0])) for k in space.knobs}
+
+
+def dedupe(schedules: Sequence[Mapping[str, int]]) -> list[Schedule]:
+    """``schedules`` in order with repeats dropped."""
+    seen: dict[str, Schedule] = {}
+    for s in schedules:
+        seen.setdefault(schedule_key(s), dict(s))
+    return list(seen.values())

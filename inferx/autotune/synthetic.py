@@ -1,0 +1,56 @@
+"""A synthetic measured landscape: deterministic "times" for every valid schedule of a task, so
+the search and the cost models are exercised on the CPU through ``ReplayRunner``.
+
+The landscape is not the roofline model: it bends the roofline (its square root of the ratio to
+the best roofline time, so the model's ranking is only partly right) and multiplies in structure
+the roofline does not see (a preferred warp count, pipeline depth and tile area per task, from a
+hash of the task), a few percent of out-of-resource failures, and noise. A search that only
+trusts the roofline does not find the best; one that learns from measurements does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+
+from inferx.autotune.cost_model import roofline_ms
+from inferx.autotune.database import Record
+from inferx.autotune.space import GemmSpace, schedule_key, smem_bytes
+from inferx.autotune.task import Task
+
+TOOLCHAIN = {"triton": "synthetic", "torch": "synthetic", "device": "synthetic landscape"}
+
+
+def _unit(*parts: str) -> float:
+    """A deterministic number in [0, 1) from the parts."""
+    return int(hashlib.sha256("|".join(parts).encode()).hexdigest()[:12], 16) / 16**12
+
+
+def synthetic_ms(task: Task, s: Mapping[str, int], floor_ms: float) -> float:
+    """The landscape's time of ``s`` (inf for a synthetic out-of-resource failure); ``floor_ms``
+    is the best roofline time of the task."""
+    key = schedule_key(s)
+    if smem_bytes(task, s) > 160 * 1024 and _unit(task.key, key, "fail") < 0.5:
+        return math.inf
+    warps = 1 + int(_unit(task.key, "warps") * 4)  # log2 of the preferred warp count: 1..4
+    stages = 2 + int(_unit(task.key, "stages") * 3)
+    area = 10 + int(_unit(task.key, "area") * 6)  # log2 of the preferred BN x BK
+    shape = (1 + 0.12 * abs(math.log2(s["num_warps"]) - warps)) * (1 + 0.08 * abs(s["num_stages"] - stages))
+    shape *= 1 + 0.06 * abs(math.log2(s["bn"] * s["bk"]) - area)
+    noise = math.exp(0.06 * (_unit(task.key, key, "noise") - 0.5))
+    return floor_ms * math.sqrt(roofline_ms(task, s) / floor_ms) * shape * noise
+
+
+def landscape(tasks: Sequence[Task], space: GemmSpace | None = None) -> list[Record]:
+    """A record of every valid schedule of every task (failures included, as infinite times)."""
+    space = space or GemmSpace()
+    out = []
+    for task in tasks:
+        valid = space.all_valid(task)
+        floor = min(roofline_ms(task, s) for s in valid)
+        for s in valid:
+            ms = synthetic_ms(task, s, floor)
+            out.append(Record(task, space.emit(s), (ms,), ms, dict(TOOLCHAIN), "2026-01-01", "synthetic",
+                              "synthetic landscape" if math.isfinite(ms) else "synthetic out of resources"))
+    return out

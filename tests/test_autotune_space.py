@@ -1,0 +1,113 @@
+"""Schedule spaces and Hopper constraints (each invalid schedule pruned with the rule it breaks),
+sampling and mutation, and task extraction from a model (the tasks the compiler looks up)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from inferx.autotune.database import gemm_schedule
+from inferx.autotune.extract import extract_tasks, fused_module
+from inferx.autotune.space import GemmSpace, Knob, schedule_key, space_for, wave_efficiency
+from inferx.autotune.task import Task
+from inferx.compiler.driver import select_schedule
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.models.decoder import build_decoder_module
+from inferx.models.registry import decoder_config
+
+TINY = dict(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=128, model_type="llama", architectures=["LlamaForCausalLM"])
+
+
+def gemm(k: int, n: int, rows: int, shape: str, epilogue: str = "residual", tile_n: int | None = None) -> Task:
+    return Task("gemm", "bf16", "bf16", "bf16", k, n, tile_n or n, "nk", "none", epilogue, shape, rows)
+
+
+DECODE = gemm(4096, 4096, 1, "decode")
+DECODE16 = gemm(4096, 4096, 16, "decode")
+PREFILL = gemm(4096, 4096, 4096, "prefill")
+GATED = gemm(4096, 28672, 4096, "prefill", "gated+mul+silu", 14336)
+S = dict(bm=64, bn=64, bk=64, num_warps=4, num_stages=2)
+
+
+@pytest.mark.parametrize("task,changes,reason", [
+    (PREFILL, dict(bm=1), "GEMV mode (BM=1) runs one row per program: only for decode tasks"),
+    (PREFILL, dict(bm=256, bn=256, bk=128, num_warps=8, num_stages=2), "shared memory 131072 B per stage x 2"),
+    (GATED, dict(bm=128, bn=128, bk=128, num_warps=8, num_stages=3), "exceeds 232448 B"),
+    (PREFILL, dict(bm=256, bn=256, bk=16, num_warps=4), "accumulator needs 512 fp32 registers per thread"),
+    (DECODE, dict(bm=1, bn=32, bk=1024, num_warps=2), "GEMV product tile needs 512 fp32 registers"),
+    (PREFILL, dict(bm=128, num_warps=2), "wgmma, which needs whole warpgroups"),
+    (PREFILL, dict(bm=16, bn=16, num_warps=16), "fewer values than the 512 threads"),
+    (DECODE, dict(bm=64), "BM=64 exceeds the task's rows (1)"),
+    (gemm(64, 4096, 4096, "prefill"), dict(bk=256), "BK=256 exceeds the task's K (64)"),
+    (PREFILL, dict(bn=8), "the dot path needs BM, BN, BK >= 16"),
+    (PREFILL, dict(num_warps=3), "num_warps must be 1, 2, 4, 8 or 16"),
+])
+def test_invalid_schedules_are_pruned_with_their_reason(task: Task, changes: dict, reason: str) -> None:
+    assert reason in (GemmSpace().why_invalid(task, {**S, **changes}) or "")
+
+
+def test_valid_schedules_pass_and_the_template_accepts_every_one() -> None:
+    space = GemmSpace()
+    assert space.why_invalid(PREFILL, dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=3)) is None
+    assert space.why_invalid(DECODE, dict(bm=1, bn=8, bk=512, num_warps=4, num_stages=2)) is None  # the heuristic
+    for task in (DECODE, DECODE16, PREFILL, GATED):
+        valid = space.all_valid(task)
+        assert 500 < len(valid) < 3000, (task, len(valid))
+        for s in valid:
+            gemm_schedule(s)  # raises if the template would refuse it
+        assert (any(s["bm"] == 1 for s in valid)) == (task.shape == "decode")
+
+
+def test_new_knobs_are_emitted_only_when_off() -> None:
+    space = replace(GemmSpace(), knobs=(*GemmSpace().knobs, Knob("split_k", (1, 2, 4))))
+    s = {**S, "split_k": 1}
+    assert space.emit(s) == S and space.why_invalid(PREFILL, s) is None
+    assert "split_k=2 is not implemented" in (space.why_invalid(PREFILL, {**S, "split_k": 2}) or "")
+    assert all(set(x) == set(S) | {"split_k"} for x in space.sample(PREFILL, random.Random(0), 20))
+
+
+def test_sampling_mutation_and_crossover_stay_valid_and_are_seeded() -> None:
+    space, rng = GemmSpace(), random.Random(1)
+    samples = space.sample(DECODE16, rng, 50)
+    assert len(samples) == 50 and len({schedule_key(s) for s in samples}) == 50
+    assert samples == GemmSpace().sample(DECODE16, random.Random(1), 50)
+    for a, b in zip(samples, samples[1:], strict=False):
+        for child in (space.mutate(DECODE16, a, rng), space.crossover(DECODE16, a, b, rng)):
+            assert child is not None and space.why_invalid(DECODE16, child) is None
+        m = space.mutate(DECODE16, a, rng)
+        assert m is not None and m != a
+
+
+def test_wave_efficiency_is_a_score_not_a_filter() -> None:
+    big = dict(bm=128, bn=256, bk=64, num_warps=8, num_stages=4)  # 192 KB of pipeline: one program per SM
+    assert wave_efficiency(gemm(4096, 132 * 256, 128, "prefill"), big) == pytest.approx(1.0)
+    ragged = gemm(4096, 133 * 256, 128, "prefill")  # one program too many: a second, nearly empty wave
+    assert wave_efficiency(ragged, big) == pytest.approx(133 / 264)
+    assert GemmSpace().why_invalid(ragged, big) is None
+    with pytest.raises(ValueError, match="no schedule space"):
+        space_for("attention", "h200")
+
+
+def test_extraction_gives_the_compilers_tasks_with_weights() -> None:
+    module = fused_module(build_decoder_module(replace(decoder_config(TINY), dtype="bf16")))
+    ex = extract_tasks(module, max_seq_len=128)
+    assert len(ex.tasks) == 10  # qkv, o, gate_up, down, lm_head; decode and prefill
+    assert ex.untuned == {"attention: template attention is not tuned": 4, "gather: template gather is not tuned": 2}
+    wanted = set()
+    for func in module.ops:
+        for kop in func.body.block.ops:  # type: ignore[attr-defined]
+            if isinstance(kop, KernelOp) and select_schedule(kop, None, 128).task is not None:
+                wanted.add(select_schedule(kop, None, 128).task.key)  # type: ignore[union-attr]
+    assert {t.task.key for t in ex.tasks} == wanted
+    assert sum(t.share for t in ex.tasks) == pytest.approx(1.0)
+    assert [t.weight for t in ex.tasks] == sorted((t.weight for t in ex.tasks), reverse=True)
+    head = next(t for t in ex.tasks if t.task.shape == "decode" and t.task.epilogue == "plain")
+    o = next(t for t in ex.tasks if t.task.shape == "decode" and t.task.k == t.task.n == 128)
+    assert (head.launches, o.launches, o.launches_per_token) == (1, 2, 2.0)
+    pre = next(t for t in ex.tasks if t.task.shape == "prefill" and t.task.k == t.task.n == 128)
+    assert pre.tokens == pre.task.rows == 256 and pre.launches_per_token == 2 / 256
+    flat = extract_tasks(module, max_seq_len=128, weighting="launches")
+    assert {t.weight for t in flat.tasks} == {1.0, 2.0, 1 / 256, 2 / 256}
