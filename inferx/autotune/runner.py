@@ -1,0 +1,350 @@
+"""Runners: measure schedules of a task. ``measure(task, schedules)`` returns one ``MeasureResult``
+per schedule, in order; a candidate that fails to generate, compile, launch or time is an infinite
+time with the error's text, never an exception.
+
+- ``ReplayRunner`` (trivial) answers from recorded measurements (tuning-database records); a
+  schedule nobody recorded is infinite, "not recorded". The search and the cost models are tested
+  on the CPU through it.
+- ``LocalRunner`` measures on the local GPU: the task's kernel generated under each schedule,
+  compiled in worker processes in parallel (each worker checks the cubin's shared memory and warms
+  Triton's cache, so the parent only loads), then timed one candidate at a time: a CUDA graph of
+  launches that cycle through enough copies of every operand that the L2 (50 MB) never holds the
+  next launch's data, replayed after warm-up, CUDA events around each replay; the time of one
+  launch is the median replay over the launches in it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from inferx.autotune.database import Record
+from inferx.autotune.space import H200, Hopper, schedule_key
+from inferx.autotune.task import Task
+from inferx.compiler.ir.ops_kernel import KernelOp
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """``median_ms`` of ``times_ms`` (inf with ``error`` set when the candidate failed);
+    ``toolchain`` is what the time was measured with; ``note`` says what one time covers."""
+
+    median_ms: float
+    times_ms: tuple[float, ...] = ()
+    error: str = ""
+    toolchain: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return math.isfinite(self.median_ms) and not self.error
+
+    @staticmethod
+    def failed(error: str) -> MeasureResult:
+        return MeasureResult(INF, (), error or "failed")
+
+
+class Runner(Protocol):
+    name: str
+
+    def measure(self, task: Task, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]: ...
+
+
+# --- replay ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayRunner:
+    """Answers from records; ``measured`` counts the schedules asked for (every call, not only
+    the recorded ones), which is what a search's cost in measurements is."""
+
+    records: Sequence[Record]
+    name: str = "replay"
+    measured: int = 0
+    _index: dict[tuple[str, str], Record] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for r in self.records:  # the fastest record of a (task, schedule) wins
+            key = (r.task.key, schedule_key(r.schedule))
+            if key not in self._index or r.median_ms < self._index[key].median_ms:
+                self._index[key] = r
+
+    @staticmethod
+    def from_files(paths: Sequence[Path | str]) -> ReplayRunner:
+        """Records from jsonl files, or from every ``*.jsonl`` under a directory (a tuning-database
+        target folder); ValueError naming the file and line of a line that is not a record."""
+        records: list[Record] = []
+        for p in paths:
+            path = Path(p)
+            files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
+            for f in files:
+                for n, line in enumerate(f.read_text().splitlines(), 1):
+                    if line.strip():
+                        try:
+                            records.append(Record.from_json(json.loads(line)))
+                        except ValueError as e:
+                            raise ValueError(f"{f}:{n}: {e}") from None
+        return ReplayRunner(records, name=f"replay:{','.join(str(p) for p in paths)}")
+
+    def tasks(self) -> list[Task]:
+        """The tasks with recorded measurements, in first-seen order."""
+        seen: dict[str, Task] = {}
+        for r in self.records:
+            seen.setdefault(r.task.key, r.task)
+        return list(seen.values())
+
+    def measure(self, task: Task, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]:
+        out = []
+        for s in schedules:
+            self.measured += 1
+            rec = self._index.get((task.key, schedule_key(s)))
+            if rec is None:
+                out.append(MeasureResult.failed("not recorded"))
+            elif not math.isfinite(rec.median_ms):
+                out.append(MeasureResult(INF, rec.times_ms, rec.note or "recorded as failed", rec.toolchain))
+            else:
+                note = f"replayed from {rec.source or 'a record'} of {rec.date}" + (f": {rec.note}" if rec.note else "")
+                out.append(MeasureResult(rec.median_ms, rec.times_ms, "", dict(rec.toolchain), note))
+        return out
+
+
+# --- the local GPU -----------------------------------------------------------------------------
+
+
+def rotation_count(set_bytes: int, l2_bytes: int = H200.l2_bytes, max_bytes: int = 8 << 30,
+                   max_sets: int = 64) -> int:
+    """Copies of a launch's operands to cycle through so that, when a copy comes round again,
+    at least twice the L2's size has been read since: 1 for sets of 2 x L2 or more; never more
+    than ``max_sets`` nor more than fit in ``max_bytes`` (but always 1)."""
+    if set_bytes <= 0:
+        raise ValueError(f"an operand set has a positive size, got {set_bytes}")
+    want = math.ceil(2 * l2_bytes / set_bytes)
+    return max(1, min(want, max_sets, max_bytes // set_bytes))
+
+
+def launches_per_graph(sets: int, at_least: int = 8) -> int:
+    """Launches captured in one timed graph: whole cycles over the ``sets`` copies, at least
+    ``at_least`` launches, so the graph's own launch cost is shared."""
+    return sets * math.ceil(at_least / sets)
+
+
+def bench_env(task: Task, ctx: int = 576) -> dict[str, int]:
+    """Symbol values a task is measured at: its row bucket as the batch (decode) or the sequence
+    (prefill, one sequence), and a KV context of ``ctx`` (at least the prefill's length)."""
+    if task.shape == "decode":
+        return {"batch": task.rows, "seq": 1, "ctx": ctx}
+    return {"batch": 1, "seq": task.rows, "ctx": max(ctx, task.rows)}
+
+
+@dataclass
+class LocalRunner:
+    """Measures on the local CUDA device; ``kernels`` maps a task key to a kernel of that task
+    (``extract.TuningTask.kernel``). Needs torch with CUDA and Triton."""
+
+    kernels: Mapping[str, KernelOp]
+    target: str = "sm_90"
+    hw: Hopper = H200
+    jobs: int = 8
+    warmup: int = 3
+    repeats: int = 15
+    ctx: int = 576
+    name: str = "local"
+    _pool: Any = field(default=None, repr=False)
+
+    def measure(self, task: Task, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]:
+        from inferx.compiler.codegen import gemm
+
+        kop = self.kernels.get(task.key)
+        if kop is None:
+            return [MeasureResult.failed("no kernel of this task to build") for _ in schedules]
+        results: list[MeasureResult | None] = [None] * len(schedules)
+        sources: dict[int, Any] = {}
+        for i, s in enumerate(schedules):
+            try:
+                sources[i] = gemm.generate(kop, f"tune_{task.template}", gemm.GemmSchedule(**s), self.target)
+            except Exception as e:  # a failing candidate is timed as infinity, never a crash
+                results[i] = MeasureResult.failed(f"codegen: {_one_line(e)}")
+        env = bench_env(task, self.ctx)
+        for i, err in self._build(sources, env).items():
+            if err:
+                results[i] = MeasureResult.failed(err)
+        toolchain = _toolchain()
+        for i, ks in sources.items():
+            if results[i] is None:
+                try:
+                    times = self._time(kop, ks, env)
+                    results[i] = MeasureResult(statistics.median(times), tuple(times), "", toolchain, self._note())
+                except Exception as e:
+                    results[i] = MeasureResult.failed(f"launch: {_one_line(e)}")
+        return [r if r is not None else MeasureResult.failed("not measured") for r in results]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _note(self) -> str:
+        return ("one launch: a CUDA graph of launches over rotated operand copies (L2 never warm), "
+                f"{self.repeats} replays after {self.warmup}, time per launch")
+
+    def _build(self, sources: Mapping[int, Any], env: Mapping[str, int]) -> dict[int, str]:
+        """Compiles every source in worker processes; the error text per failed index ("" if it
+        built)."""
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=max(1, self.jobs), mp_context=mp.get_context("spawn"))
+        arch = int(self.target.removeprefix("sm_"))
+        futures = {i: self._pool.submit(_build_one, json.dumps(ks.to_json()), arch, dict(env), self.hw.smem_per_block)
+                   for i, ks in sources.items()}
+        out = {}
+        for i, fut in futures.items():
+            try:
+                out[i] = fut.result()
+            except Exception as e:  # a dead worker fails its candidates, not the run
+                out[i] = f"build worker: {_one_line(e)}"
+                self.close()
+        return out
+
+    def _time(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> list[float]:
+        import torch
+
+        from inferx.runtime.plan import Launch, run
+        from inferx.runtime.triton_kernels import grid, load_kernel
+
+        fn = load_kernel(ks, interpret=False)
+        sets = operand_sets(kop, ks, env, self.hw.l2_bytes)
+        kwargs = dict(ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
+        gr = grid(ks, env)
+        launches = [Launch(fn, gr, args, kwargs) for args in sets]
+        n = launches_per_graph(len(launches))
+        cycle = [launches[j % len(launches)] for j in range(n)]
+        run(cycle)  # compile (from the warmed cache) and check it launches
+        torch.cuda.synchronize()
+        replay, per = _capture(cycle)
+        for _ in range(self.warmup):
+            replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(self.repeats):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            replay()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / per)
+        return times
+
+
+def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int) -> list[tuple[Any, ...]]:
+    """Argument tuples of ``ks``, each over its own copy of every operand (``rotation_count`` of
+    them): weights and activations random, i32 inputs (positions, lengths) in range for the context,
+    outputs written in place into the input they alias, scratch zeroed."""
+    import torch
+
+    from inferx.compiler.ir import symbolic as sy
+    from inferx.compiler.ir.types import TensorType
+    from inferx.runtime.plan import eval_dim
+
+    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
+              "i64": torch.int64, "i8": torch.int8}
+
+    def shape(ty: Any) -> list[int]:
+        assert isinstance(ty, TensorType)
+        return [sy.evaluate(d, env) for d in ty.shape]
+
+    def make(ty: Any) -> Any:
+        dt = dtypes[ty.dtype.value]
+        if dt in (torch.int32, torch.int64):
+            return torch.full(shape(ty), env.get("ctx", 1) // 2, dtype=dt, device="cuda")
+        if dt == torch.int8:
+            return torch.randint(-8, 8, shape(ty), dtype=dt, device="cuda")
+        return (torch.randn(shape(ty), device="cuda") * 0.02).to(dt)
+
+    set_bytes = sum(math.prod(shape(v.type)) * dtypes[v.type.dtype.value].itemsize  # type: ignore[attr-defined]
+                    for v in kop.operands)
+    out = []
+    for _ in range(rotation_count(max(1, set_bytes), l2_bytes)):
+        ins = [make(v.type) for v in kop.operands]
+        outs = [ins[ks.aliases[i]] if i in ks.aliases else torch.empty(shape(r.type), device="cuda",
+                                                                        dtype=dtypes[r.type.dtype.value])
+                for i, r in enumerate(kop.results)]
+        scratch = [torch.zeros([eval_dim(d, env) for d in sc.shape], dtype=dtypes[sc.dtype], device="cuda")
+                   for sc in ks.scratch]
+        by_kind = {"in": ins, "out": outs, "scratch": scratch}
+        out.append(tuple(by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in ks.params))
+    return out
+
+
+def _capture(launches: Sequence[Any]) -> tuple[Any, int]:
+    """A callable replaying ``launches`` as one CUDA graph, and how many launches one call makes;
+    plain launches where capture fails."""
+    import torch
+
+    from inferx.runtime.plan import run
+
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+            run(launches)
+        torch.cuda.current_stream().wait_stream(stream)
+        return graph.replay, len(launches)
+    except Exception:  # capture is an optimization of the timing, not a requirement
+        torch.cuda.synchronize()
+        return (lambda: run(launches)), len(launches)
+
+
+def _build_one(ks_json: str, arch: int, env: dict[str, int], smem_limit: int) -> str:
+    """In a worker: compiles the kernel ahead of time (the driver's own build), refuses one whose
+    shared memory exceeds ``smem_limit``, then warms Triton's JIT cache for the launch the parent
+    makes. The error text, or "" when it built."""
+    from inferx.compiler.driver import _compile_one
+
+    try:
+        built = _compile_one(ks_json, arch)
+    except Exception as e:
+        return f"compile: {_one_line(e)}"
+    if built["shared"] > smem_limit:
+        return f"out of resources: {built['shared']} B of shared memory > {smem_limit} B"
+    try:
+        _warm_jit(ks_json, env)
+    except Exception:  # only a cache warm-up: the parent compiles what is missing
+        pass
+    return ""
+
+
+def _warm_jit(ks_json: str, env: Mapping[str, int]) -> None:
+    import torch
+
+    from inferx.runtime.kernel_source import KernelSource
+    from inferx.runtime.triton_kernels import grid, load_kernel
+
+    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
+              "i64": torch.int64, "i8": torch.int8}
+    ks = KernelSource.from_json(json.loads(ks_json))
+    fn = load_kernel(ks, interpret=False)
+    args = [dtypes[p.dtype] if p.kind != "sym" else int(env[p.symbol]) for p in ks.params]
+    fn.warmup(*args, grid=grid(ks, env), **ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
+
+
+def _toolchain() -> dict[str, str]:
+    from importlib.metadata import version
+
+    import torch
+
+    return {"triton": version("triton"), "torch": torch.__version__, "device": torch.cuda.get_device_name()}
+
+
+def _one_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return " ".join(text.split())[:300]
