@@ -211,6 +211,35 @@ def compile_main() -> None:
     compile_command(prog_name="inferx-compile")
 
 
+# --- tune -----------------------------------------------------------------------------------
+
+
+@main.command("tune")
+@click.argument("model")
+@click.option("--target", default="h200", metavar="[h200|h100]", show_default=True)
+@click.option("--budget", default="20m", show_default=True, help="Wall time to spend, e.g. 90s, 20m, 1h.")
+@click.option("--trials", type=click.IntRange(min=1), default=None, help="Stop after N new measurements.")
+@click.option("--runner", type=click.Choice(["local", "replay"]), default="local", show_default=True,
+              help="local: measure on this machine's GPU; replay: answer from recorded measurements.")
+@click.option("--replay", multiple=True, metavar="FILE", help="Records (jsonl, or a folder of them) to replay.")
+@click.option("--out", default=None, metavar="DIR", help="Tuning database root (default: the shipped tuning_logs/).")
+@click.option("--max-seq-len", type=int, default=2048, show_default=True)
+@click.option("--dtype", default=None, metavar=f"[{'|'.join(DTYPE_CHOICES)}]")
+@click.option("--strategy", type=click.Choice(["evolutionary", "random"]), default="evolutionary", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--jobs", type=click.IntRange(min=1), default=8, show_default=True, help="Kernel build workers.")
+def tune_command(model: str, target: str, budget: str, trials: int | None, runner: str, replay: tuple[str, ...],
+                 out: str | None, max_seq_len: int, dtype: str | None, strategy: str, seed: int, jobs: int) -> None:
+    """Tune the GEMM schedules of MODEL; records are appended to the tuning database."""
+    from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
+
+    with _user_errors((TuneError, *_compile_errors())):
+        options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,
+                              replay=replay, max_seq_len=max_seq_len, dtype=dtype, seed=seed, jobs=jobs,
+                              strategy=strategy, **({"out": Path(out)} if out else {}))
+        tune(model, options, say=lambda line: click.echo(line, err=True))
+
+
 # --- run ------------------------------------------------------------------------------------
 
 

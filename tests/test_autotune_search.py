@@ -1,0 +1,203 @@
+"""Search through the replay runner on a synthetic recorded landscape: guided search reaches 95%
+of the best with several times fewer measurements than random search; the task scheduler spends
+trials where the gain is; tuning resumes from the database; runner pieces that need no GPU;
+`inferx tune --runner replay` end to end on a tiny model."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from inferx.autotune.cost_model import LearnedModel, bound_ms
+from inferx.autotune.database import Database, Record
+from inferx.autotune.extract import TuningTask, extract_tasks, fused_module
+from inferx.autotune.failures import FailureLog
+from inferx.autotune.runner import ReplayRunner, bench_env, launches_per_graph, rotation_count
+from inferx.autotune.search import (
+    Budget,
+    EvolutionarySearch,
+    GradientScheduler,
+    RandomSearch,
+    RoundRobin,
+    TaskState,
+    Tuner,
+)
+from inferx.autotune.space import GemmSpace, schedule_key
+from inferx.autotune.synthetic import landscape
+from inferx.autotune.task import Task
+from inferx.cli import main
+
+TINY = dict(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=128, model_type="llama", architectures=["LlamaForCausalLM"])
+
+
+def gemm(k: int, n: int, rows: int, shape: str, epilogue: str = "residual") -> Task:
+    return Task("gemm", "bf16", "bf16", "bf16", k, n, n, "nk", "none", epilogue, shape, rows)
+
+
+def tuning_task(task: Task, launches: int = 1) -> TuningTask:
+    return TuningTask(task, None, task.shape, launches, task.rows, bound_ms(task))
+
+
+def measurements_to_95(task: Task, records: list[Record], guided: bool, seed: int) -> int:
+    """Measurements until a schedule within 95% of the landscape's best is found."""
+    space = GemmSpace()
+    runner = ReplayRunner(records)
+    best = min(r.median_ms for r in records)
+    strategy = (EvolutionarySearch(space, LearnedModel(seed=seed), seed=seed) if guided
+                else RandomSearch(space, seed=seed))
+    state = TaskState(tuning_task(task))
+    while True:
+        schedules = strategy.propose(task, state.measured, 8)
+        assert schedules and all(schedule_key(s) not in state.measured for s in schedules)
+        results = runner.measure(task, schedules)
+        for n, (s, r) in enumerate(zip(schedules, results, strict=True), 1):
+            state.add(s, r.median_ms)
+            if r.median_ms <= best / 0.95:
+                return state.trials - len(schedules) + n
+        strategy.observe([Record.make(task, s, [r.median_ms], {}, "-") for s, r in zip(schedules, results,
+                                                                                       strict=True) if r.ok])
+
+
+@pytest.mark.parametrize("task", [gemm(4096, 6144, 16, "decode", "kv_write+rope"), gemm(4096, 4096, 4096, "prefill")],
+                         ids=["decode16", "prefill4096"])
+def test_guided_search_needs_far_fewer_measurements_than_random(task: Task) -> None:
+    records = landscape([task])
+    seeds = range(3)
+    guided = [measurements_to_95(task, records, True, s) for s in seeds]
+    rand = [measurements_to_95(task, records, False, s) for s in seeds]
+    assert np.mean(guided) * 3 <= np.mean(rand), (guided, rand)
+    assert max(guided) <= 120, guided
+
+
+def test_replay_runner_answers_recorded_and_fails_the_rest() -> None:
+    task = gemm(4096, 4096, 1, "decode")
+    records = landscape([task])
+    runner = ReplayRunner(records)
+    ok = next(r for r in records if math.isfinite(r.median_ms))
+    bad = next(r for r in records if not math.isfinite(r.median_ms))
+    got = runner.measure(task, [ok.schedule, bad.schedule, {**ok.schedule, "bn": 4096}])
+    assert got[0].ok and got[0].median_ms == ok.median_ms and "replayed" in got[0].note
+    assert not got[1].ok and got[1].median_ms == math.inf
+    assert got[2].error == "not recorded" and runner.measured == 3
+    assert runner.tasks() == [task]
+
+
+def test_runner_pieces_that_need_no_gpu() -> None:
+    mb = 1 << 20
+    assert rotation_count(32 * mb, 50 * mb) == 4  # 4 x 32 MB >= 2 x 50 MB
+    assert rotation_count(1024 * mb, 50 * mb) == 1  # the 1 GB lm_head never fits the L2
+    assert rotation_count(100 * mb, 50 * mb) == 1
+    assert rotation_count(1024, 50 * mb) == 64  # capped
+    assert rotation_count(512 * mb, 50 * mb, max_bytes=256 * mb) == 1
+    assert rotation_count(8 * mb, 50 * mb, max_bytes=32 * mb) == 4  # memory cap
+    assert [launches_per_graph(n) for n in (1, 3, 4, 13)] == [8, 9, 8, 13]
+    assert bench_env(gemm(64, 64, 16, "decode")) == {"batch": 16, "seq": 1, "ctx": 576}
+    assert bench_env(gemm(64, 64, 4096, "prefill")) == {"batch": 1, "seq": 4096, "ctx": 4096}
+
+
+def test_gradient_scheduler_favours_the_task_with_most_to_gain() -> None:
+    heavy, light = tuning_task(gemm(4096, 14336, 1, "decode"), 32), tuning_task(gemm(4096, 4096, 1, "decode"), 1)
+    states = [TaskState(light), TaskState(heavy)]
+    sched = GradientScheduler(epsilon=0.0)
+    assert sched.pick(states) == 0  # every task gets a first round
+    for st, ms in zip(states, (0.05, 0.05), strict=True):
+        st.rounds, st.measured = 1, {str(i): ms for i in range(8)}
+        st.best_ms = ms
+        st.history = [(8, ms)]
+    assert sched.pick(states) == 1  # same time, 32x the launches
+    states[1].best_ms = heavy.roofline_ms  # at its roofline: nothing left to gain
+    assert sched.pick(states) == 0
+    assert RoundRobin().pick(states) == 0
+
+
+def test_tuning_resumes_from_the_database(tmp_path: Path) -> None:
+    tasks = [gemm(4096, 4096, 1, "decode"), gemm(14336, 4096, 1, "decode")]
+    runner = ReplayRunner(landscape(tasks))
+    space = GemmSpace()
+
+    def tune(trials: int) -> tuple[Tuner, int]:
+        db = Database.load(tmp_path, "h200")
+        before = runner.measured
+        tuner = Tuner([tuning_task(t, 32) for t in tasks], runner,
+                      EvolutionarySearch(space, LearnedModel(seed=0), seed=0), GradientScheduler(seed=0), space, db,
+                      FailureLog(tmp_path, "h200").load(), batch=8)
+        result = tuner.run(Budget(trials=trials))
+        return tuner, result.new_trials if runner.measured - before == result.new_trials else -1
+
+    _, first = tune(48)
+    assert first == 48
+    db = Database.load(tmp_path, "h200")
+    failed = (tmp_path / "h200" / "failed" / "gemm.jsonl")
+    n_failed = len(failed.read_text().splitlines()) if failed.exists() else 0
+    assert len(db.records) + n_failed == 48 and not db.problems
+    seen = {(r.task.key, schedule_key(r.schedule)) for r in db.records}
+    asked: list[tuple[str, str]] = []
+    measure = runner.measure
+
+    def spy(task: Task, schedules: list[dict[str, int]]):  # type: ignore[no-untyped-def]
+        asked.extend((task.key, schedule_key(s)) for s in schedules)
+        return measure(task, schedules)
+
+    runner.measure = spy  # type: ignore[method-assign]
+    _, second = tune(24)
+    assert second == 24 and len(asked) == 24
+    assert not seen & set(asked), "a recorded schedule was measured again"
+    failures = {(t.key, k) for t in tasks for k in FailureLog(tmp_path, "h200").load().failed(t, runner.name)}
+    assert not failures & set(asked), "a failed schedule was measured again"
+    assert len(Database.load(tmp_path, "h200").records) + len(failures) == 72
+
+
+def test_tune_cli_with_the_replay_runner(tmp_path: Path) -> None:
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
+    ex = extract_tasks(fused_module(model, "bf16"), 128)
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([t.task for t in ex.tasks[:4]])))
+    out = tmp_path / "logs"
+    args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "96", "--out", str(out),
+            "--max-seq-len", "128", "--dtype", "bf16"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert "10 tuning tasks" in lines[0]
+    progress = [ln for ln in lines if ln.startswith("[") and "trials (+" in ln]
+    assert progress and all("of roofline), ETA" in ln for ln in progress)
+    assert any("stopped: budget spent after 96 new measurements" in ln for ln in lines)
+    db = Database.load(out, "h200")
+    assert len(db.records) > 0 and all(r.source == f"inferx tune (replay:{replay})" for r in db.records)
+    runs = sorted((out / "h200" / "runs").glob("tune-*.json"))
+    conv = json.loads(next(p for p in runs if not p.name.endswith("-model.json")).read_text())
+    assert conv["new_trials"] == 96 and len(conv["tasks"]) == 10 and conv["objective"][-1]["trials"] == 96
+    try:
+        import matplotlib  # noqa: F401
+
+        assert conv["plot"].endswith(".png")
+    except ImportError:
+        assert "matplotlib is not installed" in conv["plot"]
+    # Unrecorded tasks fail as "not recorded": logged, so a second run does not ask again.
+    log = FailureLog(out, "h200").load()
+    assert any(log.failed(t.task, f"replay:{replay}") for t in ex.tasks[4:])
+    res = CliRunner().invoke(main, [*args[:6], "--trials", "8", *args[8:]])
+    assert res.exit_code == 0, res.output
+
+
+def test_tune_cli_errors_name_what_is_wrong(tmp_path: Path) -> None:
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(TINY))
+    res = CliRunner().invoke(main, ["tune", str(model), "--runner", "replay", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "--runner replay needs --replay FILE" in res.output
+    res = CliRunner().invoke(main, ["tune", str(model), "--budget", "soon", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "--budget 'soon'" in res.output
+    res = CliRunner().invoke(main, ["tune", str(model), "--target", "cpu", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "cannot tune for target 'cpu'" in res.output
+    res = CliRunner().invoke(main, ["tune", str(model), "--runner", "replay", "--replay", str(tmp_path / "nope"),
+                                    "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "--replay" in res.output
