@@ -122,17 +122,20 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     kernels: dict[str, KernelSource] = {}
     choices: dict[str, ScheduleChoice] = {}
     per_func_kernels: dict[str, list[tuple[KernelOp, str]]] = {}
+    variants: dict[KernelOp, list[tuple[int, str]]] = {}
     for fname, func in funcs.items():
         named: list[tuple[KernelOp, str]] = []
         for kop in [o for o in func.body.block.ops if isinstance(o, KernelOp)]:
-            choice = select_schedule(kop, db, options.max_seq_len)
-            ks = _generate(kop, "kernel", choice, sched_target)
-            digest = hashlib.sha256(ks.source.encode()).hexdigest()[:12]
-            name = f"{kop.template.data}_{digest}"
-            if name not in kernels:
-                kernels[name] = _generate(kop, name, choice, sched_target)
-                choices[name] = choice
-            named.append((kop, name))
+            for rows in _row_buckets(kop, options):
+                choice = select_schedule(kop, db, options.max_seq_len, rows)
+                ks = _generate(kop, "kernel", choice, sched_target, target, rows)
+                digest = hashlib.sha256(ks.source.encode()).hexdigest()[:12]
+                name = f"{kop.template.data}_{digest}"
+                if name not in kernels:
+                    kernels[name] = _generate(kop, name, choice, sched_target, target, rows)
+                    choices[name] = choice
+                variants.setdefault(kop, []).append((rows or 0, name))
+            named.append((kop, variants[kop][0][1]))
         per_func_kernels[fname] = named
     say(f"        {sum(len(v) for v in per_func_kernels.values())} launches, {len(kernels)} distinct kernels")
     say(f"        {_tuning_line(choices)}")
@@ -141,7 +144,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     binaries = _build(kernels, target, options.jobs, say) if target != "cpu" else {}
 
     phase(9, "launch plan")
-    entries = {fname: _entry_plan(func, per_func_kernels[fname], weights) for fname, func in funcs.items()}
+    entries = {fname: _entry_plan(func, per_func_kernels[fname], weights, variants) for fname, func in funcs.items()}
 
     phase(10, "write")
     files: dict[str, bytes] = {}
@@ -159,7 +162,8 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         if name in binaries:
             files[f"kernels/{name}.cubin"] = binaries[name]["cubin"]
             meta["cubin"] = f"kernels/{name}.cubin"
-            meta["shared"] = binaries[name]["shared"]
+            for key in ("shared", "extra_params", "global_scratch"):
+                meta[key] = binaries[name][key]
         kernel_index[name] = meta
     tokenizer_files = _tokenizer_files(program, say)
     files.update(tokenizer_files)
@@ -215,16 +219,27 @@ def tuning_database(options: CompileOptions, say: Callable[[str], None] = lambda
     return db
 
 
-def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int) -> ScheduleChoice:
+def _row_buckets(kop: KernelOp, options: CompileOptions) -> list[int | None]:
+    """The row buckets a kernel is generated for: each batch bucket for a decode GEMM on a GPU
+    target (one row streams weights best as a GEMV, many rows want the dot path, so each bucket
+    gets its own schedule and the launch plan picks by bucket); [None] (one kernel for every
+    shape) otherwise."""
+    if kop.template.data != "gemm" or (options.schedules or options.target) == "cpu" or shape_of(kop) != "decode":
+        return [None]
+    return list(_batch_buckets(options))
+
+
+def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: int | None = None) -> ScheduleChoice:
     """The schedule of one kernel: the database's best record of its task, else the heuristic.
 
-    One schedule serves every shape bucket of a kernel, so the task is looked up at the bucket
-    that is compiled for: a decode step at batch 1, a prefill of a ``max_seq_len`` prompt."""
+    The task is looked up at the rows the kernel is generated for (``rows``: a decode batch
+    bucket), else at the bucket that is compiled for: a decode step at batch 1, a prefill of a
+    ``max_seq_len`` prompt."""
     template = kop.template.data
     if template not in SCHEDULE_FORMS:
         return ScheduleChoice(None, None, None, f"template {template} is not tuned")
     try:
-        task = gemm_task(kop, 1 if shape_of(kop) == "decode" else max_seq_len)
+        task = gemm_task(kop, rows if rows is not None else 1 if shape_of(kop) == "decode" else max_seq_len)
     except TaskError as e:
         return ScheduleChoice(None, None, None, f"no task: {e}")
     if db is None:
@@ -235,10 +250,13 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int) -> Sch
     return ScheduleChoice(best[0], task, best[1])
 
 
-def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str) -> KernelSource:
-    if choice.schedule is None:
-        return generate(kop, name, sched_target)
-    return replace(gemm.generate(kop, name, choice.schedule, sched_target), schedule_origin="tuned")
+def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
+              rows: int | None = None) -> KernelSource:
+    schedule = choice.schedule
+    if schedule is None and rows is not None:
+        schedule = gemm.heuristic_schedule(kop, sched_target, rows)
+    ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu")
+    return ks if choice.schedule is None else replace(ks, schedule_origin="tuned")
 
 
 def _tuning_line(choices: Mapping[str, ScheduleChoice]) -> str:
@@ -299,8 +317,12 @@ def _import(src: Any, options: CompileOptions) -> Program:
     return import_model(src, **({"dtype": dtype} if dtype else {}))
 
 
+def _batch_buckets(options: CompileOptions) -> list[int]:
+    return sorted({b for b in (1, 4, 16, 64) if b < options.max_batch} | {options.max_batch})
+
+
 def _plan_pipeline(options: CompileOptions) -> str:
-    batch = sorted({b for b in (1, 4, 16, 64) if b < options.max_batch} | {options.max_batch})
+    batch = _batch_buckets(options)
     seq = sorted({s for s in (1, 512, 2048) if s < options.max_seq_len} | {options.max_seq_len})
     return (f"plan-memory{{batch={','.join(map(str, batch))} seq={','.join(map(str, seq))} "
             f"max-ctx={options.max_seq_len}}}")
@@ -403,7 +425,11 @@ def _binding(v: SSAValue, buffers: dict[SSAValue, str], weights: _WeightFolder) 
     return {"kind": "weight", "name": weights.name_of(v)}
 
 
-def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: _WeightFolder) -> dict[str, Any]:
+def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: _WeightFolder,
+                variants: Mapping[KernelOp, list[tuple[int, str]]]) -> dict[str, Any]:
+    """The launch plan of one entry. A launch whose kernel has per-batch-bucket variants lists
+    them as ``by_batch``: [[bucket, kernel], ...] ascending; a runtime takes the first bucket
+    that holds its batch (``kernel`` is the first's)."""
     buffers: dict[SSAValue, str] = {}
     buffer_types: dict[str, dict[str, Any]] = {}
     launches = []
@@ -417,7 +443,10 @@ def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: _Wei
             assert isinstance(ty, TensorType)
             buffer_types[bname] = {"shape": [dim_code(d) for d in ty.shape], "dtype": ty.dtype.value}
             outs.append({"kind": "buffer", "name": bname})
-        launches.append({"kernel": name, "inputs": ins, "outputs": outs})
+        launch: dict[str, Any] = {"kernel": name, "inputs": ins, "outputs": outs}
+        if len({n for _, n in variants.get(kop, [])}) > 1:
+            launch["by_batch"] = [[b, n] for b, n in variants[kop]]
+        launches.append(launch)
     ret = func.body.block.last_op
     assert isinstance(ret, ReturnOp)
     args = []
@@ -474,7 +503,13 @@ def _build(kernels: Mapping[str, KernelSource], target: str, jobs: int,
 
 
 def _compile_one(ks_json: str, arch: int) -> dict[str, Any]:
+    """One kernel's cubin and what a launcher needs beside it: dynamic shared memory, and how many
+    pointer parameters the compiler appends after the kernel's own (``extra_params``, counted in
+    the PTX entry; Triton's scratch pointers, passed as NULL when ``global_scratch`` is 0). Every
+    pointer parameter is declared 16-byte aligned (runtimes allocate every buffer separately with
+    at least that alignment), so loads vectorize as they do under Triton's JIT."""
     import os
+    import re
 
     os.environ["TRITON_INTERPRET"] = "0"
     import triton
@@ -486,9 +521,15 @@ def _compile_one(ks_json: str, arch: int) -> dict[str, Any]:
 
     ks = KernelSource.from_json(json.loads(ks_json))
     fn = load_kernel(ks, interpret=False)
+    sig = signature(ks)
+    aligned = {(i,): [["tt.divisibility", 16]] for i, ty in enumerate(sig.values()) if ty.startswith("*")}
     compiled = triton.compile(
-        ASTSource(fn=fn, signature=signature(ks), constexprs=ks.constexprs),
+        ASTSource(fn=fn, signature=sig, constexprs=ks.constexprs, attrs=aligned),
         target=GPUTarget("cuda", arch, 64),
         options={"num_warps": ks.num_warps, "num_stages": ks.num_stages},
     )
-    return {"cubin": compiled.asm["cubin"], "shared": int(compiled.metadata.shared)}
+    entry = re.search(r"\.entry\s+" + re.escape(ks.name) + r"\s*\((.*?)\)", compiled.asm["ptx"], re.S)
+    n_params = entry.group(1).count(".param") if entry else 0
+    own = sum(1 for ty in sig.values() if ty != "constexpr")
+    return {"cubin": compiled.asm["cubin"], "shared": int(compiled.metadata.shared),
+            "extra_params": n_params - own, "global_scratch": int(getattr(compiled.metadata, "global_scratch_size", 0))}

@@ -50,6 +50,7 @@ class KernelSource:
     num_stages: int = 2
     schedule_origin: str = "heuristic"
     scratch: tuple[Scratch, ...] = ()
+    grid_dependency: bool = False  # starts with griddepcontrol.wait: safe to launch with PDL
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -64,4 +65,5 @@ class KernelSource:
             constexprs=dict(d["constexprs"]), aliases={int(k): v for k, v in d["aliases"].items()},
             num_warps=d["num_warps"], num_stages=d["num_stages"], schedule_origin=d["schedule_origin"],
             scratch=tuple(Scratch(tuple(x["shape"]), x["dtype"]) for x in d.get("scratch", ())),
+            grid_dependency=bool(d.get("grid_dependency", False)),
         )

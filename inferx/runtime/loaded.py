@@ -53,6 +53,7 @@ class _Graph:
     """One captured decode step for one batch size, and the static buffers it reads and writes."""
 
     graph: Any
+    launches: list[Launch]  # the graph reads their buffers: they must live as long as it does
     ids: Any
     positions: Any
     kv_lens: Any
@@ -150,7 +151,7 @@ class ArtifactSession(DecoderSession):
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 run(launches)
-            g = self.graphs[batch] = _Graph(graph, ids, pos, kvl, results[0])
+            g = self.graphs[batch] = _Graph(graph, launches, ids, pos, kvl, results[0])
         start = time.perf_counter()
         g.ids.copy_(torch.from_numpy(np.ascontiguousarray(input_ids, dtype=np.int32)), non_blocking=False)
         g.positions.copy_(torch.from_numpy(np.ascontiguousarray(positions, dtype=np.int32)))
@@ -160,11 +161,21 @@ class ArtifactSession(DecoderSession):
         return g.logits.float().cpu().numpy()
 
 
-def load(artifact: str | Path, device: str = "cpu", **options: Any) -> DecoderSession:
-    """Loads an artifact (directory or .ixa) and returns a Session on ``device`` ("cpu" or "cuda")."""
+def load(artifact: str | Path, device: str = "cpu", *, backend: str = "driver", **options: Any) -> DecoderSession:
+    """Loads an artifact (directory or .ixa) and returns a Session on ``device`` ("cpu" or "cuda").
+
+    On "cuda" the session launches the artifact's cubins through the CUDA driver API
+    (``CudaSession``); ``backend="triton"`` instead JIT-compiles the kernel sources with Triton and
+    launches them through torch (a cross-check of the cubin path)."""
     if device not in ("cpu", "cuda"):
         raise SessionError(f"unknown device {device!r}: use 'cpu' or 'cuda'")
+    if backend not in ("driver", "triton"):
+        raise SessionError(f"unknown backend {backend!r}: use 'driver' or 'triton'")
     art = load_artifact(artifact)
+    if device == "cuda" and backend == "driver":
+        from inferx.runtime.cuda_session import CudaSession
+
+        return CudaSession(art, **options)
     if device == "cuda":
         import torch
 

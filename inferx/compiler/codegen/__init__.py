@@ -3,6 +3,7 @@ applies (style rule 6: each rule says whether it applies, in order, general fall
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from inferx.compiler.codegen import attention, gemm, rowwise
@@ -20,9 +21,12 @@ RULES: list[tuple[str, Callable[[KernelOp], str | None], Callable[..., KernelSou
 ]
 
 
-def generate(kernel: KernelOp, name: str, target: str = "sm_90") -> KernelSource:
+def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: gemm.GemmSchedule | None = None,
+             grid_dependency: bool | None = None) -> KernelSource:
     """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits.
-    ``target`` ("sm_90" or "cpu") picks schedules only, never semantics."""
+    ``target`` ("sm_90" or "cpu") picks schedules (a GEMM takes ``schedule`` when given), never
+    semantics. ``grid_dependency`` (default: on for sm_90) makes the kernel safe for PDL; kernels
+    that Triton's interpreter runs must not have it."""
     wanted = kernel.template.data
     reasons = []
     for template, applies, gen in RULES:
@@ -31,10 +35,31 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90") -> KernelSource
         reason = applies(kernel)
         if reason is None:
             if template == "gemm":
-                return gemm.generate(kernel, name, target=target)
-            return gen(kernel, name, target) if template == "attention" else gen(kernel, name)
+                ks = gemm.generate(kernel, name, schedule, target=target)
+            else:
+                ks = gen(kernel, name, target) if template == "attention" else gen(kernel, name)
+            return with_grid_dependency(ks) if (target != "cpu" if grid_dependency is None else grid_dependency) else ks
         reasons.append(f"{template}: {reason}")
     raise CodegenError(f"kernel {name}: no template implements it ({'; '.join(reasons) or wanted})")
+
+
+GDC_IMPORT = "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait\n"
+
+
+def with_grid_dependency(ks: KernelSource) -> KernelSource:
+    """``ks`` made safe for programmatic dependent launch (PDL) on sm_90: its first statements
+    wait until the previous kernel of the stream has finished and its writes are visible
+    (``griddepcontrol.wait``), then let the next kernel's programs be scheduled. Before the wait
+    nothing is read or written, so every ordering of plain launches still holds; what PDL saves
+    is the launch latency and ramp-up of each kernel, overlapped with the tail of the one before.
+    Not for the CPU: Triton's interpreter has no grid dependency control."""
+    head, sep, body = ks.source.partition(f"def {ks.name}(")
+    signature, colon, rest = body.partition("):\n")
+    if not sep or not colon:
+        raise CodegenError(f"kernel {ks.name}: cannot find its def line to add the grid dependency")
+    source = (head.replace("import triton.language as tl\n", "import triton.language as tl\n" + GDC_IMPORT, 1)
+              + sep + signature + colon + "    gdc_wait()\n    gdc_launch_dependents()\n" + rest)
+    return dataclasses.replace(ks, source=source, grid_dependency=True)
 
 
 __all__ = ["CodegenError", "KernelSource", "generate"]

@@ -1,0 +1,355 @@
+"""CUDA sessions: an artifact's cubins launched through the CUDA driver API, decode as graph replays.
+
+``CudaSession`` loads every kernel's cubin (``cuModuleLoadData``), copies the weights to the
+device once, and runs the launch plan with ``cuLaunchKernel``; torch is not needed. Shapes come
+in buckets (the memory plan's: batch 1, 4, 16, 64, ..., the compiled maximum; sequence 1, 512,
+2048, ..., the maximum context): intermediate buffers are allocated once per bucket at the
+bucket's size, and every kernel reads the true sizes from its arguments, so one bucket's buffers
+serve every shape inside it.
+
+Decode: each step is one replay of a CUDA graph captured on the first step of its batch bucket.
+A batch that is not a bucket runs in the next bucket up, its extra rows padded (token 0 at
+position 0 writing its own cache row, which no real sequence reads). Per-step values (token ids,
+positions, context lengths) are copied into the graph's static input buffers before the replay;
+grids and kernel parameters depend only on the bucket (design.md), so the replay is the same
+step as plain launches. Prefill runs plain launches at the true batch and length: a prefill
+step is milliseconds of GPU work against tens of microseconds of launching, and its lengths vary
+too much to capture a graph per length.
+
+``time_step`` and ``time_kernels`` time steps and kernels with CUDA events for benchmarks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from inferx.program import ModelInfo
+from inferx.runtime.artifact import Artifact
+from inferx.runtime.cuda_driver import I32, PTR, CudaError, Driver, Kernel, pack_args
+from inferx.runtime.kernel_source import KernelSource
+from inferx.runtime.plan import eval_dim, kernel_for
+from inferx.runtime.session import DecoderSession, SessionError
+from inferx.runtime.triton_kernels import grid as grid_of
+
+ITEM = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "i8": 1}
+N_INPUTS = 3  # input_ids, positions, kv_lens; the KV caches follow (decoder.py)
+
+
+def bucket_of(n: int, buckets: Sequence[int], what: str) -> int:
+    """The smallest bucket that holds ``n``; SessionError past the largest."""
+    for b in buckets:
+        if n <= b:
+            return b
+    raise SessionError(f"{what} {n} exceeds the largest compiled bucket {max(buckets)}")
+
+
+def buckets_of(manifest: Mapping[str, Any], symbol: str, maximum: int) -> list[int]:
+    """The bucket bounds of ``symbol`` in the artifact's memory plan (or powers of 4 to ``maximum``)."""
+    found = {int(b["dims"][symbol]) for plan in manifest.get("memory_plan", {}).values()
+             for b in plan.get("buckets", ()) if symbol in b["dims"]}
+    if not found:
+        found = {b for b in (1, 4, 16, 64, 256) if b < maximum}
+    return sorted({b for b in found if b <= maximum} | {maximum})
+
+
+@dataclass
+class _Launch:
+    kernel: Kernel
+    source: KernelSource
+    grid: tuple[int, ...]
+    params: Any
+    storage: list[Any]
+    bytes: int
+    flops: int
+
+
+@dataclass
+class _Bound:
+    """An entry point bound at one (batch, seq): its launches, inputs and logits buffer."""
+
+    launches: list[_Launch]
+    inputs: list[int]  # device addresses of input_ids, positions, kv_lens (bucket-sized)
+    logits: int
+    logits_dtype: str
+    graph: Any = None
+    keep: list[Any] = field(default_factory=list)
+
+
+class CudaSession(DecoderSession):
+    """prefill/decode/generate over an artifact's cubins on one CUDA device."""
+
+    def __init__(self, artifact: Artifact, *, max_batch: int | None = None, graphs: bool = True, pdl: bool = False,
+                 device: int = 0):
+        m = artifact.manifest
+        model, limits = m["model"], m["limits"]
+        info = ModelInfo(
+            architecture=model["architecture"], vocab_size=model["vocab_size"], max_context=model["max_context"],
+            eos_token_ids=tuple(model["eos_token_ids"]), num_layers=model["num_layers"],
+            num_kv_heads=model["num_kv_heads"], head_dim=model["head_dim"], dtype=model["dtype"],
+        )
+        batch = limits["max_batch"] if max_batch is None else max_batch
+        if batch > limits["max_batch"]:
+            raise SessionError(f"max_batch {batch} exceeds the artifact's compiled maximum {limits['max_batch']}")
+        super().__init__(info, max_batch=batch, max_context=limits["max_seq_len"])
+        try:
+            self.drv = Driver(device)
+        except CudaError as e:
+            raise SessionError(f"device='cuda': no CUDA GPU is usable here ({e}); to run on the CPU, load with "
+                               f"device='cpu' (this artifact targets {artifact.target})") from None
+        if artifact.target == "cpu" or not all("cubin" in k for k in m["kernels"].values()):
+            raise SessionError(f"{artifact.path}: compiled for {artifact.target}, it holds no cubins; "
+                               "compile with --target h200 (or h100, sm_90) for a CUDA session")
+        cc = self.drv.compute_capability()
+        want = int(artifact.target.removeprefix("sm_"))
+        if cc[0] * 10 + cc[1] != want:
+            raise SessionError(f"{artifact.path} holds cubins for {artifact.target}; device {device} "
+                               f"({self.drv.name()}) is sm_{cc[0]}{cc[1]}")
+        self.use_graphs = graphs
+        # Programmatic dependent launch, only for kernels built to wait for their predecessor. Off
+        # by default: measured on an H200 (Llama-3.2-1B shape, batch 1, context 512) the step took
+        # 1.19 ms with it and 1.10 ms without (benchmarks/NOTES.md).
+        self.pdl = pdl and all(meta.get("grid_dependency", False) for meta in m["kernels"].values())
+        self.entries = m["entries"]
+        self.batch_buckets = buckets_of(m, "batch", limits["max_batch"])
+        self.seq_buckets = buckets_of(m, "seq", limits["max_seq_len"])
+        self.kernels: dict[str, tuple[KernelSource, Kernel]] = {}
+        for name, meta in sorted(m["kernels"].items()):
+            ks = KernelSource.from_json({**meta, "source": artifact.file_bytes(meta["file"]).decode()})
+            if meta.get("global_scratch", 0):
+                raise SessionError(f"kernel {name} needs {meta['global_scratch']} bytes of compiler scratch per "
+                                   "program, which this runtime does not provide")
+            k = self.drv.load_kernel(artifact.file_bytes(meta["cubin"]), ks.name, num_warps=ks.num_warps,
+                                     shared=meta["shared"], extra_params=meta.get("extra_params", 2))
+            self.kernels[name] = (ks, k)
+        self.weights: dict[str, tuple[int, int]] = {}  # name -> (address, bytes)
+        for name, w in m["weights"].items():
+            arr = artifact.mmap(w["file"], np.uint8, _nbytes(w))
+            ptr = self.drv.alloc(arr.nbytes, f"weight {name}")
+            self.drv.upload(ptr, arr)
+            self.weights[name] = (ptr, arr.nbytes)
+        self.cache_rows = 0
+        self.caches: list[int] = []
+        self._buffers: dict[tuple[str, int, int], dict[str, int]] = {}
+        self._inputs: dict[tuple[str, int, int], list[int]] = {}
+        self._bound: dict[tuple[str, int, int], _Bound] = {}
+        self.host_ms: list[float] = []  # host time to issue each decode step
+
+    # the backend ---------------------------------------------------------------------------
+    def _reset_cache(self, batch: int) -> None:
+        rows = bucket_of(batch, self.batch_buckets, "batch")
+        i = self.info
+        nbytes = rows * i.num_kv_heads * self.max_context * i.head_dim * ITEM[i.dtype]
+        if rows > self.cache_rows:
+            for ptr in self.caches:
+                self.drv.free(ptr)
+            self.caches = [self.drv.alloc(nbytes, f"KV cache {j}") for j in range(2 * i.num_layers)]
+            self.cache_rows = rows
+            self._bound = {}  # launches and graphs hold the old cache addresses
+        for ptr in self.caches:  # stale rows would only be read past kv_lens, but keep runs reproducible
+            self.drv.zero(ptr, nbytes)
+
+    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
+        batch, seq = input_ids.shape
+        graph = entry == "decode" and self.use_graphs
+        start = time.perf_counter()
+        rows = bucket_of(batch, self.batch_buckets, "batch") if graph else batch
+        bound = self._bind(entry, rows, seq)
+        host = [np.zeros((rows, seq), np.int32), np.zeros((rows, seq), np.int32), np.ones(rows, np.int32)]
+        host[0][:batch], host[1][:batch], host[2][:batch] = input_ids, positions, kv_lens
+        for ptr, a in zip(bound.inputs, host, strict=True):
+            self.drv.upload_async(ptr, a)
+        if graph:
+            if bound.graph is None:
+                bound.graph = self._capture(bound.launches)
+            self.drv.replay(bound.graph)
+        else:
+            self._launch(bound.launches)
+        if entry == "decode":
+            self.host_ms.append((time.perf_counter() - start) * 1e3)
+        logits = self._download(bound, rows * seq)  # synchronizes: host arrays above are consumed
+        return logits.reshape(rows, seq, -1)[:batch]
+
+    # binding -------------------------------------------------------------------------------
+    def _bind(self, entry: str, batch: int, seq: int, context: int | None = None) -> _Bound:
+        key = (entry, batch, seq)
+        if key in self._bound and context is None:
+            return self._bound[key]
+        if self.cache_rows < batch:
+            self._reset_cache(batch)
+        plan = self.entries[entry]
+        alloc = {"batch": bucket_of(batch, self.batch_buckets, "batch"),
+                 "seq": seq if entry == "decode" else bucket_of(seq, self.seq_buckets, "sequence length"),
+                 "ctx": self.max_context}
+        env = {"batch": batch, "seq": seq, "ctx": self.max_context}
+        akey = (entry, alloc["batch"], alloc["seq"])
+        buffers = self._buffers.setdefault(akey, {})
+        if akey not in self._inputs:
+            self._inputs[akey] = [self.drv.alloc(_size(a, alloc), f"{entry} input {a['name']}")
+                                  for a in plan["args"][:N_INPUTS]]
+        args = self._inputs[akey] + self.caches
+        launches = []
+        for step in plan["launches"]:
+            ks, k = self.kernels[kernel_for(step, alloc["batch"])]
+            ins = [self._resolve(b, args, buffers) for b in step["inputs"]]
+            outs = []
+            for i, b in enumerate(step["outputs"]):
+                if i in ks.aliases:  # written in place into an input (a KV cache)
+                    buffers[b["name"]] = ins[ks.aliases[i]]
+                elif b["name"] not in buffers:
+                    buffers[b["name"]] = self.drv.alloc(_size(plan["buffers"][b["name"]], alloc), b["name"])
+                outs.append(buffers[b["name"]])
+            scratch = []
+            for j, sc in enumerate(ks.scratch):
+                nbytes = int(np.prod([eval_dim(d, alloc) for d in sc.shape])) * ITEM[sc.dtype]
+                sname = f"{step['kernel']}#scratch{j}@{len(launches)}"
+                if sname not in buffers:
+                    buffers[sname] = self.drv.alloc(nbytes, sname)
+                    self.drv.zero(buffers[sname], nbytes)
+                scratch.append(buffers[sname])
+            by_kind = {"in": ins, "out": outs, "scratch": scratch}
+            values = [by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in ks.params]
+            kinds = [PTR if p.kind in by_kind else I32 for p in ks.params]
+            params, storage = pack_args(values + [0] * k.extra_params, kinds + [PTR] * k.extra_params)
+            moved, flops = self._cost(plan, step, ks, env, context if context is not None else self.max_context)
+            launches.append(_Launch(k, ks, grid_of(ks, env), params, storage, moved, flops))
+        ret = plan["returns"][0]
+        logits = self._resolve(ret, args, buffers)
+        dtype = plan["buffers"][ret["name"]]["dtype"] if ret["kind"] == "buffer" else self.info.dtype
+        bound = _Bound(launches, self._inputs[akey], logits, dtype)
+        if context is None:
+            self._bound[key] = bound
+        return bound
+
+    def _resolve(self, b: Mapping[str, Any], args: list[int], buffers: Mapping[str, int]) -> int:
+        if b["kind"] == "arg":
+            return args[b["index"]]
+        if b["kind"] == "buffer":
+            return buffers[b["name"]]
+        return self.weights[b["name"]][0]
+
+    def _cost(self, plan: Mapping[str, Any], step: Mapping[str, Any], ks: KernelSource, env: Mapping[str, int],
+              context: int) -> tuple[int, int]:
+        """Bytes a launch must move (weights read once, buffers at the true sizes, the KV cache:
+        ``context`` positions read by attention, ``seq`` written elsewhere) and its FLOPs
+        (2 per weight element per row for GEMMs; 4 * q elements * context for attention)."""
+        i = self.info
+        kv_row = env["batch"] * i.num_kv_heads * i.head_dim * ITEM[i.dtype]
+        total, flops = 0, 0
+        aliased = set(ks.aliases.values())
+        for j, b in enumerate(step["inputs"]):
+            if b["kind"] == "weight" and ks.template == "gather":  # one table row per output row
+                continue
+            if b["kind"] == "weight":
+                total += self.weights[b["name"]][1]
+            elif b["kind"] == "buffer":
+                total += _size(plan["buffers"][b["name"]], env)
+            elif b["index"] >= N_INPUTS:
+                total += kv_row * (context if ks.template == "attention" else env["seq"])
+            elif j not in aliased:
+                total += _size(plan["args"][b["index"]], env)
+        for j, b in enumerate(step["outputs"]):
+            if j not in ks.aliases:
+                total += _size(plan["buffers"][b["name"]], env) * (2 if ks.template == "gather" else 1)
+        rows = env["batch"] * env["seq"]
+        weights = [self.weights[b["name"]][1] for b in step["inputs"] if b["kind"] == "weight"]
+        if ks.template == "gemm" and weights:
+            flops = 2 * rows * max(weights) // ITEM[i.dtype]
+        elif ks.template == "attention" and step["inputs"][0]["kind"] == "buffer":
+            q = _size(plan["buffers"][step["inputs"][0]["name"]], env) // ITEM[i.dtype]
+            flops = 4 * q * context
+        return total, flops
+
+    # running -------------------------------------------------------------------------------
+    def _launch(self, launches: Sequence[_Launch]) -> None:
+        for ln in launches:
+            self.drv.launch(ln.kernel, ln.grid, ln.params, pdl=self.pdl)
+
+    def _capture(self, launches: Sequence[_Launch]) -> Any:
+        self.drv.synchronize()
+        self.drv.begin_capture()
+        try:
+            self._launch(launches)
+        finally:
+            graph = self.drv.end_capture()
+        return graph
+
+    def _download(self, bound: _Bound, rows: int) -> np.ndarray:
+        vocab = self.info.vocab_size
+        if bound.logits_dtype == "bf16":
+            raw = self.drv.download(bound.logits, np.empty(rows * vocab, np.uint16))
+            return (raw.astype(np.uint32) << 16).view(np.float32)
+        out = np.empty(rows * vocab, {"f32": np.float32, "f16": np.float16}[bound.logits_dtype])
+        return self.drv.download(bound.logits, out).astype(np.float32)
+
+    # timing for benchmarks -----------------------------------------------------------------
+    def _timing_inputs(self, bound: _Bound, batch: int, seq: int, context: int) -> None:
+        rng = np.random.default_rng(0)
+        ids = rng.integers(0, self.info.vocab_size, (batch, seq)).astype(np.int32)
+        pos = np.broadcast_to(np.arange(context - seq, context, dtype=np.int32), (batch, seq)).copy()
+        kvl = np.full(batch, context, np.int32)
+        for ptr, a in zip(bound.inputs, (ids, pos, kvl), strict=True):
+            self.drv.upload(ptr, a)
+
+    def _bound_for_timing(self, entry: str, batch: int, seq: int, context: int) -> _Bound:
+        if context > self.max_context or (entry == "decode" and seq != 1) or context < seq:
+            raise SessionError(f"cannot time {entry} at batch {batch}, seq {seq}, context {context} "
+                               f"(maximum context {self.max_context})")
+        if batch not in self.batch_buckets:
+            raise SessionError(f"time batch sizes that are buckets: {self.batch_buckets}")
+        bound = self._bind(entry, batch, seq, context)
+        self._timing_inputs(bound, batch, seq, context)
+        return bound
+
+    def _time(self, run: Any, warmup: int, iters: int) -> list[float]:
+        for _ in range(warmup):
+            run()
+        events = [(self.drv.event(), self.drv.event()) for _ in range(iters)]
+        for a, b in events:
+            self.drv.record(a)
+            run()
+            self.drv.record(b)
+        self.drv.synchronize()
+        return [self.drv.elapsed_ms(a, b) for a, b in events]
+
+    def time_step(self, entry: str, batch: int, seq: int, context: int, warmup: int = 10,
+                  iters: int = 50) -> list[float]:
+        """Milliseconds per step over ``iters`` steps after ``warmup``: decode one graph replay
+        (seq 1, ``context`` tokens in the cache counting the new one), prefill plain launches
+        (``context`` = ``seq``). Inputs are fixed random tokens; the cache holds whatever it holds."""
+        bound = self._bound_for_timing(entry, batch, seq, context)
+        if entry == "decode":
+            g = bound.graph = self._capture(bound.launches)
+            return self._time(lambda: self.drv.replay(g), warmup, iters)
+        return self._time(lambda: self._launch(bound.launches), warmup, iters)
+
+    def time_kernels(self, entry: str, batch: int, seq: int, context: int, warmup: int = 5,
+                     iters: int = 20) -> list[dict[str, Any]]:
+        """Each kernel of the step timed inside a CUDA graph that issues all of its launches of
+        the step (for a layer kernel: once per layer, each with its own weights, so L2 does not
+        flatter), in plan order: per kernel its launches, ms per launch, bytes and FLOPs per launch."""
+        bound = self._bound_for_timing(entry, batch, seq, context)
+        rows = []
+        for name in dict.fromkeys(ln.kernel.name for ln in bound.launches):
+            group = [ln for ln in bound.launches if ln.kernel.name == name]
+            g = self._capture(group)
+            ms = float(np.median(self._time(lambda g=g: self.drv.replay(g), warmup, iters)))
+            rows.append({"kernel": name, "template": group[0].source.template, "launches": len(group),
+                         "ms_per_launch": ms / len(group), "bytes_per_launch": group[0].bytes,
+                         "flops_per_launch": group[0].flops, "schedule_origin": group[0].source.schedule_origin})
+        return rows
+
+    def close(self) -> None:
+        self.drv.close()
+
+
+def _nbytes(w: Mapping[str, Any]) -> int:
+    return int(np.prod(w["shape"])) * ITEM[w["dtype"]]
+
+
+def _size(spec: Mapping[str, Any], env: Mapping[str, int]) -> int:
+    return int(np.prod([eval_dim(d, env) for d in spec["shape"]])) * ITEM[spec["dtype"]]
