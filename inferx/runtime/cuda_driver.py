@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from inferx.runtime.kernel_source import KernelSource
+
 # A kernel argument: a device pointer (u64) or a 32-bit integer symbol value.
 PTR, I32 = "ptr", "i32"
 
@@ -93,7 +95,8 @@ class Driver:
         return int(major), int(minor)
 
     # kernels -------------------------------------------------------------------------------
-    def load_kernel(self, cubin: bytes, name: str, *, num_warps: int, shared: int, extra_params: int) -> Kernel:
+    def load_kernel(self, cubin: bytes, ks: KernelSource, *, shared: int, extra_params: int) -> Kernel:
+        name, num_warps = ks.name, ks.num_warps
         module = self._check(self.cu.cuModuleLoadData(cubin), f"cuModuleLoadData (kernel {name})")
         self.modules.append(module)
         fn = self._check(self.cu.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name})")

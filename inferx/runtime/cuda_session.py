@@ -84,7 +84,9 @@ class CudaSession(DecoderSession):
     """prefill/decode/generate over an artifact's cubins on one CUDA device."""
 
     def __init__(self, artifact: Artifact, *, max_batch: int | None = None, graphs: bool = True, pdl: bool = False,
-                 device: int = 0):
+                 device: int = 0, driver: Any = None):
+        """``driver``: what runs the kernels, a ``Driver`` on ``device`` unless given (tests give
+        one that runs the kernels' sources in Triton's interpreter instead of their cubins)."""
         m = artifact.manifest
         model, limits = m["model"], m["limits"]
         info = ModelInfo(
@@ -97,16 +99,15 @@ class CudaSession(DecoderSession):
             raise SessionError(f"max_batch {batch} exceeds the artifact's compiled maximum {limits['max_batch']}")
         super().__init__(info, max_batch=batch, max_context=limits["max_seq_len"])
         try:
-            self.drv = Driver(device)
+            self.drv = Driver(device) if driver is None else driver
         except CudaError as e:
             raise SessionError(f"device='cuda': no CUDA GPU is usable here ({e}); to run on the CPU, load with "
                                f"device='cpu' (this artifact targets {artifact.target})") from None
-        if artifact.target == "cpu" or not all("cubin" in k for k in m["kernels"].values()):
+        if driver is None and (artifact.target == "cpu" or not all("cubin" in k for k in m["kernels"].values())):
             raise SessionError(f"{artifact.path}: compiled for {artifact.target}, it holds no cubins; "
                                "compile with --target h200 (or h100, sm_90) for a CUDA session")
         cc = self.drv.compute_capability()
-        want = int(artifact.target.removeprefix("sm_"))
-        if cc[0] * 10 + cc[1] != want:
+        if driver is None and cc[0] * 10 + cc[1] != int(artifact.target.removeprefix("sm_")):
             raise SessionError(f"{artifact.path} holds cubins for {artifact.target}; device {device} "
                                f"({self.drv.name()}) is sm_{cc[0]}{cc[1]}")
         self.use_graphs = graphs
@@ -123,8 +124,8 @@ class CudaSession(DecoderSession):
             if meta.get("global_scratch", 0):
                 raise SessionError(f"kernel {name} needs {meta['global_scratch']} bytes of compiler scratch per "
                                    "program, which this runtime does not provide")
-            k = self.drv.load_kernel(artifact.file_bytes(meta["cubin"]), ks.name, num_warps=ks.num_warps,
-                                     shared=meta["shared"], extra_params=meta.get("extra_params", 2))
+            cubin = artifact.file_bytes(meta["cubin"]) if "cubin" in meta else b""
+            k = self.drv.load_kernel(cubin, ks, shared=meta.get("shared", 0), extra_params=meta.get("extra_params", 2))
             self.kernels[name] = (ks, k)
         self.weights: dict[str, tuple[int, int]] = {}  # name -> (address, bytes)
         for name, w in m["weights"].items():
