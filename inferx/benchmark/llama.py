@@ -2,7 +2,8 @@
 
 The math of HF ``LlamaForCausalLM`` (RMSNorm, rotate-half RoPE, grouped-query attention through
 ``F.scaled_dot_product_attention``, SwiGLU) in a few dozen lines, in the style of gpt-fast. It
-reads the HF model's own parameter tensors (no copy) and its rotary frequencies (``inv_freq`` and
+reads the HF model's own parameter tensors (no copy, except q, k and v concatenated into one
+matrix as gpt-fast does) and its rotary frequencies (``inv_freq`` and
 ``attention_scaling`` of ``model.model.rotary_emb``, which carry any RoPE scaling), so it computes
 the same function on the same weights.
 
@@ -20,6 +21,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+ATTEND = ("masked", "causal", "all")
 
 
 class PlainLlama(nn.Module):
@@ -45,8 +48,9 @@ class PlainLlama(nn.Module):
         for layer in inner.layers:
             a, m = layer.self_attn, layer.mlp
             block = nn.Module()
-            for name, t in (("attn_norm", layer.input_layernorm.weight), ("wq", a.q_proj.weight),
-                            ("wk", a.k_proj.weight), ("wv", a.v_proj.weight), ("wo", a.o_proj.weight),
+            # q, k and v in one matrix, one GEMM (a copy: q/k/v are a few percent of the weights)
+            wqkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach()
+            for name, t in (("attn_norm", layer.input_layernorm.weight), ("wqkv", wqkv), ("wo", a.o_proj.weight),
                             ("mlp_norm", layer.post_attention_layernorm.weight), ("w_gate", m.gate_proj.weight),
                             ("w_up", m.up_proj.weight), ("w_down", m.down_proj.weight)):
                 block.register_parameter(name, share(t))
@@ -92,34 +96,38 @@ class PlainLlama(nn.Module):
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, from_empty: bool = False) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, attend: str = "masked") -> torch.Tensor:
         """Logits ``[batch, seq, vocab]`` for ``input_ids`` ``[batch, seq]`` at ``positions``
         ``[seq]`` (the same for every sequence, ascending); writes their K and V into the cache
-        at those positions. Each query attends to the cache positions at or before its own, so
-        positions past the last one written must not be read as context (they are masked).
+        at those positions. Which cache positions each query sees, by ``attend`` (ATTEND):
 
-        ``from_empty=True`` promises ``positions`` is ``0 .. seq - 1`` (a prefill into an empty
-        cache): attention then runs causally over the new keys alone, without a mask, which lets
-        ``scaled_dot_product_attention`` pick its flash kernel."""
+        - "masked": those at or before its own position (any step; a mask is built);
+        - "causal": a promise that ``positions`` is ``0 .. seq - 1`` (a prefill into an empty cache):
+          causal attention over the new keys alone, no mask, so SDPA may take its flash kernel;
+        - "all": a promise that ``seq`` is 1 and its position is the cache's last (a decode step
+          whose cache holds exactly the context): every position, no mask."""
+        if attend not in ATTEND:
+            raise ValueError(f"attend={attend!r}: use one of {', '.join(ATTEND)}")
         batch, seq = input_ids.shape
         heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
         group = heads // kv_heads
         x = F.embedding(input_ids, self.embed)
         cos, sin = self._rope(positions, x.dtype)  # [seq, dim]
         mask = None
-        if not from_empty:
+        if attend == "masked":
             length = self.k_cache[0].shape[2]
             visible = positions[:, None] >= torch.arange(length, device=positions.device)[None, :]  # [seq, length]
             mask = visible.repeat(group, 1)  # rows ordered (group, seq), like the stacked queries
         for layer, k_cache, v_cache in zip(self.layers, self.k_cache, self.v_cache, strict=True):
             h = self._rms(x, layer.attn_norm)
-            q = F.linear(h, layer.wq).view(batch, seq, heads, dim).transpose(1, 2)
-            k = F.linear(h, layer.wk).view(batch, seq, kv_heads, dim).transpose(1, 2)
-            v = F.linear(h, layer.wv).view(batch, seq, kv_heads, dim).transpose(1, 2)
+            q, k, v = F.linear(h, layer.wqkv).split([heads * dim, kv_heads * dim, kv_heads * dim], dim=-1)
+            q = q.view(batch, seq, heads, dim).transpose(1, 2)
+            k = k.view(batch, seq, kv_heads, dim).transpose(1, 2)
+            v = v.view(batch, seq, kv_heads, dim).transpose(1, 2)
             q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
             k_cache[:, :, positions] = k
             v_cache[:, :, positions] = v
-            if from_empty:
+            if attend == "causal":
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2)
             else:  # query head h belongs to KV head h // group: stack a KV head's queries along seq
                 q = q.reshape(batch, kv_heads, group * seq, dim)

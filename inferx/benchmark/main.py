@@ -56,11 +56,15 @@ def check_device(opts: BenchOptions) -> None:
 
 
 def bench(opts: BenchOptions, out: Path | None, hooks: Hooks | None = None) -> dict:
-    """Runs the benchmark, prints its tables to stdout, writes the JSON to ``out`` if given."""
+    """Runs the benchmark, prints its tables to stdout, writes the JSON to ``out`` if given (after
+    each shape, atomically)."""
     check_device(opts)
-    results = run_bench(opts, hooks, Progress())
-    if out is not None:
-        report.write_json(results, out)
-        print(f"wrote {out}", file=sys.stderr, flush=True)
+
+    def save(results: dict) -> None:  # after every shape, so a run cut short keeps what it measured
+        if out is not None:
+            report.write_json(results, out)
+            print(f"wrote {out} ({len(results['shapes'])} of {len(opts.shapes)} shapes)", file=sys.stderr, flush=True)
+
+    results = run_bench(opts, hooks, Progress(), on_shape=save)
     print(report.render(results), flush=True)
     return results

@@ -92,7 +92,7 @@ def config_label(row: Mapping[str, Any]) -> str:
 
 def shape_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The per-shape table: InferX beside its roofline and its peers (times in ms per step)."""
-    out = [["config", "InferX ms", "tokens/s", "roofline", "vs compile", "compile ms", "mode", "eager ms", "hf ms",
+    out = [["config", "InferX ms", "tokens/s", "% roofline", "vs compile", "compile ms", "mode", "eager ms", "hf ms",
             "roofline ms"]]
     for r in rows:
         frac, speed = r["fraction_of_roofline"], r["speedup_vs_compile"]

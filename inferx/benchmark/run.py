@@ -146,15 +146,17 @@ class Progress:
         self.sink(f"[{time.perf_counter() - self.start:7.1f} s] {line}")
 
 
-def run_bench(opts: BenchOptions, hooks: Hooks | None = None, say: Callable[[str], None] | None = None
-              ) -> dict[str, Any]:
-    """Runs every shape of ``opts`` and returns the results (see report.py for their layout)."""
-    import torch
-
+def run_bench(opts: BenchOptions, hooks: Hooks | None = None, say: Callable[[str], None] | None = None,
+              on_shape: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Runs every shape of ``opts`` and returns the results (see report.py for their layout);
+    ``on_shape`` gets the results so far after each shape (to save them before a later one fails)."""
     say = say or Progress()
     hooks = hooks or Hooks()
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    from inferx.benchmark.peers import configure_compile
+
     results: dict[str, Any] = {**environment(opts.device), "options": _jsonable(asdict(opts))}
+    if "compile" in opts.peers:
+        results["torch_compile_settings"] = configure_compile()
     say("measuring copy bandwidth and bf16 matmul rate")
     ceilings = measure_ceilings(opts.device)
     results["ceilings"] = asdict(ceilings)
@@ -163,6 +165,8 @@ def run_bench(opts: BenchOptions, hooks: Hooks | None = None, say: Callable[[str
     for shape in opts.shapes:
         results["shapes"].append(run_shape(shape, opts, ceilings, hooks, say))
         _free(opts.device)
+        if on_shape is not None:
+            on_shape(results)
     return results
 
 
