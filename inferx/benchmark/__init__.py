@@ -7,6 +7,7 @@ What lives where:
 - ``peers``: timing with device events, and each peer's decode and prefill steps.
 - ``run``: the benchmark's flow, one shape at a time, into a results dictionary.
 - ``report``: the tables printed and the JSON written.
+- ``main``: behind ``inferx bench``: options from their text, the GPU check, the run, the output.
 
 Nothing here is imported by the compiler or the runtime.
 """
