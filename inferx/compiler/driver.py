@@ -147,7 +147,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     entries = {fname: _entry_plan(func, per_func_kernels[fname], weights, variants) for fname, func in funcs.items()}
 
     phase(10, "write")
-    files: dict[str, bytes] = {}
+    files: dict[str, Any] = {}
     weight_index = {}
     for name, arr in weights.stored.items():
         fname = f"weights/{_safe(name)}.bin"
@@ -361,11 +361,19 @@ def _version(pkg: str) -> str:
         return "unknown"
 
 
-def _weight_bytes(arr: np.ndarray, dtype: str) -> bytes:
-    if dtype == "bf16":
-        bits = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32)
-        return ((bits >> 16).astype("<u2")).tobytes()
-    return np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
+def _weight_bytes(arr: np.ndarray, dtype: str) -> np.ndarray:
+    """A weight as stored: little-endian, bf16 as the top 16 bits of its fp32 value rounded to
+    nearest even. Converted in chunks of 16M values, so an 8B model's weights pass through memory
+    once instead of as several full-size temporaries."""
+    if dtype != "bf16":
+        return np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False)
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    out = np.empty(flat.size, dtype="<u2")
+    step = 1 << 24
+    for i in range(0, flat.size, step):
+        bits = flat[i : i + step].astype(np.float32, copy=False).view(np.uint32)
+        out[i : i + step] = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return out.reshape(arr.shape)
 
 
 class _WeightFolder:

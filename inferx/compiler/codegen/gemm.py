@@ -64,8 +64,8 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
     want the dot path (above). On the CPU (Triton's
     interpreter, where each program costs a Python-level step) decode takes the dot path with
     BM=16, BN=64: far fewer programs, the same results.
-    Prefill-shaped GEMMs (rows include ``seq``): BM=64 so that the dot runs on wgmma; narrow or
-    shallow weights shrink BN/BK to 32."""
+    Prefill-shaped GEMMs (rows include ``seq``): BM=64 so that the dot runs on wgmma (128 x 128
+    tiles on 8 warps for sm_90, below); narrow or shallow weights shrink BN/BK to 32."""
     lin = next(o for o in kernel.body.block.ops if isinstance(o, nn.LinearOp))
     x = lin.input.type
     assert isinstance(x, TensorType)
@@ -75,7 +75,14 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
     if "seq" in sy.symbols_of(rows):
         bn = 64 if isinstance(n, int) and n >= 64 else 32
         bk = 64 if isinstance(k, int) and k >= 64 else 32
-        return GemmSchedule(64, bn, bk)
+        if target == "cpu" or not isinstance(n, int) or n < 128:
+            return GemmSchedule(64, bn, bk)
+        # sm_90: 128-row tiles on 8 warps (two warpgroups of wgmma), 3 stages; a kernel with a
+        # second accumulator (gated split, RoPE partners) keeps BN=64 so both fit in registers
+        ops = list(kernel.body.block.ops)
+        epilogue = ops[ops.index(lin) + 1 :]
+        second = _gated_split(lin, epilogue) is not None or any(isinstance(o, nn.RopeOp) for o in epilogue)
+        return GemmSchedule(128, 64 if second else 128, bk, num_warps=8, num_stages=3)
     if target == "cpu":
         return GemmSchedule(16, 64 if isinstance(n, int) and n >= 64 else 32, 32)
     if batch is not None and batch > 1:
