@@ -44,7 +44,7 @@ def _model(family: str) -> torch.nn.Module:
 def compiled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     model = _model(request.param)
     out = tmp_path_factory.mktemp(request.param) / "model.ixa"
-    art = inferx.compile(model, target="h200", output=out, dtype="bf16", max_seq_len=64, max_batch=4,
+    art = inferx.compile(model, target="h200", output=out, dtype="bf16", max_seq_len=128, max_batch=4,
                          jobs=os.cpu_count() or 4)
     return request.param, model.to("cuda", torch.bfloat16), art
 
