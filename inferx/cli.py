@@ -224,18 +224,22 @@ def compile_main() -> None:
 @click.option("--replay", multiple=True, metavar="FILE", help="Records (jsonl, or a folder of them) to replay.")
 @click.option("--out", default=None, metavar="DIR", help="Tuning database root (default: the shipped tuning_logs/).")
 @click.option("--max-seq-len", type=int, default=2048, show_default=True)
+@click.option("--max-batch", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Tune decode GEMMs at each batch bucket up to this (1, 4, 16, 64, ...).")
 @click.option("--dtype", default=None, metavar=f"[{'|'.join(DTYPE_CHOICES)}]")
 @click.option("--strategy", type=click.Choice(["evolutionary", "random"]), default="evolutionary", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--jobs", type=click.IntRange(min=1), default=8, show_default=True, help="Kernel build workers.")
 def tune_command(model: str, target: str, budget: str, trials: int | None, runner: str, replay: tuple[str, ...],
-                 out: str | None, max_seq_len: int, dtype: str | None, strategy: str, seed: int, jobs: int) -> None:
+                 out: str | None, max_seq_len: int, max_batch: int, dtype: str | None, strategy: str, seed: int,
+                 jobs: int) -> None:
     """Tune the GEMM schedules of MODEL; records are appended to the tuning database."""
     from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
 
     with _user_errors((TuneError, *_compile_errors())):
         options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,
-                              replay=replay, max_seq_len=max_seq_len, dtype=dtype, seed=seed, jobs=jobs,
+                              replay=replay, max_seq_len=max_seq_len, max_batch=max_batch, dtype=dtype, seed=seed,
+                              jobs=jobs,
                               strategy=strategy, **({"out": Path(out)} if out else {}))
         tune(model, options, say=lambda line: click.echo(line, err=True))
 

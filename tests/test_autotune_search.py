@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 from inferx.autotune.cost_model import LearnedModel, bound_ms
 from inferx.autotune.database import Database, Record
-from inferx.autotune.extract import TuningTask, extract_tasks, fused_module
+from inferx.autotune.extract import TuningTask, extract_tasks, fused_module, heuristic_baseline
 from inferx.autotune.failures import FailureLog
-from inferx.autotune.runner import ReplayRunner, bench_env, launches_per_graph, rotation_count
+from inferx.autotune.runner import MeasureResult, ReplayRunner, bench_env, launches_per_graph, rotation_count
 from inferx.autotune.search import (
     Budget,
     EvolutionarySearch,
@@ -27,7 +27,7 @@ from inferx.autotune.search import (
     TaskState,
     Tuner,
 )
-from inferx.autotune.space import GemmSpace, schedule_key
+from inferx.autotune.space import GemmSpace, complete, schedule_key
 from inferx.autotune.synthetic import landscape
 from inferx.autotune.task import Task
 from inferx.cli import main
@@ -201,3 +201,38 @@ def test_tune_cli_errors_name_what_is_wrong(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["tune", str(model), "--runner", "replay", "--replay", str(tmp_path / "nope"),
                                     "--out", str(tmp_path)])
     assert res.exit_code == 1 and "--replay" in res.output
+
+
+def test_each_task_measures_the_heuristic_first() -> None:
+    """A tuned record must have beaten the schedule the compiler falls back to, so the local
+    runner's first round of every task measures that schedule."""
+    ex = extract_tasks(fused_module(_tiny_dir(), "bf16"), 128, batches=(1, 4))
+    rows = {(t.task.shape, t.task.rows) for t in ex.tasks}
+    assert {("decode", 1), ("decode", 4), ("prefill", 256)} <= rows, rows
+    asked: dict[str, list[dict[str, int]]] = {}
+
+    class Fixed(ReplayRunner):
+        def measure(self, task: Task, schedules):  # type: ignore[no-untyped-def, override]
+            asked.setdefault(task.key, []).extend(schedules)
+            return [MeasureResult(1.0, (1.0,)) for _ in schedules]
+
+    space = GemmSpace()
+    tuner = Tuner(list(ex.tasks), Fixed([]), RandomSearch(space, seed=0), RoundRobin(), space, batch=4,
+                  baseline=heuristic_baseline)
+    tuner.run(Budget(trials=4 * len(ex.tasks)))
+    assert set(asked) == {t.task.key for t in ex.tasks}
+    for t in ex.tasks:
+        base = heuristic_baseline(t)
+        assert base is not None and asked[t.task.key][0] == complete(space, base), t.task
+        assert sum(s == asked[t.task.key][0] for s in asked[t.task.key]) == 1
+    decode4 = next(t for t in ex.tasks if t.task.shape == "decode" and t.task.rows == 4)
+    assert heuristic_baseline(decode4)["bm"] == 16  # type: ignore[index]
+
+
+def _tiny_dir() -> Path:
+    import tempfile
+
+    d = Path(tempfile.mkdtemp()) / "tiny"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
+    return d

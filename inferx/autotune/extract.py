@@ -104,8 +104,10 @@ def fused_module(src: Any, dtype: str | None = None) -> ModuleOp:
 
 
 def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
-                  weighting: str = "roofline") -> Extraction:
-    """The distinct tuning tasks of a fused module (``fused_module``), heaviest first."""
+                  weighting: str = "roofline", batches: tuple[int, ...] = (1,)) -> Extraction:
+    """The distinct tuning tasks of a fused module (``fused_module``), heaviest first. A decode
+    GEMM gives one task per batch bucket in ``batches`` (the compiler generates a kernel per
+    bucket for GPU targets: ``driver._row_buckets``)."""
     from inferx.compiler.driver import select_schedule
 
     if weighting not in WEIGHTINGS:
@@ -115,17 +117,19 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
     for func in (op for op in module.ops if isinstance(op, FuncOp)):
         entry = func.sym_name.data
         for kop in (op for op in func.body.block.ops if isinstance(op, KernelOp)):
-            choice = select_schedule(kop, None, max_seq_len)
-            if choice.task is None:
-                untuned[f"{kop.template.data}: {choice.reason}"] += 1
-                continue
-            key = choice.task.key
-            if key in found:
-                found[key] = replace(found[key], launches=found[key].launches + 1)
-            else:
-                # Tokens per launch: the row bucket the task is keyed (and measured) at.
-                found[key] = TuningTask(choice.task, kop, entry, 1, choice.task.rows, bound_ms(choice.task, hw),
-                                        weighting)
+            decode = _is_decode_gemm(kop)
+            for rows in batches if decode else (None,):
+                choice = select_schedule(kop, None, max_seq_len, rows)
+                if choice.task is None:
+                    untuned[f"{kop.template.data}: {choice.reason}"] += 1
+                    continue
+                key = choice.task.key
+                if key in found:
+                    found[key] = replace(found[key], launches=found[key].launches + 1)
+                else:
+                    # Tokens per launch: the row bucket the task is keyed (and measured) at.
+                    found[key] = TuningTask(choice.task, kop, entry, 1, choice.task.rows,
+                                            bound_ms(choice.task, hw), weighting)
     total = sum(t.weight for t in found.values()) or 1.0
     tasks = sorted((replace(t, share=t.weight / total) for t in found.values()), key=lambda t: (-t.weight, t.task.key))
     return Extraction(tuple(tasks), dict(untuned))
@@ -133,3 +137,26 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
 
 def _ir_dtype(dtype: str | None) -> str | None:
     return {"fp32": "f32", "fp16": "f16", "bf16": "bf16", None: None}.get(dtype, dtype)
+
+
+def heuristic_baseline(tt: TuningTask) -> dict[str, int] | None:
+    """The schedule the compiler uses for ``tt`` when the database has no record (the template's
+    heuristic at the task's rows), as a schedule dict; None without a kernel."""
+    from inferx.compiler.codegen.gemm import heuristic_schedule
+
+    if tt.kernel is None:
+        return None
+    s = heuristic_schedule(tt.kernel, "sm_90", tt.task.rows if tt.task.shape == "decode" else None)
+    return {"bm": s.bm, "bn": s.bn, "bk": s.bk, "num_warps": s.num_warps, "num_stages": s.num_stages}
+
+
+def _is_decode_gemm(kop: KernelOp) -> bool:
+    from inferx.autotune.task import TaskError, shape_of
+    from inferx.compiler.codegen.gemm import applies
+
+    if kop.template.data != "gemm" or applies(kop) is not None:
+        return False
+    try:
+        return shape_of(kop) == "decode"
+    except TaskError:
+        return False

@@ -282,6 +282,9 @@ class Tuner:
     progress: Callable[[Progress], None] | None = None
     clock: Callable[[], float] = time.monotonic
     source: str = "inferx tune"
+    # The schedule a task gets without a record (the template's heuristic): measured in the task's
+    # first round, so a tuned record is never chosen over a fallback it did not beat.
+    baseline: Callable[[TuningTask], Schedule | None] | None = None
 
     def run(self, budget: Budget) -> TuneResult:
         states = [self._resume(tt) for tt in self.tasks]
@@ -298,7 +301,7 @@ class Tuner:
             i = self.scheduler.pick(states)
             st = states[i]
             n = self.batch if budget.trials is None else min(self.batch, budget.trials - new)
-            schedules = self.strategy.propose(st.tt.task, st.measured, n)
+            schedules = self._with_baseline(st, self.strategy.propose(st.tt.task, st.measured, n), n)
             if not schedules:
                 st.exhausted = True
                 continue
@@ -314,6 +317,13 @@ class Tuner:
             if self.progress is not None:
                 self.progress(Progress(st, i, len(states), new, elapsed, budget.eta(new, elapsed)))
         return TuneResult(states, new, self.clock() - start, curve, stopped)
+
+    def _with_baseline(self, st: TaskState, schedules: list[Schedule], n: int) -> list[Schedule]:
+        base = self.baseline(st.tt) if self.baseline is not None else None
+        if base is None or n < 1 or schedule_key(complete(self.space, base)) in st.measured:
+            return schedules
+        base = complete(self.space, base)
+        return [base] + [x for x in schedules if schedule_key(x) != schedule_key(base)][: n - 1]
 
     def _resume(self, tt: TuningTask) -> TaskState:
         st = TaskState(tt)

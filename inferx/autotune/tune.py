@@ -21,7 +21,7 @@ from typing import Any
 
 from inferx.autotune.cost_model import LearnedModel
 from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, Database
-from inferx.autotune.extract import extract_tasks, fused_module
+from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
 from inferx.autotune.failures import FailureLog
 from inferx.autotune.runner import LocalRunner, ReplayRunner, Runner
 from inferx.autotune.search import (
@@ -54,6 +54,7 @@ class TuneOptions:
     replay: tuple[str, ...] = ()
     out: Path = DEFAULT_ROOT
     max_seq_len: int = 2048
+    max_batch: int = 1  # decode GEMM tasks at each batch bucket up to this
     dtype: str | None = None
     seed: int = 0
     batch: int = 8
@@ -83,7 +84,8 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     if options.budget_s is None and options.trials is None:
         raise TuneError("give a --budget or --trials")
     hw = HARDWARE[options.target]
-    extraction = extract_tasks(fused_module(model, options.dtype), options.max_seq_len, hw)
+    batches = tuple(sorted({b for b in (1, 4, 16, 64) if b < options.max_batch} | {options.max_batch}))
+    extraction = extract_tasks(fused_module(model, options.dtype), options.max_seq_len, hw, batches=batches)
     say(extraction.summary())
     if not extraction.tasks:
         raise TuneError("the model has no GEMM task to tune")
@@ -99,7 +101,8 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     scheduler = GradientScheduler(seed=options.seed) if len(extraction.tasks) > 1 else RoundRobin()
     index = {t.task.key: n for n, t in enumerate(extraction.tasks, 1)}
     tuner = Tuner(extraction.tasks, runner, strategy, scheduler, space, db, failures, options.batch,
-                  progress=lambda p: say(progress_line(p, index)))
+                  progress=lambda p: say(progress_line(p, index)),
+                  baseline=heuristic_baseline if options.runner == "local" else None)
     say(f"tuning {len(extraction.tasks)} tasks on {options.target} with the {runner.name} runner "
         f"({strategy.name} search, {scheduler.name} task scheduler), budget "
         + ", ".join(x for x in (_budget_text(options)) if x))
