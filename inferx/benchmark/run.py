@@ -111,7 +111,10 @@ def _one_line(e: BaseException) -> str:
 
 
 def environment(device: str) -> dict[str, Any]:
-    """Device name, versions of the toolchain, the git commit (``unknown`` outside a checkout) and the date."""
+    """Device name, versions of the toolchain, the git commit and the date. ``INFERX_COMMIT`` in the
+    environment names the commit when the tree was copied without its history (a lent GPU box
+    gets the working tree, not the repository's current HEAD); else ``git rev-parse HEAD``, else
+    ``unknown``."""
     import torch
 
     versions = {"python": platform.python_version(), "torch": torch.__version__}
@@ -130,6 +133,8 @@ def environment(device: str) -> dict[str, Any]:
                                     capture_output=True, text=True, timeout=10, check=True).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         pass
+    if os.environ.get("INFERX_COMMIT"):
+        commit, dirty = os.environ["INFERX_COMMIT"], None
     name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
     return {"device": name, "versions": versions, "commit": commit, "dirty": dirty,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
