@@ -72,3 +72,17 @@ def test_time_kernels_lists_every_kernel_once(compiled) -> None:
     plan = load_artifact(art).manifest["entries"]["decode"]["launches"]
     assert sum(r["launches"] for r in rows) == len(plan)
     assert all(r["bytes_per_launch"] > 0 for r in rows)
+
+
+def test_inspect_shows_each_variant_with_its_bucket(compiled) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from inferx.cli import main
+
+    _, art = compiled
+    out = CliRunner().invoke(main, ["inspect", str(art), "--json"])
+    assert out.exit_code == 0, out.output
+    uses = [set(k["launches"]) for k in json.loads(out.output)["kernels"].values()]
+    assert {"decode@batch<=1"} in uses and {"decode@batch<=4"} in uses
