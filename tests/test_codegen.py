@@ -30,7 +30,15 @@ def test_heuristic_schedules() -> None:
     decode = [k for k in kernels["decode"] if k.template.data == "gemm"]
     prefill = [k for k in kernels["prefill"] if k.template.data == "gemm"]
     assert {heuristic_schedule(k) for k in decode} == {GemmSchedule(1, 8, 256, 4, 2), GemmSchedule(1, 8, 512, 4, 2)}
-    assert {heuristic_schedule(k) for k in prefill} == {GemmSchedule(64, 64, 64, 4, 2)}
+    # sm_90 prefill: 128-row tiles on 8 warps; BN=64 where a second accumulator (gated, RoPE) is kept
+    # (N below 128 keeps the 64 x 64 tile)
+    got = {heuristic_schedule(k) for k in prefill}
+    assert {GemmSchedule(128, 128, 64, 8, 3), GemmSchedule(128, 64, 64, 8, 3)} <= got
+    assert got <= {GemmSchedule(128, 128, 64, 8, 3), GemmSchedule(128, 64, 64, 8, 3), GemmSchedule(64, 64, 64, 4, 2)}
+    assert {heuristic_schedule(k, "cpu") for k in prefill} == {GemmSchedule(64, 64, 64, 4, 2)}
+    # decode per batch bucket: GEMV for one row, the dot path (BM 16, then 64) above
+    assert {heuristic_schedule(k, batch=4).bm for k in decode} == {16}
+    assert {heuristic_schedule(k, batch=64).bm for k in decode} == {64}
     small = [k for k in _fused_kernels(32)["decode"] if k.template.data == "gemm"]
     assert GemmSchedule(1, 8, 32, 4, 2) in {heuristic_schedule(k) for k in small}
 
