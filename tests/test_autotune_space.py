@@ -33,7 +33,7 @@ S = dict(bm=64, bn=64, bk=64, num_warps=4, num_stages=2)
 
 
 @pytest.mark.parametrize("task,changes,reason", [
-    (PREFILL, dict(bm=1), "GEMV mode (BM=1) runs one row per program: only for decode tasks"),
+    (PREFILL, dict(bm=1), "GEMV mode (BM <= 8) runs a few rows per program: only for decode tasks"),
     (PREFILL, dict(bm=256, bn=256, bk=128, num_warps=8, num_stages=2), "shared memory 131072 B per stage x 2"),
     (GATED, dict(bm=128, bn=128, bk=128, num_warps=8, num_stages=3), "exceeds 232448 B"),
     (PREFILL, dict(bm=256, bn=256, bk=16, num_warps=4), "accumulator needs 512 fp32 registers per thread"),
@@ -55,7 +55,7 @@ def test_valid_schedules_pass_and_the_template_accepts_every_one() -> None:
     assert space.why_invalid(DECODE, dict(bm=1, bn=8, bk=512, num_warps=4, num_stages=2)) is None  # the heuristic
     for task in (DECODE, DECODE16, PREFILL, GATED):
         valid = space.all_valid(task)
-        assert 500 < len(valid) < 3000, (task, len(valid))
+        assert 500 < len(valid) < 6000, (task, len(valid))  # GEMV rows 1-8 widen decode spaces
         for s in valid:
             gemm_schedule(s)  # raises if the template would refuse it
         assert (any(s["bm"] == 1 for s in valid)) == (task.shape == "decode")

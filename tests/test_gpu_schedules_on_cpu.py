@@ -46,3 +46,36 @@ def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
         with torch.no_grad():
             want = model(seq).logits.numpy()[:, -1:]
         np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_multi_row_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> None:
+    """Decode GEMMs of the batch-4 bucket on a GEMV schedule of ``rows`` rows per program (taken
+    from tuning records, as a tuned artifact would) against HF: each weight tile applied to
+    several rows in registers."""
+    from inferx.autotune.database import Database, Record
+    from inferx.autotune.extract import extract_tasks, fused_module
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=70, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = T.LlamaForCausalLM(cfg).eval()
+    db = Database.load(tmp_path / "logs", "sm_90")
+    tasks = [t for t in extract_tasks(fused_module(model, "fp32"), 24, batches=(1, 4)).tasks
+             if t.task.shape == "decode" and t.task.rows == 4]
+    assert len(tasks) == 5  # qkv, o, gate/up, down, lm_head
+    for t in tasks:
+        db.append(Record.make(t.task, {"bm": rows, "bn": 8, "bk": 32, "num_warps": 4, "num_stages": 2}, [1.0],
+                              {}, "2026-11-30", "test"))
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=4,
+                         schedules="sm_90", tuning_logs=tmp_path / "logs")
+    kernels = load_artifact(art).manifest["kernels"]
+    assert sum(k["template"] == "gemm" and k["constexprs"]["BM"] == rows for k in kernels.values()) == 5
+    session = inferx.load(art)
+    ids = torch.randint(0, 70, (3, 6))
+    session.prefill(ids)
+    nxt = torch.randint(0, 70, (3, 1))
+    with torch.no_grad():
+        want = model(torch.cat([ids, nxt], 1)).logits.numpy()[:, -1:]
+    repro = f"repro: pytest {__file__} -k 'multi_row and {rows}'"
+    np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)

@@ -147,7 +147,7 @@ def test_best_ignores_records_that_no_longer_validate(tiny: ModuleOp, tmp_path: 
     with pytest.raises(ValueError, match="powers of two"):
         db.append(record(o, 0.001, bn=12))  # append refuses what the template rejects
     path = tmp_path / "h200" / "gemm.jsonl"
-    bad = [record(o, 0.001, bn=12), record(o, 0.001, bm=4), record(o, 0.001)]
+    bad = [record(o, 0.001, bn=12), record(o, 0.001, bm=32, bn=8), record(o, 0.001)]
     raw = [r.to_json() for r in bad]
     raw[2]["schedule"]["split_k"] = 2  # a field the template does not know (any more)
     with path.open("a") as f:  # written by another (older or newer) tool

@@ -40,6 +40,7 @@ from inferx.autotune.space import (
     weight_tiles,
 )
 from inferx.autotune.task import Task
+from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 
 
 class CostModel(Protocol):
@@ -97,14 +98,15 @@ def roofline_ms(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> float:
     inflight = resident * tile * max(0.5, s["num_stages"] - 1)  # one stage: loads not overlapped
     bw = hw.dram_bytes_per_s * min(1.0, inflight / (hw.dram_bytes_per_s * hw.dram_latency_s))
     mem_s = dram / bw
-    if s["bm"] == 1:
+    if s["bm"] <= GEMV_MAX_ROWS:  # GEMV mode: CUDA cores
         peak = hw.fma_flops
     elif s["bm"] >= 64 and s["num_warps"] >= 4:
         peak = hw.tensor_flops
     else:
         peak = hw.mma_flops
     # Operand reuse per tile: a 128x256 tile feeds the tensor cores from shared memory at full rate.
-    reuse = min(1.0, (s["bm"] * s["bn"] / (s["bm"] + s["bn"])) / (128 * 256 / 384)) if s["bm"] > 1 else 1.0
+    reuse = (min(1.0, (s["bm"] * s["bn"] / (s["bm"] + s["bn"])) / (128 * 256 / 384)) if s["bm"] > GEMV_MAX_ROWS
+             else 1.0)
     padded = gm * s["bm"] * gn * s["bn"] * weight_tiles(task, s)  # masked lanes compute too
     comp_s = 2.0 * max(padded, m * n) * k / (peak * reuse)
     # Serial K loop of one program: each step waits on DRAM unless the pipeline hides it.
@@ -160,7 +162,8 @@ def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]
         lg(task.rows), lg(task.k), lg(task.n), lg(task.tile_n), float(task.shape == "decode"),
         float("gated" in tags), float("rope" in tags), float(task.prologue != "none"), float("residual" in tags),
         float(DTYPE_BYTES.get(task.w_dtype, 4)),
-        lg(s["bm"]), lg(s["bn"]), lg(s["bk"]), lg(s["num_warps"]), float(s["num_stages"]), float(s["bm"] == 1),
+        lg(s["bm"]), lg(s["bn"]), lg(s["bk"]), lg(s["num_warps"]), float(s["num_stages"]),
+        float(s["bm"] <= GEMV_MAX_ROWS),
         lg(gm * gn), wave_efficiency(task, s, hw), float(blocks_per_sm(task, s, hw)),
         lg(smem_bytes(task, s)), acc_values_per_thread(task, s), float(math.ceil(task.k / s["bk"])),
         math.log(roofline_ms(task, s, hw)),

@@ -25,7 +25,7 @@ from typing import Any
 
 import inferx
 from inferx.autotune.task import Task, TaskError
-from inferx.compiler.codegen.gemm import GemmSchedule
+from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, GemmSchedule
 
 _PACKAGE = Path(inferx.__file__).resolve().parent
 
@@ -54,7 +54,7 @@ def _pow2(v: object) -> bool:
 def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
     """The GemmSchedule a record's schedule dict names; ScheduleError if the template would not
     accept it: exactly the fields bm, bn, bk, num_warps, num_stages; tile sizes powers of two;
-    bm=1 (GEMV mode) or every tile dim >= 16 (tl.dot's minimum); 1, 2, 4, 8 or 16 warps; 1 to 8
+    BM <= 8 (GEMV mode) or every tile dim >= 16 (tl.dot's minimum); 1, 2, 4, 8 or 16 warps; 1 to 8
     stages."""
     want = {"bm", "bn", "bk", "num_warps", "num_stages"}
     if set(d) != want:
@@ -62,8 +62,8 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
     s = GemmSchedule(**{k: d[k] for k in want})
     if not all(_pow2(v) for v in (s.bm, s.bn, s.bk)):
         raise ScheduleError(f"tile sizes must be powers of two: {s}")
-    if s.bm != 1 and min(s.bm, s.bn, s.bk) < 16:
-        raise ScheduleError(f"the dot path needs BM, BN, BK >= 16 (or BM=1 for GEMV mode): {s}")
+    if not s.gemv and min(s.bm, s.bn, s.bk) < 16:
+        raise ScheduleError(f"the dot path needs BM, BN, BK >= 16 (or BM <= {GEMV_MAX_ROWS} for GEMV mode): {s}")
     if s.num_warps not in (1, 2, 4, 8, 16):
         raise ScheduleError(f"num_warps must be 1, 2, 4, 8 or 16: {s}")
     if not (isinstance(s.num_stages, int) and 1 <= s.num_stages <= 8):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from inferx.autotune.database import ScheduleError, gemm_schedule
 from inferx.autotune.task import Task
+from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 
 Schedule = dict[str, int]
 
@@ -87,7 +88,7 @@ def smem_per_stage(task: Task, s: Mapping[str, int]) -> int:
 def smem_bytes(task: Task, s: Mapping[str, int]) -> int:
     """Shared memory of the whole pipeline: one buffer per stage (the dot reads its operands from
     shared memory even unpipelined; GEMV mode with one stage loads straight into registers)."""
-    if s["bm"] == 1 and s["num_stages"] == 1:
+    if _gemv(s) and s["num_stages"] == 1:
         return 0
     return smem_per_stage(task, s) * s["num_stages"]
 
@@ -96,8 +97,8 @@ def acc_values_per_thread(task: Task, s: Mapping[str, int]) -> float:
     """fp32 values each thread holds live: the accumulator(s) on the dot path; in GEMV mode the
     [BN, BK] product tile that is reduced each K step."""
     threads = 32 * s["num_warps"]
-    if s["bm"] == 1:
-        return s["bn"] * s["bk"] * weight_tiles(task, s) / threads
+    if _gemv(s):
+        return s["bm"] * s["bn"] * s["bk"] * weight_tiles(task, s) / threads
     return s["bm"] * s["bn"] * weight_tiles(task, s) / threads
 
 
@@ -130,8 +131,8 @@ def wave_efficiency(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> floa
 
 
 def gemv_only_for_decode(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
-    if s["bm"] == 1 and task.shape != "decode":
-        return "GEMV mode (BM=1) runs one row per program: only for decode tasks"
+    if _gemv(s) and task.shape != "decode":
+        return f"GEMV mode (BM <= {GEMV_MAX_ROWS}) runs a few rows per program: only for decode tasks"
     return None
 
 
@@ -145,9 +146,9 @@ def shared_memory_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | No
 
 def accumulator_fits_registers(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     per_thread = acc_values_per_thread(task, s)
-    limit = hw.max_acc_regs * (2 if s["bm"] == 1 else 1)  # GEMV products are consumed as they are made
+    limit = hw.max_acc_regs * (2 if _gemv(s) else 1)  # GEMV products are consumed as they are made
     if per_thread > limit:
-        what = "GEMV product tile" if s["bm"] == 1 else "accumulator"
+        what = "GEMV product tile" if _gemv(s) else "accumulator"
         return f"{what} needs {per_thread:g} fp32 registers per thread (> {limit}) with {s['num_warps']} warps"
     return None
 
@@ -155,7 +156,7 @@ def accumulator_fits_registers(task: Task, s: Mapping[str, int], hw: Hopper) -> 
 def dot_tile_shape(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     """wgmma is issued per warpgroup (4 warps) on M=64 tiles: BM >= 64 wants whole warpgroups; a
     tile with fewer accumulator values than threads leaves threads idle."""
-    if s["bm"] == 1:
+    if _gemv(s):
         return None
     if s["bm"] >= 64 and s["num_warps"] < 4:
         return f"BM={s['bm']} runs on wgmma, which needs whole warpgroups (4, 8 or 16 warps), got {s['num_warps']}"
@@ -170,7 +171,8 @@ def tile_fits_problem(task: Task, s: Mapping[str, int], hw: Hopper) -> str | Non
     lanes."""
     p2 = lambda v: 1 << max(0, (v - 1).bit_length())  # noqa: E731
     for knob, dim, what in (("bm", task.rows, "rows"), ("bn", task.tile_n, "N"), ("bk", task.k, "K")):
-        if s[knob] > max(16, p2(dim)):
+        floor = 1 if knob == "bm" and _gemv(s) else 16  # GEMV rows cost CUDA-core work: no padding
+        if s[knob] > max(floor, p2(dim)):
             return f"{knob.upper()}={s[knob]} exceeds the task's {what} ({dim}) rounded up to a power of two"
     return None
 
@@ -185,6 +187,10 @@ GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
 )
 
 
+def _gemv(s: Mapping[str, int]) -> bool:
+    return s["bm"] <= GEMV_MAX_ROWS
+
+
 def schedule_key(s: Mapping[str, int]) -> str:
     """Canonical text of a schedule (sorted keys): equal keys if and only if equal schedules."""
     return json.dumps(dict(s), sort_keys=True, separators=(",", ":"))
@@ -194,7 +200,7 @@ def schedule_key(s: Mapping[str, int]) -> str:
 
 
 GEMM_KNOBS: tuple[Knob, ...] = (
-    Knob("bm", (64, 1, 16, 32, 128, 256)),
+    Knob("bm", (64, 1, 2, 4, 8, 16, 32, 128, 256)),
     Knob("bn", (64, 4, 8, 16, 32, 128, 256)),
     Knob("bk", (64, 16, 32, 128, 256, 512, 1024)),
     Knob("num_warps", (4, 1, 2, 8, 16)),

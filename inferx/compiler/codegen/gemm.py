@@ -26,6 +26,11 @@ from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource
 
+# Up to this many rows per program a GEMM runs in GEMV mode: each [BN, BK] weight tile is loaded
+# once (K contiguous, 16-byte loads) and applied to every row of the program on CUDA cores; above
+# it, the dot path (tensor cores, BM >= 16).
+GEMV_MAX_ROWS = 8
+
 
 @dataclass(frozen=True)
 class GemmSchedule:
@@ -34,6 +39,10 @@ class GemmSchedule:
     bk: int
     num_warps: int = 4
     num_stages: int = 2
+
+    @property
+    def gemv(self) -> bool:
+        return self.bm <= GEMV_MAX_ROWS
 
 
 def applies(kernel: KernelOp) -> str | None:
@@ -94,7 +103,7 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
 
 def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90") -> KernelSource:
     sched = schedule or heuristic_schedule(kernel, target)
-    gemv = sched.bm == 1  # decode rows one per program: W streamed once per row, no dot
+    gemv = sched.gemv  # decode: W streamed once per program of BM <= 8 rows, no dot
     em = Emitter(kernel, name)
     ops = list(kernel.body.block.ops)
     norm = ops[0] if isinstance(ops[0], (nn.RMSNormOp, nn.LayerNormOp)) else None
@@ -185,8 +194,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     precision = "" if low else ', input_precision="ieee"'
 
     def accumulate(acc: str, w: str) -> None:
-        if gemv:  # one row of x against BN rows of W: multiply and reduce, no tensor cores
+        if gemv and sched.bm == 1:  # one row of x against BN rows of W: multiply and reduce, no tensor cores
             em.emit(f"{acc} += tl.sum({w}.to(tl.float32) * a.to(tl.float32), 1)[None, :]")
+        elif gemv:  # BM rows against the same [BN, BK] tile: [BM, BN, BK] products reduced over K
+            em.emit(f"{acc} += tl.sum({w}.to(tl.float32)[None, :, :] * a.to(tl.float32)[:, None, :], 2)")
         else:
             if not low:
                 em.emit(f"{w} = {w}.to(tl.float32)")
