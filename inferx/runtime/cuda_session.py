@@ -28,12 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from inferx.program import ModelInfo
 from inferx.runtime.artifact import Artifact
 from inferx.runtime.cuda_driver import I32, PTR, CudaError, Driver, Kernel, pack_args
 from inferx.runtime.kernel_source import KernelSource
 from inferx.runtime.plan import eval_dim, kernel_for
-from inferx.runtime.session import DecoderSession, SessionError
+from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 from inferx.runtime.triton_kernels import grid as grid_of
 
 ITEM = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "i8": 1}
@@ -88,16 +87,8 @@ class CudaSession(DecoderSession):
         """``driver``: what runs the kernels, a ``Driver`` on ``device`` unless given (tests give
         one that runs the kernels' sources in Triton's interpreter instead of their cubins)."""
         m = artifact.manifest
-        model, limits = m["model"], m["limits"]
-        info = ModelInfo(
-            architecture=model["architecture"], vocab_size=model["vocab_size"], max_context=model["max_context"],
-            eos_token_ids=tuple(model["eos_token_ids"]), num_layers=model["num_layers"],
-            num_kv_heads=model["num_kv_heads"], head_dim=model["head_dim"], dtype=model["dtype"],
-        )
-        batch = limits["max_batch"] if max_batch is None else max_batch
-        if batch > limits["max_batch"]:
-            raise SessionError(f"max_batch {batch} exceeds the artifact's compiled maximum {limits['max_batch']}")
-        super().__init__(info, max_batch=batch, max_context=limits["max_seq_len"])
+        info, batch, max_context = manifest_limits(m, max_batch)
+        super().__init__(info, max_batch=batch, max_context=max_context)
         try:
             self.drv = Driver(device) if driver is None else driver
         except CudaError as e:
@@ -116,8 +107,8 @@ class CudaSession(DecoderSession):
         # 1.19 ms with it and 1.10 ms without (benchmarks/NOTES.md).
         self.pdl = pdl and all(meta.get("grid_dependency", False) for meta in m["kernels"].values())
         self.entries = m["entries"]
-        self.batch_buckets = buckets_of(m, "batch", limits["max_batch"])
-        self.seq_buckets = buckets_of(m, "seq", limits["max_seq_len"])
+        self.batch_buckets = buckets_of(m, "batch", m["limits"]["max_batch"])
+        self.seq_buckets = buckets_of(m, "seq", max_context)
         self.kernels: dict[str, tuple[KernelSource, Kernel]] = {}
         for name, meta in sorted(m["kernels"].items()):
             ks = KernelSource.from_json({**meta, "source": artifact.file_bytes(meta["file"]).decode()})

@@ -25,11 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from inferx.program import ModelInfo
 from inferx.runtime.artifact import Artifact, load_artifact
 from inferx.runtime.kernel_source import KernelSource
 from inferx.runtime.plan import Launch, bind, run
-from inferx.runtime.session import DecoderSession, SessionError
+from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 
 # numpy views of the stored weights; bf16 is stored as its 16 raw bits
 NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "i64": np.int64,
@@ -71,16 +70,8 @@ class ArtifactSession(DecoderSession):
         from inferx.runtime.triton_kernels import load_kernel
 
         m = artifact.manifest
-        model, limits = m["model"], m["limits"]
-        info = ModelInfo(
-            architecture=model["architecture"], vocab_size=model["vocab_size"], max_context=model["max_context"],
-            eos_token_ids=tuple(model["eos_token_ids"]), num_layers=model["num_layers"],
-            num_kv_heads=model["num_kv_heads"], head_dim=model["head_dim"], dtype=model["dtype"],
-        )
-        batch = limits["max_batch"] if max_batch is None else max_batch
-        if batch > limits["max_batch"]:
-            raise SessionError(f"max_batch {batch} exceeds the artifact's compiled maximum {limits['max_batch']}")
-        super().__init__(info, max_batch=batch, max_context=limits["max_seq_len"])
+        info, batch, max_context = manifest_limits(m, max_batch)
+        super().__init__(info, max_batch=batch, max_context=max_context)
         if device == "cpu" and info.dtype == "bf16":
             raise SessionError("CPU sessions run fp32/fp16 artifacts (bf16 is wrong in Triton's interpreter); "
                                "this one is bf16: compile with --dtype fp32 or fp16")

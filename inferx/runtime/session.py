@@ -30,6 +30,21 @@ def as_int_array(x: Any, what: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def manifest_limits(manifest: Any, max_batch: int | None) -> tuple[ModelInfo, int, int]:
+    """What a session over an artifact needs from its manifest: the model, the batch it serves
+    (``max_batch`` or the compiled maximum; SessionError above that) and the maximum context."""
+    model, limits = manifest["model"], manifest["limits"]
+    info = ModelInfo(
+        architecture=model["architecture"], vocab_size=model["vocab_size"], max_context=model["max_context"],
+        eos_token_ids=tuple(model["eos_token_ids"]), num_layers=model["num_layers"],
+        num_kv_heads=model["num_kv_heads"], head_dim=model["head_dim"], dtype=model["dtype"],
+    )
+    batch = limits["max_batch"] if max_batch is None else max_batch
+    if batch > limits["max_batch"]:
+        raise SessionError(f"max_batch {batch} exceeds the artifact's compiled maximum {limits['max_batch']}")
+    return info, batch, int(limits["max_seq_len"])
+
+
 class DecoderSession(ABC):
     """prefill / decode / generate / reset over a backend's ``_step``."""
 
