@@ -74,6 +74,10 @@ class FakeDriver:
         out.view(np.uint8).reshape(-1)[:] = self.memory[ptr][: out.nbytes].numpy()
         return out
 
+    def as_torch(self, ptr: int, count: int, dtype: str) -> torch.Tensor:
+        t = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype]
+        return self.memory[ptr].view(t)[:count]
+
     def zero(self, ptr: int, nbytes: int) -> None:
         self.memory[ptr][:nbytes] = 0
 

@@ -86,3 +86,16 @@ def test_inspect_shows_each_variant_with_its_bucket(compiled) -> None:
     assert out.exit_code == 0, out.output
     uses = [set(k["launches"]) for k in json.loads(out.output)["kernels"].values()]
     assert {"decode@batch<=1"} in uses and {"decode@batch<=4"} in uses
+
+
+def test_torch_outputs_equal_numpy_outputs_and_generate_works(compiled) -> None:
+    _, art = compiled
+    a, b = _session(art), _session(art, outputs="torch")
+    prompts = [[1, 2, 3], [4, 5]]
+    x, y = a.prefill(prompts), b.prefill(prompts)
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.float32 and tuple(y.shape) == x.shape
+    np.testing.assert_array_equal(x, y.numpy())
+    np.testing.assert_array_equal(a.decode([[6], [7]]), b.decode(torch.tensor([[6], [7]])).numpy())
+    np.testing.assert_array_equal(a.generate([[1, 2, 3]], 3), b.generate([[1, 2, 3]], 3))
+    with pytest.raises(Exception, match="use 'numpy' or 'torch'"):
+        _session(art, outputs="jax")

@@ -158,6 +158,18 @@ class Driver:
         self._check(self.cu.cuMemcpyDtoH(out.ctypes.data, ptr, out.nbytes), f"cuMemcpyDtoH({out.nbytes} bytes)")
         return out
 
+    def as_torch(self, ptr: int, count: int, dtype: str) -> Any:
+        """A torch tensor on this device viewing ``count`` elements at ``ptr`` (no copy), through
+        ``__cuda_array_interface__``; the session's stream is synchronized first. Needs torch."""
+        import torch
+
+        self.synchronize()
+        typestr = {"bf16": "<u2", "f16": "<f2", "f32": "<f4"}[dtype]
+        view = _DeviceArray({"shape": (count,), "typestr": typestr, "data": (ptr, False), "version": 3,
+                             "strides": None})
+        t = torch.as_tensor(view, device=torch.device("cuda", int(self.device)))
+        return t.view(torch.bfloat16) if dtype == "bf16" else t
+
     def zero(self, ptr: int, nbytes: int) -> None:
         self._check(self.cu.cuMemsetD8Async(ptr, 0, nbytes, self.stream), f"cuMemsetD8Async({nbytes} bytes)")
 
@@ -196,6 +208,13 @@ class Driver:
             for m in self.modules:
                 self.cu.cuModuleUnload(m)
             self.modules = []
+
+
+class _DeviceArray:
+    """Device memory as ``__cuda_array_interface__`` (version 3) for torch and other consumers."""
+
+    def __init__(self, interface: dict[str, Any]):
+        self.__cuda_array_interface__ = interface
 
 
 def _decode(b: Any) -> str:

@@ -83,9 +83,14 @@ class CudaSession(DecoderSession):
     """prefill/decode/generate over an artifact's cubins on one CUDA device."""
 
     def __init__(self, artifact: Artifact, *, max_batch: int | None = None, graphs: bool = True, pdl: bool = False,
-                 device: int = 0, driver: Any = None):
+                 device: int = 0, driver: Any = None, outputs: str = "numpy"):
         """``driver``: what runs the kernels, a ``Driver`` on ``device`` unless given (tests give
-        one that runs the kernels' sources in Triton's interpreter instead of their cubins)."""
+        one that runs the kernels' sources in Triton's interpreter instead of their cubins).
+        ``outputs``: "numpy" (fp32 logits on the host) or "torch" (torch tensors on the device in
+        the artifact's dtype, copied from the session's buffer without passing through the host)."""
+        if outputs not in ("numpy", "torch"):
+            raise SessionError(f"outputs={outputs!r}: use 'numpy' or 'torch'")
+        self.outputs = outputs
         m = artifact.manifest
         info, batch, max_context = manifest_limits(m, max_batch)
         super().__init__(info, max_batch=batch, max_context=max_context)
@@ -163,6 +168,9 @@ class CudaSession(DecoderSession):
             self._launch(bound.launches)
         if entry == "decode":
             self.host_ms.append((time.perf_counter() - start) * 1e3)
+        if self.outputs == "torch":  # synchronizes too
+            dev = self.drv.as_torch(bound.logits, rows * seq * self.info.vocab_size, bound.logits_dtype)
+            return dev.view(rows, seq, -1)[:batch].clone()  # type: ignore[no-any-return]
         logits = self._download(bound, rows * seq)  # synchronizes: host arrays above are consumed
         return logits.reshape(rows, seq, -1)[:batch]
 

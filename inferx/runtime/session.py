@@ -30,6 +30,11 @@ def as_int_array(x: Any, what: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def _host(logits: Any) -> np.ndarray:
+    """Logits as a host array (sessions may return torch tensors on a device)."""
+    return logits.float().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
+
+
 def manifest_limits(manifest: Any, max_batch: int | None) -> tuple[ModelInfo, int, int]:
     """What a session over an artifact needs from its manifest: the model, the batch it serves
     (``max_batch`` or the compiled maximum; SessionError above that) and the maximum context."""
@@ -115,7 +120,7 @@ class DecoderSession(ABC):
         budget ends)."""
         ids, n = self._rows(input_ids, None)
         self.reset()
-        logits = self.prefill(ids, n)
+        logits = _host(self.prefill(ids, n))
         nxt = logits[np.arange(len(n)), n - 1].argmax(-1)
         out = [nxt]
         eos = set(self.info.eos_token_ids) if stop_at_eos else set()
@@ -123,7 +128,7 @@ class DecoderSession(ABC):
         for _ in range(max_new_tokens - 1):
             if eos and done.all():
                 break
-            step = self.decode(nxt[:, None])[:, 0].argmax(-1)
+            step = _host(self.decode(nxt[:, None]))[:, 0].argmax(-1)
             nxt = np.where(done, nxt, step)
             done |= np.isin(nxt, list(eos))
             out.append(nxt)
