@@ -134,3 +134,14 @@ def test_time_kernels_accounts_for_the_step(compiled) -> None:
     rows = session.time_kernels("decode", 1, 1, 32)
     assert rows and all(r["ms_per_launch"] > 0 and r["bytes_per_launch"] > 0 for r in rows)
     assert {r["template"] for r in rows} >= {"gemm", "attention"}
+
+
+def test_torch_outputs_stay_on_the_device(compiled) -> None:
+    """outputs='torch': logits come back as CUDA tensors in the artifact's dtype, equal to the
+    host path's."""
+    _, _, art = compiled
+    a, b = inferx.load(art, device="cuda"), inferx.load(art, device="cuda", outputs="torch")
+    x, y = a.prefill([[1, 2, 3]]), b.prefill([[1, 2, 3]])
+    assert y.is_cuda and y.dtype == torch.bfloat16
+    np.testing.assert_array_equal(x, y.float().cpu().numpy())
+    np.testing.assert_array_equal(a.decode([[4]]), b.decode(torch.tensor([[4]], device="cuda")).float().cpu().numpy())
