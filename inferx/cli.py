@@ -234,13 +234,13 @@ def tune_command(model: str, target: str, budget: str, trials: int | None, runne
                  out: str | None, max_seq_len: int, max_batch: int, dtype: str | None, strategy: str, seed: int,
                  jobs: int) -> None:
     """Tune the GEMM schedules of MODEL; records are appended to the tuning database."""
+    from inferx.autotune.database import DEFAULT_ROOT
     from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
 
     with _user_errors((TuneError, *_compile_errors())):
         options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,
                               replay=replay, max_seq_len=max_seq_len, max_batch=max_batch, dtype=dtype, seed=seed,
-                              jobs=jobs,
-                              strategy=strategy, **({"out": Path(out)} if out else {}))
+                              jobs=jobs, strategy=strategy, out=Path(out) if out else DEFAULT_ROOT)
         tune(model, options, say=lambda line: click.echo(line, err=True))
 
 

@@ -25,6 +25,18 @@ from torch import nn
 ATTEND = ("masked", "causal", "all")
 
 
+class _Block(nn.Module):
+    """One decoder layer's weights (registered as parameters by ``PlainLlama``)."""
+
+    attn_norm: torch.Tensor
+    wqkv: torch.Tensor
+    wo: torch.Tensor
+    mlp_norm: torch.Tensor
+    w_gate: torch.Tensor
+    w_up: torch.Tensor
+    w_down: torch.Tensor
+
+
 class PlainLlama(nn.Module):
     """``prefill`` and ``decode`` over a static KV cache, on the weights of an HF Llama model."""
 
@@ -44,10 +56,10 @@ class PlainLlama(nn.Module):
         self.embed = share(inner.embed_tokens.weight)
         self.norm = share(inner.norm.weight)
         self.lm_head = share(hf_model.lm_head.weight)  # the embedding itself when tied
-        self.layers = nn.ModuleList()
+        self.layers: list[_Block] = nn.ModuleList()  # type: ignore[assignment]
         for layer in inner.layers:
             a, m = layer.self_attn, layer.mlp
-            block = nn.Module()
+            block = _Block()
             # q, k and v in one matrix, one GEMM (a copy: q/k/v are a few percent of the weights)
             wqkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach()
             for name, t in (("attn_norm", layer.input_layernorm.weight), ("wqkv", wqkv), ("wo", a.o_proj.weight),
@@ -86,7 +98,8 @@ class PlainLlama(nn.Module):
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * w
 
     def _rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = positions.float()[:, None] * self.inv_freq[None, :]
+        inv_freq: torch.Tensor = self.inv_freq  # type: ignore[assignment]
+        freqs = positions.float()[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         return (emb.cos() * self.rope_scale).to(dtype), (emb.sin() * self.rope_scale).to(dtype)
 

@@ -404,7 +404,8 @@ class _WeightFolder:
             if name not in self.stored:
                 ins = [self.stored[self.name_of(x)] for x in owner.operands]
                 outs = KERNELS[type(owner)](owner, ins, KernelContext(env={}, weights={}))
-                self.stored[name] = self._storage(np.asarray(outs[list(owner.results).index(v)]), ty.dtype)
+                results: list[SSAValue] = list(owner.results)
+                self.stored[name] = self._storage(np.asarray(outs[results.index(v)]), ty.dtype)
         self.dtypes[name] = ty.dtype.value
         self._names[v] = name
         return name

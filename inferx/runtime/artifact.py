@@ -288,7 +288,7 @@ def _as_bytes_view(name: str, src: bytes | bytearray | memoryview | np.ndarray) 
     if isinstance(src, np.ndarray):
         if not src.flags.c_contiguous:
             raise ArtifactError(f"file {name!r}: the array is not C-contiguous: pass np.ascontiguousarray(...)")
-        return memoryview(src.reshape(-1).view(np.uint8))
+        return memoryview(src.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # ndarray is a buffer
     view = memoryview(src)
     if not view.c_contiguous:
         raise ArtifactError(f"file {name!r}: the buffer is not contiguous")

@@ -192,7 +192,7 @@ class CudaSession(DecoderSession):
             self._inputs[akey] = [self.drv.alloc(_size(a, alloc), f"{entry} input {a['name']}")
                                   for a in plan["args"][:N_INPUTS]]
         args = self._inputs[akey] + self.caches
-        launches = []
+        launches: list[_Launch] = []
         for step in plan["launches"]:
             ks, k = self.kernels[kernel_for(step, alloc["batch"])]
             ins = [self._resolve(b, args, buffers) for b in step["inputs"]]

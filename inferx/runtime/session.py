@@ -120,7 +120,7 @@ class DecoderSession(ABC):
         budget ends)."""
         ids, n = self._rows(input_ids, None)
         self.reset()
-        logits = _host(self.prefill(ids, n))
+        logits = _host(self.prefill(ids, n.tolist()))
         nxt = logits[np.arange(len(n)), n - 1].argmax(-1)
         out = [nxt]
         eos = set(self.info.eos_token_ids) if stop_at_eos else set()

@@ -12,7 +12,6 @@ rotation happens in registers. Tile shapes: BM x BN x BK, powers of two, chosen 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
@@ -328,7 +327,8 @@ def _rope_regions(em: Emitter, lin: nn.LinearOp, epilogue: list[Operation]) -> l
                 if perm[-1] != len(perm) - 1:
                     raise em.error(op, "RoPE input's transpose moves the head_dim axis")
             elif isinstance(owner, t.ReshapeOp):
-                src, dst = owner.input.type, owner.result.type  # type: ignore[attr-defined]
+                src, dst = owner.input.type, owner.result.type
+                assert isinstance(src, TensorType) and isinstance(dst, TensorType)
                 if tuple(src.shape[:-1]) != tuple(dst.shape[:-2]) or dst.shape[-1] != head_dim:
                     raise em.error(op, "RoPE input's reshape must split only the last dim into heads")
             elif isinstance(owner, t.SplitOp):
@@ -345,7 +345,8 @@ def _rope_regions(em: Emitter, lin: nn.LinearOp, epilogue: list[Operation]) -> l
                 )
             value = owner.operands[0]  # type: ignore[union-attr]
         size = op.input.type  # type: ignore[attr-defined]
-        n_cols = math.prod(int(d) for d in size.shape[1:2]) * head_dim if isinstance(size.shape[1], int) else None
+        assert isinstance(size, TensorType)
+        n_cols = int(size.shape[1]) * head_dim if isinstance(size.shape[1], int) else None
         if n_cols is None:
             raise em.error(op, "RoPE heads must be static")
         rot = get_int(op.attributes, "rotary_dim", head_dim)

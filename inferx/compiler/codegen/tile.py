@@ -32,7 +32,7 @@ TL_DTYPE = {DType.f32: "tl.float32", DType.f16: "tl.float16", DType.bf16: "tl.bf
 SIG_DTYPE = {DType.f32: "fp32", DType.f16: "fp16", DType.bf16: "bf16", DType.f8e4m3: "fp8e4nv",
              DType.i8: "i8", DType.i32: "i32", DType.i64: "i64", DType.bool: "i1"}
 
-UNARY = {
+UNARY: dict[type[Operation], str] = {
     t.NegOp: "-({a})",
     t.ExpOp: "tl.exp({a})",
     t.RsqrtOp: "tl.rsqrt({a})",
@@ -41,7 +41,7 @@ UNARY = {
     t.SiluOp: "({a}) * tl.sigmoid({a})",
     t.TanhOp: "(2.0 * tl.sigmoid(2.0 * ({a})) - 1.0)",
 }
-BINARY = {
+BINARY: dict[type[Operation], str] = {
     t.AddOp: "({a}) + ({b})",
     t.SubOp: "({a}) - ({b})",
     t.MulOp: "({a}) * ({b})",
@@ -184,6 +184,8 @@ class Emitter:
         if first is None:
             raise self.error(op, "does not use any value computed in this kernel (it should not have fused)")
         res_type = op.results[0].type if op.results else None
+        if not isinstance(res_type, TensorType):
+            raise self.error(op, "has no tensor result to compute")
         assert isinstance(res_type, TensorType) or res_type is None
         if type(op) in UNARY:
             self.set(op, Tile(self.tmp(UNARY[type(op)].format(a=first.expr)), first.coords, first.mask, res_type))

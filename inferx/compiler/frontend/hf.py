@@ -23,7 +23,7 @@ from inferx.models.decoder import build_decoder_module
 from inferx.models.registry import decoder_config
 from inferx.program import ModelInfo, Program
 
-_STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.float32}
+_STORAGE: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f16": np.float16, "bf16": np.float32}
 
 
 class ModelImportError(ValueError):

@@ -209,7 +209,7 @@ def _fold(cx: LowerCtx, node: torch.fx.Node) -> bool:
     fakes = list(vals) if isinstance(vals, (list, tuple)) else [vals]
     if not fakes or not all(isinstance(f, torch.Tensor) for f in fakes):
         return False
-    if any(isinstance(d, torch.SymInt) for f in fakes for d in f.shape):
+    if any(isinstance(d, torch.SymInt) for f in fakes if f is not None for d in f.shape):
         return False
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: cx.known[n])
     try:
@@ -223,7 +223,7 @@ def _fold(cx: LowerCtx, node: torch.fx.Node) -> bool:
 def _check_types(cx: LowerCtx, node: torch.fx.Node, result: Any) -> None:
     """The lowered value must have torch's shape and (mapped) dtype."""
     vals = node.meta.get("val")
-    pairs = zip(result, vals, strict=False) if isinstance(result, tuple) else [(result, vals)]
+    pairs = zip(result, vals or (), strict=False) if isinstance(result, tuple) else [(result, vals)]
     for value, fake in pairs:
         if not isinstance(value, SSAValue) or not isinstance(fake, torch.Tensor):
             continue

@@ -70,7 +70,7 @@ class Interpreter:
                 return [values[v] for v in op.operands]
             if isinstance(op, KernelOp):
                 body = op.body.block
-                inner = dict(zip(body.args, (values[v] for v in op.operands), strict=True))
+                inner: dict[SSAValue, np.ndarray] = dict(zip(body.args, (values[v] for v in op.operands), strict=True))
                 outs = self._run_block(func_name, body, inner, ctx)
             else:
                 kernel = self.kernels.get(type(op))

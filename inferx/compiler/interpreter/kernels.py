@@ -139,7 +139,7 @@ def reduce(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list
     if _in_dtype(op).is_float:
         x = compute(x)
     if isinstance(op, ts.ReduceSumOp):
-        return [np.sum(x, axis=axes, keepdims=keep, dtype=None if x.dtype.kind == "f" else np.int64)]
+        return [np.asarray(np.sum(x, axis=axes, keepdims=keep, dtype=None if x.dtype.kind == "f" else np.int64))]
     if isinstance(op, ts.ReduceMeanOp):
         return [np.mean(x, axis=axes, keepdims=keep)]
     return [np.max(x, axis=axes, keepdims=keep)]

@@ -140,7 +140,8 @@ def mul(a: Dim, b: Dim) -> Dim:
 
 
 def product(dims: Iterable[Dim]) -> Dim:
-    return reduce(mul, dims, 1)
+    one: Dim = 1
+    return reduce(mul, dims, one)
 
 
 def floordiv(a: Dim, c: int) -> Dim:

@@ -7,6 +7,7 @@ prints, re-parses and re-prints to the same text.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Sequence
 from enum import Enum
 
@@ -34,11 +35,11 @@ class DType(Enum):
     bool = "bool"
 
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:  # the member ``bool`` shadows the builtin in this class
         return self in (DType.f32, DType.f16, DType.bf16, DType.f8e4m3)
 
     @property
-    def is_int(self) -> bool:
+    def is_int(self) -> builtins.bool:
         return self in (DType.i8, DType.i4, DType.i32, DType.i64)
 
     @property
@@ -70,7 +71,7 @@ def _parse_dim(parser: AttrParser) -> Dim:
             parser.raise_error("'floordiv' is an operator, not a symbol name", start, parser.pos)
         if name is None or not name.isidentifier():
             parser.raise_error("expected a dim: an integer, a symbol name or '('", start,
-                               parser.pos if name is not None else None)
+                               parser.pos if name is not None else None)  # type: ignore[arg-type]  # None: one char
         return sy.sym(name)
 
     def term() -> Dim:
@@ -83,7 +84,7 @@ def _parse_dim(parser: AttrParser) -> Dim:
                 divisor = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
                 if divisor is None or divisor <= 0:
                     parser.raise_error("floordiv takes a positive integer constant", start,
-                                       parser.pos if divisor is not None else None)
+                                       parser.pos if divisor is not None else None)  # type: ignore[arg-type]
                 value = sy.floordiv(value, divisor)
             else:
                 return value
