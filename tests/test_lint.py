@@ -1,4 +1,4 @@
-"""The code passes ruff (the linter CI and developers use)."""
+"""The code passes ruff (the linter CI and developers use) and mypy."""
 
 import os
 import shutil
@@ -14,4 +14,11 @@ def test_ruff_clean() -> None:
     assert ruff, "ruff is not installed: run the README's set-up command"
     proc = subprocess.run([ruff, "check", "--output-format", "concise", "inferx", "tests"],
                           cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+
+
+def test_mypy_clean() -> None:
+    """The package type-checks (settings in pyproject.toml's [tool.mypy])."""
+    proc = subprocess.run([sys.executable, "-m", "mypy", "inferx"], cwd=ROOT, capture_output=True, text=True)
+    assert "No module named mypy" not in proc.stderr, "mypy is not installed: run the README's set-up command"
     assert proc.returncode == 0, proc.stdout[-5000:]

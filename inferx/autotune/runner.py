@@ -269,13 +269,13 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int) 
             return torch.randint(-8, 8, shape(ty), dtype=dt, device="cuda")
         return (torch.randn(shape(ty), device="cuda") * 0.02).to(dt)
 
-    set_bytes = sum(math.prod(shape(v.type)) * dtypes[v.type.dtype.value].itemsize  # type: ignore[attr-defined]
+    set_bytes = sum(math.prod(shape(v.type)) * dtypes[v.type.dtype.value].itemsize  # type: ignore[attr-defined, misc]
                     for v in kop.operands)
     out = []
     for _ in range(rotation_count(max(1, set_bytes), l2_bytes)):
         ins = [make(v.type) for v in kop.operands]
         outs = [ins[ks.aliases[i]] if i in ks.aliases else torch.empty(shape(r.type), device="cuda",
-                                                                        dtype=dtypes[r.type.dtype.value])
+                                                                        dtype=dtypes[r.type.dtype.value])  # type: ignore[attr-defined]
                 for i, r in enumerate(kop.results)]
         scratch = [torch.zeros([eval_dim(d, env) for d in sc.shape], dtype=dtypes[sc.dtype], device="cuda")
                    for sc in ks.scratch]

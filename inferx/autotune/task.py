@@ -157,7 +157,7 @@ def gemm_task(kernel: KernelOp, rows: int) -> Task:
         raise TaskError("K and N must be static")
     epilogue = ops[(2 if norm else 1) :]
     gated = _gated_split(lin, epilogue)
-    tags = {_tag(op) for op in epilogue if op is gated or not isinstance(op, _LAYOUT_OPS)}
+    tags = {_tag(op) for op in epilogue if op is gated or not isinstance(op, _LAYOUT_OPS)}  # type: ignore[arg-type]
     if lin.bias is not None:
         tags.add("bias")
     outs = sorted({r.type.dtype.value for r in kernel.results if isinstance(r.type, TensorType)})
