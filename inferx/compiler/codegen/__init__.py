@@ -19,14 +19,20 @@ RULES: list[tuple[str, Callable[[KernelOp], str | None], Callable[..., KernelSou
     ("reduction", rowwise.reduction_applies, rowwise.reduction),
     ("pointwise", lambda k: None, rowwise.pointwise),
 ]
+# The schedule type each tunable template takes.
+SCHEDULES: dict[str, type] = {"gemm": gemm.GemmSchedule, "attention": attention.AttentionSchedule}
 
 
-def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: gemm.GemmSchedule | None = None,
+Schedule = gemm.GemmSchedule | attention.AttentionSchedule
+
+
+def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Schedule | None = None,
              grid_dependency: bool | None = None) -> KernelSource:
     """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits.
-    ``target`` ("sm_90" or "cpu") picks schedules (a GEMM takes ``schedule`` when given), never
-    semantics. ``grid_dependency`` (default: on for sm_90) makes the kernel safe for PDL; kernels
-    that Triton's interpreter runs must not have it."""
+    ``target`` ("sm_90" or "cpu") picks schedules, never semantics; a GEMM takes a GemmSchedule
+    and attention an AttentionSchedule when given (the template's heuristic when None; a schedule
+    of another template is a CodegenError). ``grid_dependency`` (default: on for sm_90) makes the
+    kernel safe for PDL; kernels that Triton's interpreter runs must not have it."""
     wanted = kernel.template.data
     reasons = []
     for template, applies, gen in RULES:
@@ -34,10 +40,16 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: gemm.
             continue
         reason = applies(kernel)
         if reason is None:
+            if schedule is not None and not isinstance(schedule, SCHEDULES.get(template, ())):
+                raise CodegenError(f"kernel {name}: a {type(schedule).__name__} cannot schedule a {template} kernel")
             if template == "gemm":
+                assert schedule is None or isinstance(schedule, gemm.GemmSchedule)
                 ks = gemm.generate(kernel, name, schedule, target=target)
+            elif template == "attention":
+                assert schedule is None or isinstance(schedule, attention.AttentionSchedule)
+                ks = attention.generate(kernel, name, target, schedule)
             else:
-                ks = gen(kernel, name, target) if template == "attention" else gen(kernel, name)
+                ks = gen(kernel, name)
             return with_grid_dependency(ks) if (target != "cpu" if grid_dependency is None else grid_dependency) else ks
         reasons.append(f"{template}: {reason}")
     raise CodegenError(f"kernel {name}: no template implements it ({'; '.join(reasons) or wanted})")

@@ -12,14 +12,21 @@ one KV head (GQA packing: the K/V block is read once for all of them) and one of
 slices of the context; it writes its partial softmax state to scratch, and the last program to
 arrive for a (sequence, KV head) merges the slices and runs the epilogue. So a step has enough
 programs to fill the chip even at batch 1, and still one launch.
+
+Schedules (``AttentionSchedule``): prefill takes BM (queries per program), BN (keys per step),
+warps and pipeline stages; decode takes SPLITS (context slices), BN, warps and stages (its BM is
+the GQA group padded to 16, not a choice). ``heuristic_schedule`` is what a kernel gets when the
+tuning database has no record.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument
 
+from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.gemm import _module
 from inferx.compiler.codegen.tile import Emitter, Tile
 from inferx.compiler.ir import ops_nn as nn
@@ -38,8 +45,63 @@ def applies(kernel: KernelOp) -> str | None:
     return None
 
 
-def generate(kernel: KernelOp, name: str, target: str = "sm_90") -> KernelSource:
+@dataclass(frozen=True)
+class AttentionSchedule:
+    """How one attention kernel is tiled. A decode schedule has ``splits`` > 0 and ``bm`` 0 (the
+    GQA group sets BM); a prefill schedule has ``bm`` > 0 and ``splits`` 0. SPLITS is a power of
+    two: the last-arrival test masks the ever-growing counter with SPLITS - 1."""
+
+    bn: int = 32
+    num_warps: int = 4
+    num_stages: int = 2
+    bm: int = 0
+    splits: int = 0
+
+    @property
+    def decode(self) -> bool:
+        return self.splits > 0
+
+    def to_dict(self) -> dict[str, int]:
+        """The schedule as the tuning database stores it: the four fields of its shape."""
+        d = {"bn": self.bn, "num_warps": self.num_warps, "num_stages": self.num_stages}
+        d.update({"splits": self.splits} if self.decode else {"bm": self.bm})
+        return d
+
+
+# Context slices per (sequence, KV head) in decode. On the CPU (Triton's interpreter runs programs
+# one by one) two slices still exercise the merge at a fraction of the cost.
+DECODE_SPLITS = 16  # powers of two (the arrival test masks with SPLITS - 1)
+CPU_SPLITS = 2
+
+
+def is_decode(kernel: KernelOp) -> bool:
+    """One query per sequence: the split-KV decode kernel."""
+    op = kernel.body.block.first_op
+    assert isinstance(op, nn.AttentionOp)
+    q_t = op.q.type
+    assert isinstance(q_t, TensorType)
+    return q_t.shape[2] == 1
+
+
+def heuristic_schedule(kernel: KernelOp, target: str = "sm_90") -> AttentionSchedule:
+    """The schedule when the tuning database has none: decode in ``DECODE_SPLITS`` slices
+    (``CPU_SPLITS`` on the CPU) of 32-key blocks; prefill 64 queries per program when the query
+    length is symbolic (16 for a static one) and 32-key blocks; 4 warps, 2 stages."""
+    if is_decode(kernel):
+        return AttentionSchedule(bn=32, splits=DECODE_SPLITS if target != "cpu" else CPU_SPLITS)
+    op = kernel.body.block.first_op
+    assert isinstance(op, nn.AttentionOp)
+    q_t = op.q.type
+    assert isinstance(q_t, TensorType)
+    return AttentionSchedule(bn=32, bm=64 if "seq" in q_t.symbols() else 16)
+
+
+def generate(kernel: KernelOp, name: str, target: str = "sm_90",
+             schedule: AttentionSchedule | None = None) -> KernelSource:
+    """Triton source of an attention kernel under ``schedule`` (default: ``heuristic_schedule``);
+    CodegenError when the schedule is of the other shape (a prefill schedule for a decode kernel)."""
     em = Emitter(kernel, name)
+    sched = schedule if schedule is not None else heuristic_schedule(kernel, target)
     op = kernel.body.block.first_op
     assert isinstance(op, nn.AttentionOp)
     q_t, k_t, v_t = (v.type for v in (op.q, op.k, op.v))
@@ -53,10 +115,12 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90") -> KernelSource
     causal = get_flag(attrs, "causal")
     window = get_int(attrs, "window") if attrs.get("window") is not None else None
     cap = get_opt_float(attrs, "softcap")
-    if q_t.shape[2] == 1:
-        return _decode(kernel, name, em, op, DECODE_SPLITS if target != "cpu" else CPU_SPLITS)
-    bm = 64 if "seq" in q_t.symbols() else 16
-    bn = 32
+    if sched.decode != is_decode(kernel):
+        kind, want = ("decode", "prefill") if sched.decode else ("prefill", "decode")
+        raise CodegenError(f"kernel {name}: a {kind} attention schedule {sched.to_dict()} for a {want} kernel")
+    if sched.decode:
+        return _decode(kernel, name, em, op, sched)
+    bm, bn = sched.bm, sched.bn
     bd, bdv = max(16, 1 << (d - 1).bit_length()), max(16, 1 << (dv - 1).bit_length())
     low = q_t.dtype in (DType.f16, DType.bf16)
     S, T, B = em.dim(q_t.shape[2]), em.dim(k_t.shape[2]), em.dim(q_t.shape[0])
@@ -140,16 +204,13 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90") -> KernelSource
         grid=grid,
         constexprs={"BM": bm, "BN": bn, "BD": bd, "BDV": bdv},
         aliases=em.aliases,
+        num_warps=sched.num_warps,
+        num_stages=sched.num_stages,
     )
 
 
-# Context slices per (sequence, KV head) in decode. On the CPU (Triton's interpreter runs programs
-# one by one) two slices still exercise the merge at a fraction of the cost.
-DECODE_SPLITS = 16  # powers of two (the arrival test masks with SPLITS - 1)
-CPU_SPLITS = 2
-
-
-def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, splits: int) -> KernelSource:
+def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched: AttentionSchedule) -> KernelSource:
+    splits = sched.splits
     q_t, k_t, v_t = (v.type for v in (op.q, op.k, op.v))
     assert isinstance(q_t, TensorType) and isinstance(k_t, TensorType) and isinstance(v_t, TensorType)
     hq, hkv, d, dv = (int(x) for x in (q_t.shape[1], k_t.shape[1], q_t.shape[3], v_t.shape[3]))  # type: ignore[arg-type]
@@ -279,5 +340,7 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, splits
         grid=(str(splits), n_bh),
         aliases=em.aliases,
         scratch=scratch,
-        constexprs={"BM": bm, "BN": 32, "BD": bd, "BDV": bdv, "SPLITS": splits},
+        constexprs={"BM": bm, "BN": sched.bn, "BD": bd, "BDV": bdv, "SPLITS": splits},
+        num_warps=sched.num_warps,
+        num_stages=sched.num_stages,
     )
