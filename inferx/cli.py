@@ -225,7 +225,7 @@ def compile_main() -> None:
 @click.option("--out", default=None, metavar="DIR", help="Tuning database root (default: the shipped tuning_logs/).")
 @click.option("--max-seq-len", type=int, default=2048, show_default=True)
 @click.option("--max-batch", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Tune decode GEMMs at each batch bucket up to this (1, 4, 16, 64, ...).")
+              help="Tune decode GEMMs and attention at each batch bucket up to this (1, 4, 16, 64, ...).")
 @click.option("--dtype", default=None, metavar=f"[{'|'.join(DTYPE_CHOICES)}]")
 @click.option("--strategy", type=click.Choice(["evolutionary", "random"]), default="evolutionary", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -233,7 +233,7 @@ def compile_main() -> None:
 def tune_command(model: str, target: str, budget: str, trials: int | None, runner: str, replay: tuple[str, ...],
                  out: str | None, max_seq_len: int, max_batch: int, dtype: str | None, strategy: str, seed: int,
                  jobs: int) -> None:
-    """Tune the GEMM schedules of MODEL; records are appended to the tuning database."""
+    """Tune the GEMM and attention schedules of MODEL; records are appended to the tuning database."""
     from inferx.autotune.database import DEFAULT_ROOT
     from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
 

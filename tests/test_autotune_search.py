@@ -27,7 +27,7 @@ from inferx.autotune.search import (
     TaskState,
     Tuner,
 )
-from inferx.autotune.space import GemmSpace, complete, schedule_key
+from inferx.autotune.space import GemmSpace, complete, schedule_key, spaces_for
 from inferx.autotune.synthetic import landscape
 from inferx.autotune.task import Task
 from inferx.cli import main
@@ -166,7 +166,7 @@ def test_tune_cli_with_the_replay_runner(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    assert "10 tuning tasks" in lines[0]
+    assert "12 tuning tasks" in lines[0]  # 10 GEMM, 2 attention
     progress = [ln for ln in lines if ln.startswith("[") and "trials (+" in ln]
     assert progress and all("of roofline), ETA" in ln for ln in progress)
     assert any("stopped: budget spent after 96 new measurements" in ln for ln in lines)
@@ -174,7 +174,7 @@ def test_tune_cli_with_the_replay_runner(tmp_path: Path) -> None:
     assert len(db.records) > 0 and all(r.source == f"inferx tune (replay:{replay})" for r in db.records)
     runs = sorted((out / "h200" / "runs").glob("tune-*.json"))
     conv = json.loads(next(p for p in runs if not p.name.endswith("-model.json")).read_text())
-    assert conv["new_trials"] == 96 and len(conv["tasks"]) == 10 and conv["objective"][-1]["trials"] == 96
+    assert conv["new_trials"] == 96 and len(conv["tasks"]) == 12 and conv["objective"][-1]["trials"] == 96
     try:
         import matplotlib  # noqa: F401
 
@@ -216,16 +216,16 @@ def test_each_task_measures_the_heuristic_first() -> None:
             asked.setdefault(task.key, []).extend(schedules)
             return [MeasureResult(1.0, (1.0,)) for _ in schedules]
 
-    space = GemmSpace()
+    space = spaces_for("h200")
     tuner = Tuner(list(ex.tasks), Fixed([]), RandomSearch(space, seed=0), RoundRobin(), space, batch=4,
                   baseline=heuristic_baseline)
     tuner.run(Budget(trials=4 * len(ex.tasks)))
     assert set(asked) == {t.task.key for t in ex.tasks}
     for t in ex.tasks:
         base = heuristic_baseline(t)
-        assert base is not None and asked[t.task.key][0] == complete(space, base), t.task
+        assert base is not None and asked[t.task.key][0] == complete(space.of(t.task), base), t.task
         assert sum(s == asked[t.task.key][0] for s in asked[t.task.key]) == 1
-    decode4 = next(t for t in ex.tasks if t.task.shape == "decode" and t.task.rows == 4)
+    decode4 = next(t for t in ex.tasks if t.task.template == "gemm" and t.task.shape == "decode" and t.task.rows == 4)
     assert heuristic_baseline(decode4)["bm"] == 16  # type: ignore[index]
 
 

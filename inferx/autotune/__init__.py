@@ -1,6 +1,6 @@
 """The auto-tuner, as small interfaces each with a trivial implementation beside the clever one:
 
-- ``task.py``: tuning task keys; ``database.py``: the append-only tuning database phase 7 reads;
+- ``task.py``: tuning task keys (GEMM and attention); ``database.py``: the append-only tuning database phase 7 reads;
   ``failures.py``: failed candidates beside it, so a resumed run does not retry them.
 - ``extract.py``: a model's tasks and their weights (launches per token, roofline share).
 - ``space.py``: knobs, Hopper constraints that prune before building, sampling and mutation.

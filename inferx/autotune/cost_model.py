@@ -7,10 +7,14 @@ Every model answers ``update(records)`` (learn from measurements), ``predict(tas
   (weights read once per row-block of programs, x once per column-block, re-reads beyond the L2
   discounted), FLOPs on wgmma, mma or CUDA cores depending on the tile, the bytes in flight that
   keep DRAM busy (Little's law), waves over 132 SMs with occupancy from shared memory and
-  registers, a launch. ``update`` learns nothing.
+  registers, a launch. ``update`` learns nothing. Attention has its own, simpler estimate
+  (``attention_roofline_ms``): K/V read once (once per query block in prefill, L2-discounted),
+  split-KV partials written and merged, 4 x queries x context x head_dim FLOPs, waves, a serial
+  key loop per program, a launch.
 - ``LearnedModel``, the clever one: gradient-boosted trees (``gbdt.py``) on log(time) over
   features of (task, schedule), the roofline's own estimate among them. Until it has seen
-  ``min_records`` finite measurements it answers with the roofline.
+  ``min_records`` finite measurements of a template it answers with the roofline. Each template
+  has its own features (``FEATURES``, ``ATTENTION_FEATURES``) and its own trees.
 
 Records with an infinite time (failed candidates) teach nothing about speed and are skipped.
 """
@@ -33,20 +37,27 @@ from inferx.autotune.space import (
     H200,
     Hopper,
     acc_values_per_thread,
+    attention_blocks_per_sm,
+    attention_bm,
+    attention_head_tiles,
+    attention_programs,
+    attention_smem_bytes,
+    attention_values_per_thread,
+    attention_wave_efficiency,
     blocks_per_sm,
     grid,
     smem_bytes,
     wave_efficiency,
     weight_tiles,
 )
-from inferx.autotune.task import Task
+from inferx.autotune.task import AnyTask, AttentionTask, Task
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 
 
 class CostModel(Protocol):
     def update(self, records: Sequence[Record]) -> None: ...
 
-    def predict(self, task: Task, schedules: Sequence[Mapping[str, int]]) -> np.ndarray: ...
+    def predict(self, task: AnyTask, schedules: Sequence[Mapping[str, int]]) -> np.ndarray: ...
 
     def save(self, path: Path | str) -> None: ...
 
@@ -72,16 +83,20 @@ def flops(task: Task) -> float:
     return 2.0 * m * k * n
 
 
-def bound_ms(task: Task, hw: Hopper = H200) -> float:
+def bound_ms(task: AnyTask, hw: Hopper = H200) -> float:
     """The task's roofline: the larger of its unavoidable bytes at DRAM speed and its FLOPs at the
     tensor-core peak (GEMV-shaped tasks, one row, never reach tensor cores). What a schedule's
     "fraction of roofline" is measured against."""
+    if isinstance(task, AttentionTask):
+        return 1e3 * max(attention_ideal_bytes(task) / hw.dram_bytes_per_s, attention_flops(task) / hw.tensor_flops)
     peak = hw.tensor_flops if task.rows > 1 else hw.fma_flops
     return 1e3 * max(ideal_bytes(task) / hw.dram_bytes_per_s, flops(task) / peak)
 
 
-def roofline_ms(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> float:
+def roofline_ms(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
     """The analytical time of one launch of ``task`` under schedule ``s`` (see the module doc)."""
+    if isinstance(task, AttentionTask):
+        return attention_roofline_ms(task, s, hw)
     m, k, n, n_out = problem(task)
     gm, gn = grid(task, s)
     xb, wb = DTYPE_BYTES.get(task.x_dtype, 4), DTYPE_BYTES.get(task.w_dtype, 4)
@@ -117,7 +132,69 @@ def roofline_ms(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> float:
     return 1e3 * (max(mem_s, comp_s) / max(eff, 1e-3) ** 0.5 + latency_s + hw.launch_s)
 
 
-def _out_bytes(task: Task) -> int:
+# --- attention ---------------------------------------------------------------------------------
+
+
+def _attention_sizes(task: AttentionTask) -> tuple[int, int]:
+    """(sequences, queries per sequence): batch x 1 in decode, one prompt of ``rows`` in prefill."""
+    return (task.rows, 1) if task.shape == "decode" else (1, task.rows)
+
+
+def attention_ideal_bytes(task: AttentionTask) -> float:
+    """K and V of every sequence's context read once, Q read and the output written once."""
+    b, q = _attention_sizes(task)
+    kv = b * task.kv_heads * task.ctx * (task.head_dim + task.head_dim_v) * DTYPE_BYTES.get(task.kv_dtype, 4)
+    qo = b * task.q_heads * q * (task.head_dim * DTYPE_BYTES.get(task.dtype, 4) + task.head_dim_v * _out_bytes(task))
+    return float(kv + qo)
+
+
+def attention_flops(task: AttentionTask) -> float:
+    """2 x queries x keys x (head_dim + head_dim_v) (q.k and p.v; 4 x q x ctx x d for equal
+    dims), halved for a causal prefill."""
+    b, q = _attention_sizes(task)
+    f = 2.0 * b * task.q_heads * q * task.ctx * (task.head_dim + task.head_dim_v)
+    return f / 2 if task.causal and task.shape == "prefill" else f
+
+
+def attention_roofline_ms(task: AttentionTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
+    """The analytical time of one attention launch under ``s``: DRAM bytes at the bandwidth the
+    bytes in flight sustain, or padded FLOPs at the tile's peak, whichever is longer, over the
+    wave efficiency; plus each program's serial key loop and, in decode, the merge of SPLITS
+    partials by the last program; plus a launch."""
+    b, q = _attention_sizes(task)
+    bm, (bd, bdv) = attention_bm(task, s), attention_head_tiles(task)
+    kvb = DTYPE_BYTES.get(task.kv_dtype, 4)
+    kv_bytes = b * task.kv_heads * task.ctx * (task.head_dim + task.head_dim_v) * kvb
+    programs = attention_programs(task, s)
+    if task.shape == "decode":
+        partials = programs * bm * (bdv + 2) * 4 * 2  # written by every slice, read by the merge
+        dram = attention_ideal_bytes(task) + partials
+        steps = math.ceil(task.ctx / (s["splits"] * s["bn"]))
+        rows_padded = b * task.kv_heads * bm
+        merge_s = s["splits"] * hw.dram_latency_s * 0.1
+    else:
+        blocks = math.ceil(q / bm)
+        rereads = task.q_heads * blocks - task.kv_heads  # every (query head, block) streams its K/V
+        dram = attention_ideal_bytes(task) + kv_bytes / max(1, task.kv_heads) * max(0, rereads) * min(
+            1.0, kv_bytes / hw.l2_bytes)
+        steps = math.ceil(task.ctx / s["bn"]) // (2 if task.causal else 1) or 1
+        rows_padded = task.q_heads * blocks * bm
+        merge_s = 0.0
+    slots = hw.sms * max(1, attention_blocks_per_sm(task, s, hw))
+    resident = min(programs, slots)
+    inflight = resident * s["bn"] * (bd + bdv) * kvb * max(0.5, s["num_stages"] - 1)
+    bw = hw.dram_bytes_per_s * min(1.0, inflight / (hw.dram_bytes_per_s * hw.dram_latency_s))
+    mem_s = dram / bw
+    peak = hw.tensor_flops if bm >= 64 and s["num_warps"] >= 4 else hw.mma_flops
+    keys = task.ctx / (2 if task.causal and task.shape == "prefill" else 1)
+    comp_s = 2.0 * rows_padded * keys * (bd + bdv) / peak
+    waves = math.ceil(programs / slots)
+    latency_s = waves * steps * hw.dram_latency_s / max(0.5, s["num_stages"] - 1) * 0.25
+    eff = attention_wave_efficiency(task, s, hw)
+    return 1e3 * (max(mem_s, comp_s) / max(eff, 1e-3) ** 0.5 + latency_s + merge_s + hw.launch_s)
+
+
+def _out_bytes(task: AnyTask) -> int:
     return max(DTYPE_BYTES.get(d, 4) for d in task.out_dtype.split("+"))
 
 
@@ -130,7 +207,7 @@ class RooflineModel:
     def update(self, records: Sequence[Record]) -> None:
         return None
 
-    def predict(self, task: Task, schedules: Sequence[Mapping[str, int]]) -> np.ndarray:
+    def predict(self, task: AnyTask, schedules: Sequence[Mapping[str, int]]) -> np.ndarray:
         return np.array([roofline_ms(task, s, self.hw) for s in schedules], dtype=np.float64)
 
     def save(self, path: Path | str) -> None:
@@ -170,44 +247,87 @@ def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]
     ]
 
 
+ATTENTION_FEATURES = (
+    "log_rows", "log_ctx", "decode", "log_group", "log_kv_heads", "log_head_dim", "causal", "window", "softcap",
+    "kvbytes", "log_bm", "log_bn", "log_splits", "log_warps", "stages", "log_programs", "wave_eff", "occupancy",
+    "log_smem", "values_per_thread", "key_steps", "log_roofline",
+)
+
+
+def attention_features(task: AttentionTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
+    """The learned model's inputs for one attention (task, schedule), named by ``ATTENTION_FEATURES``."""
+    lg = lambda v: math.log2(max(1.0, float(v)))  # noqa: E731
+    splits = s.get("splits", 1)
+    return [
+        lg(task.rows), lg(task.ctx), float(task.shape == "decode"), lg(task.q_heads // max(1, task.kv_heads)),
+        lg(task.kv_heads), lg(task.head_dim), float(task.causal), float(task.window), float(task.softcap),
+        float(DTYPE_BYTES.get(task.kv_dtype, 4)),
+        lg(attention_bm(task, s)), lg(s["bn"]), lg(splits), lg(s["num_warps"]), float(s["num_stages"]),
+        lg(attention_programs(task, s)), attention_wave_efficiency(task, s, hw),
+        float(attention_blocks_per_sm(task, s, hw)), lg(attention_smem_bytes(task, s)),
+        attention_values_per_thread(task, s), float(math.ceil(task.ctx / (splits * s["bn"]))),
+        math.log(roofline_ms(task, s, hw)),
+    ]
+
+
+def features_of(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
+    """The features of ``task``'s template (``features`` or ``attention_features``)."""
+    return attention_features(task, s, hw) if isinstance(task, AttentionTask) else features(task, s, hw)
+
+
+FEATURES_BY_TEMPLATE = {"gemm": FEATURES, "attention": ATTENTION_FEATURES}
+
+
 @dataclass
 class LearnedModel:
-    """Boosted trees on log(ms); the roofline until ``min_records`` finite records are known.
-    ``update`` adds records to those already seen (a repeated (task, schedule) keeps its latest
-    time) and refits from scratch, so a fit depends only on the records and the seed."""
+    """Boosted trees on log(ms), one ensemble per template; a template's roofline until
+    ``min_records`` finite records of it are known. ``update`` adds records to those already
+    seen (a repeated (task, schedule) keeps its latest time) and refits the templates they touch
+    from scratch, so a fit depends only on the records and the seed."""
 
     hw: Hopper = H200
     seed: int = 0
     min_records: int = 16
     n_trees: int = 80
     max_depth: int = 4
-    gbdt: GBDT | None = None
-    _seen: dict[tuple[str, str], tuple[Task, dict[str, int], float]] = field(default_factory=dict, repr=False)
+    gbdts: dict[str, GBDT] = field(default_factory=dict)
+    _seen: dict[tuple[str, str], tuple[AnyTask, dict[str, int], float]] = field(default_factory=dict, repr=False)
+
+    @property
+    def gbdt(self) -> GBDT | None:
+        """The GEMM template's trees (None until fitted)."""
+        return self.gbdts.get("gemm")
 
     def update(self, records: Sequence[Record]) -> None:
+        touched = set()
         for r in records:
-            if math.isfinite(r.median_ms) and r.median_ms > 0:
+            if math.isfinite(r.median_ms) and r.median_ms > 0 and r.task.template in FEATURES_BY_TEMPLATE:
                 key = (r.task.key, json.dumps(r.schedule, sort_keys=True))
                 self._seen[key] = (r.task, dict(r.schedule), r.median_ms)
-        if len(self._seen) < self.min_records:
-            return
-        rows = list(self._seen.values())
-        x = np.array([features(t, s, self.hw) for t, s, _ in rows])
-        y = np.log(np.array([ms for _, _, ms in rows]))
-        self.gbdt = GBDT(n_trees=self.n_trees, max_depth=self.max_depth, seed=self.seed, min_leaf=2).fit(x, y)
+                touched.add(r.task.template)
+        for template in sorted(touched):
+            rows = [v for v in self._seen.values() if v[0].template == template]
+            if len(rows) < self.min_records:
+                continue
+            x = np.array([features_of(t, s, self.hw) for t, s, _ in rows])
+            y = np.log(np.array([ms for _, _, ms in rows]))
+            self.gbdts[template] = GBDT(n_trees=self.n_trees, max_depth=self.max_depth, seed=self.seed,
+                                        min_leaf=2).fit(x, y)
 
-    def predict(self, task: Task, schedules: Sequence[Mapping[str, int]]) -> np.ndarray:
+    def predict(self, task: AnyTask, schedules: Sequence[Mapping[str, int]]) -> np.ndarray:
         if not schedules:
             return np.zeros(0)
-        if self.gbdt is None:
+        trees = self.gbdts.get(task.template)
+        if trees is None:
             return RooflineModel(self.hw).predict(task, schedules)
-        x = np.array([features(task, s, self.hw) for s in schedules])
-        return np.exp(self.gbdt.predict(x))
+        x = np.array([features_of(task, s, self.hw) for s in schedules])
+        return np.exp(trees.predict(x))
 
     def save(self, path: Path | str) -> None:
         d = {"model": "gbdt", "hw": vars(self.hw), "seed": self.seed, "min_records": self.min_records,
-             "n_trees": self.n_trees, "max_depth": self.max_depth, "features": list(FEATURES),
-             "gbdt": self.gbdt.to_json() if self.gbdt is not None else None}
+             "n_trees": self.n_trees, "max_depth": self.max_depth,
+             "features": {t: list(f) for t, f in FEATURES_BY_TEMPLATE.items()},
+             "gbdts": {t: g.to_json() for t, g in sorted(self.gbdts.items())}}
         Path(path).write_text(json.dumps(d))
 
     @staticmethod
@@ -217,7 +337,7 @@ class LearnedModel:
         d = json.loads(Path(path).read_text())
         if d.get("model") != "gbdt":
             raise ValueError(f"{path}: not a learned (gbdt) model")
-        if d["features"] != list(FEATURES):
+        if d.get("features") != {t: list(f) for t, f in FEATURES_BY_TEMPLATE.items()}:
             raise ValueError(f"{path}: saved with other features; retrain it")
         return LearnedModel(Hopper(**d["hw"]), d["seed"], d["min_records"], d["n_trees"], d["max_depth"],
-                            GBDT.from_json(d["gbdt"]) if d["gbdt"] is not None else None)
+                            {t: GBDT.from_json(g) for t, g in d["gbdts"].items()})

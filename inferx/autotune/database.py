@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import inferx
-from inferx.autotune.task import Task, TaskError
+from inferx.autotune.task import AnyTask, TaskError, task_from_json
+from inferx.compiler.codegen.attention import AttentionSchedule
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, GemmSchedule
 
 _PACKAGE = Path(inferx.__file__).resolve().parent
@@ -71,8 +72,37 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
     return s
 
 
+def attention_schedule(d: Mapping[str, Any]) -> AttentionSchedule:
+    """The AttentionSchedule a record's schedule dict names; ScheduleError if the template would
+    not accept it: exactly the fields splits, bn, num_warps, num_stages (decode) or bm, bn,
+    num_warps, num_stages (prefill); BN and BM powers of two from 16 (tl.dot's minimum) to 256;
+    SPLITS a power of two from 1 to 256 (the decode kernel's last-arrival test masks its
+    ever-growing counter with SPLITS - 1, so any other count would merge at the wrong arrival);
+    1, 2, 4, 8 or 16 warps; 1 to 8 stages."""
+    common = {"bn", "num_warps", "num_stages"}
+    if set(d) not in (common | {"splits"}, common | {"bm"}):
+        raise ScheduleError(f"attention schedule fields must be {sorted(common | {'splits'})} (decode) or "
+                            f"{sorted(common | {'bm'})} (prefill), got {sorted(d)}")
+    s = AttentionSchedule(**{k: d[k] for k in d})
+    for knob in ("bm", "bn") if "bm" in d else ("bn",):
+        v = getattr(s, knob)
+        if not (_pow2(v) and 16 <= v <= 256):
+            raise ScheduleError(f"{knob.upper()} must be a power of two from 16 to 256: {s}")
+    if "splits" in d and not (_pow2(s.splits) and s.splits <= 256):
+        raise ScheduleError(f"SPLITS must be a power of two from 1 to 256 (the arrival test masks with "
+                            f"SPLITS - 1): {s}")
+    if s.num_warps not in (1, 2, 4, 8, 16):
+        raise ScheduleError(f"num_warps must be 1, 2, 4, 8 or 16: {s}")
+    if not (isinstance(s.num_stages, int) and not isinstance(s.num_stages, bool) and 1 <= s.num_stages <= 8):
+        raise ScheduleError(f"num_stages must be 1..8: {s}")
+    return s
+
+
 # How each template reads and checks a schedule dict.
-SCHEDULE_FORMS: dict[str, Callable[[Mapping[str, Any]], Any]] = {"gemm": gemm_schedule}
+SCHEDULE_FORMS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "gemm": gemm_schedule,
+    "attention": attention_schedule,
+}
 
 
 @dataclass(frozen=True)
@@ -80,7 +110,7 @@ class Record:
     """One measurement: ``median_ms`` is the median of ``times_ms`` as measured (the note says
     what one time covers, e.g. single launches timed between events, launch overhead included)."""
 
-    task: Task
+    task: AnyTask
     schedule: dict[str, int]
     times_ms: tuple[float, ...]
     median_ms: float
@@ -91,7 +121,7 @@ class Record:
 
     @staticmethod
     def make(
-        task: Task,
+        task: AnyTask,
         schedule: Mapping[str, int],
         times_ms: Sequence[float],
         toolchain: Mapping[str, str],
@@ -121,7 +151,7 @@ class Record:
     def from_json(d: Mapping[str, Any]) -> Record:
         try:
             return Record(
-                Task.from_json(d["task"]),
+                task_from_json(d["task"]),
                 dict(d["schedule"]),
                 tuple(float(x) for x in d["times_ms"]),
                 float(d["median_ms"]),
@@ -162,9 +192,10 @@ class Database:
                     db.problems.append(f"{path}:{n}: {e}")
         return db
 
-    def best(self, task: Task) -> tuple[Any, Record] | None:
+    def best(self, task: AnyTask) -> tuple[Any, Record] | None:
         """(schedule, record) of the fastest valid record of ``task`` (the earliest on a tie), or
-        None. The schedule is the template's own type (GemmSchedule for "gemm")."""
+        None. The schedule is the template's own type (GemmSchedule for "gemm", AttentionSchedule
+        for "attention")."""
         form = SCHEDULE_FORMS.get(task.template)
         best: tuple[Any, Record] | None = None
         for rec in self._by_key.get(task.key, []):

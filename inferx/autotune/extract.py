@@ -3,8 +3,10 @@ gives it.
 
 Runs the compiler's phases 2-4 (cleanup, merge-gemms, fuse: the kernels phase 7 generates) and
 asks ``driver.select_schedule`` for each kernel's task, so a task here is exactly the key the
-compiler will look up in the tuning database (decode at batch 1, prefill at ``max_seq_len``).
-Kernels of templates with no schedule space yet (attention, gather) are counted, not tuned.
+compiler will look up in the tuning database (decode at each batch bucket asked for, prefill at
+``max_seq_len``; attention at the context of ``max_seq_len``). GEMM and attention kernels have
+tasks; kernels of templates with no schedule space yet (gather, norms, pointwise) are counted,
+not tuned.
 
 A task's weight is its expected time per token: launches per token (launches per call of its
 entry point divided by the tokens that call processes: 1 for a batch-1 decode step, the row
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,7 @@ from xdsl.dialects.func import FuncOp
 
 from inferx.autotune.cost_model import bound_ms
 from inferx.autotune.space import H200, Hopper
-from inferx.autotune.task import Task
+from inferx.autotune.task import AnyTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
 # The compiler driver's phases 2-4, whose kernels phase 7 generates (see inferx.compiler.driver).
@@ -41,7 +44,7 @@ class TuningTask:
     """One task of a model: a representative kernel (what a runner builds), where it runs and
     how often. ``share`` is filled in by ``extract_tasks``."""
 
-    task: Task
+    task: AnyTask
     kernel: KernelOp | None = field(repr=False, compare=False)
     entry: str
     launches: int
@@ -106,9 +109,9 @@ def fused_module(src: Any, dtype: str | None = None) -> ModuleOp:
 def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
                   weighting: str = "roofline", batches: tuple[int, ...] = (1,)) -> Extraction:
     """The distinct tuning tasks of a fused module (``fused_module``), heaviest first. A decode
-    GEMM gives one task per batch bucket in ``batches`` (the compiler generates a kernel per
-    bucket for GPU targets: ``driver._row_buckets``)."""
-    from inferx.compiler.driver import select_schedule
+    GEMM or decode attention kernel gives one task per batch bucket in ``batches`` (the compiler
+    generates a kernel per bucket for GPU targets: ``driver._row_buckets``)."""
+    from inferx.compiler.driver import _decode_kernel, select_schedule
 
     if weighting not in WEIGHTINGS:
         raise ValueError(f"unknown weighting {weighting!r}: {', '.join(WEIGHTINGS)}")
@@ -117,7 +120,7 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
     for func in (op for op in module.ops if isinstance(op, FuncOp)):
         entry = func.sym_name.data
         for kop in (op for op in func.body.block.ops if isinstance(op, KernelOp)):
-            decode = _is_decode_gemm(kop)
+            decode = _per_batch(kop, _decode_kernel)
             for rows in batches if decode else (None,):
                 choice = select_schedule(kop, None, max_seq_len, rows)
                 if choice.task is None:
@@ -142,21 +145,22 @@ def _ir_dtype(dtype: str | None) -> str | None:
 def heuristic_baseline(tt: TuningTask) -> dict[str, int] | None:
     """The schedule the compiler uses for ``tt`` when the database has no record (the template's
     heuristic at the task's rows), as a schedule dict; None without a kernel."""
+    from inferx.compiler.codegen import attention
     from inferx.compiler.codegen.gemm import heuristic_schedule
 
     if tt.kernel is None:
         return None
+    if tt.task.template == "attention":
+        return attention.heuristic_schedule(tt.kernel, "sm_90").to_dict()
     s = heuristic_schedule(tt.kernel, "sm_90", tt.task.rows if tt.task.shape == "decode" else None)
     return {"bm": s.bm, "bn": s.bn, "bk": s.bk, "num_warps": s.num_warps, "num_stages": s.num_stages}
 
 
-def _is_decode_gemm(kop: KernelOp) -> bool:
-    from inferx.autotune.task import TaskError, shape_of
-    from inferx.compiler.codegen.gemm import applies
+def _per_batch(kop: KernelOp, decode_kernel: Callable[[KernelOp], bool]) -> bool:
+    """Whether the compiler generates ``kop`` per batch bucket (a decode GEMM or attention)."""
+    from inferx.autotune.task import TaskError
 
-    if kop.template.data != "gemm" or applies(kop) is not None:
-        return False
     try:
-        return shape_of(kop) == "decode"
+        return decode_kernel(kop)
     except TaskError:
         return False

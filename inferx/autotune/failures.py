@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferx.autotune.space import schedule_key
-from inferx.autotune.task import Task
+from inferx.autotune.task import AnyTask, task_from_json
 
 
 @dataclass
@@ -32,17 +32,17 @@ class FailureLog:
             for line in path.read_text().splitlines():
                 try:
                     d = json.loads(line)
-                    task = Task.from_json(d["task"])
+                    task = task_from_json(d["task"])
                     self._seen.setdefault((task.key, schedule_key(d["schedule"])), {})[d["runner"]] = d["error"]
                 except (ValueError, KeyError, TypeError):
                     continue
         return self
 
-    def failed(self, task: Task, runner: str) -> dict[str, str]:
+    def failed(self, task: AnyTask, runner: str) -> dict[str, str]:
         """schedule key -> error, of the schedules of ``task`` that failed under ``runner``."""
         return {sk: by[runner] for (tk, sk), by in self._seen.items() if tk == task.key and runner in by}
 
-    def append(self, task: Task, schedule: dict[str, int], error: str, runner: str,
+    def append(self, task: AnyTask, schedule: dict[str, int], error: str, runner: str,
                toolchain: dict[str, str], date: str) -> None:
         path = self.path(task.template)
         path.parent.mkdir(parents=True, exist_ok=True)

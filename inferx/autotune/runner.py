@@ -5,12 +5,15 @@ time with the error's text, never an exception.
 - ``ReplayRunner`` (trivial) answers from recorded measurements (tuning-database records); a
   schedule nobody recorded is infinite, "not recorded". The search and the cost models are tested
   on the CPU through it.
-- ``LocalRunner`` measures on the local GPU: the task's kernel generated under each schedule,
+- ``LocalRunner`` measures on the local GPU: the task's kernel (GEMM or attention) generated
+  under each schedule,
   compiled in worker processes in parallel (each worker checks the cubin's shared memory and warms
   Triton's cache, so the parent only loads), then timed one candidate at a time: a CUDA graph of
   launches that cycle through enough copies of every operand that the L2 (50 MB) never holds the
   next launch's data, replayed after warm-up, CUDA events around each replay; the time of one
-  launch is the median replay over the launches in it.
+  launch is the median replay over the launches in it. Attention operands are a full context:
+  every sequence's ``kv_lens`` is the task's context (decode: the query at its last position;
+  prefill: one prompt of the task's rows at positions 0..rows-1).
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from xdsl.ir import BlockArgument
+
 from inferx.autotune.database import Record
 from inferx.autotune.space import H200, Hopper, schedule_key
-from inferx.autotune.task import Task
+from inferx.autotune.task import AnyTask, AttentionTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
 INF = float("inf")
@@ -54,7 +59,7 @@ class MeasureResult:
 class Runner(Protocol):
     name: str
 
-    def measure(self, task: Task, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]: ...
+    def measure(self, task: AnyTask, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]: ...
 
 
 # --- replay ------------------------------------------------------------------------------------
@@ -93,14 +98,14 @@ class ReplayRunner:
                             raise ValueError(f"{f}:{n}: {e}") from None
         return ReplayRunner(records, name=f"replay:{','.join(str(p) for p in paths)}")
 
-    def tasks(self) -> list[Task]:
+    def tasks(self) -> list[AnyTask]:
         """The tasks with recorded measurements, in first-seen order."""
-        seen: dict[str, Task] = {}
+        seen: dict[str, AnyTask] = {}
         for r in self.records:
             seen.setdefault(r.task.key, r.task)
         return list(seen.values())
 
-    def measure(self, task: Task, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]:
+    def measure(self, task: AnyTask, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]:
         out = []
         for s in schedules:
             self.measured += 1
@@ -135,9 +140,12 @@ def launches_per_graph(sets: int, at_least: int = 8) -> int:
     return sets * math.ceil(at_least / sets)
 
 
-def bench_env(task: Task, ctx: int = 576) -> dict[str, int]:
+def bench_env(task: AnyTask, ctx: int = 576) -> dict[str, int]:
     """Symbol values a task is measured at: its row bucket as the batch (decode) or the sequence
-    (prefill, one sequence), and a KV context of ``ctx`` (at least the prefill's length)."""
+    (prefill, one sequence), and a KV context of ``ctx`` (at least the prefill's length); an
+    attention task at its own context."""
+    if isinstance(task, AttentionTask):
+        ctx = max(task.ctx, task.rows if task.shape == "prefill" else 1)
     if task.shape == "decode":
         return {"batch": task.rows, "seq": 1, "ctx": ctx}
     return {"batch": 1, "seq": task.rows, "ctx": max(ctx, task.rows)}
@@ -158,8 +166,9 @@ class LocalRunner:
     name: str = "local"
     _pool: Any = field(default=None, repr=False)
 
-    def measure(self, task: Task, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]:
-        from inferx.compiler.codegen import gemm
+    def measure(self, task: AnyTask, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]:
+        from inferx.autotune.database import SCHEDULE_FORMS
+        from inferx.compiler.codegen import generate
 
         kop = self.kernels.get(task.key)
         if kop is None:
@@ -168,7 +177,8 @@ class LocalRunner:
         sources: dict[int, Any] = {}
         for i, s in enumerate(schedules):
             try:
-                sources[i] = gemm.generate(kop, f"tune_{task.template}", gemm.GemmSchedule(**s), self.target)
+                sched = SCHEDULE_FORMS[task.template](s)
+                sources[i] = generate(kop, f"tune_{task.template}", self.target, sched, grid_dependency=False)
             except Exception as e:  # a failing candidate is timed as infinity, never a crash
                 results[i] = MeasureResult.failed(f"codegen: {_one_line(e)}")
         env = bench_env(task, self.ctx)
@@ -261,8 +271,12 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int) 
         assert isinstance(ty, TensorType)
         return [sy.evaluate(d, env) for d in ty.shape]
 
-    def make(ty: Any) -> Any:
+    ints = _attention_ints(kop, env)
+
+    def make(ty: Any, i: int) -> Any:
         dt = dtypes[ty.dtype.value]
+        if i in ints:
+            return ints[i](shape(ty), dt)
         if dt in (torch.int32, torch.int64):
             return torch.full(shape(ty), env.get("ctx", 1) // 2, dtype=dt, device="cuda")
         if dt == torch.int8:
@@ -273,7 +287,7 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int) 
                     for v in kop.operands)
     out = []
     for _ in range(rotation_count(max(1, set_bytes), l2_bytes)):
-        ins = [make(v.type) for v in kop.operands]
+        ins = [make(v.type, i) for i, v in enumerate(kop.operands)]
         outs = [ins[ks.aliases[i]] if i in ks.aliases else torch.empty(shape(r.type), device="cuda",
                                                                         dtype=dtypes[r.type.dtype.value])  # type: ignore[attr-defined]
                 for i, r in enumerate(kop.results)]
@@ -281,6 +295,37 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int) 
                    for sc in ks.scratch]
         by_kind = {"in": ins, "out": outs, "scratch": scratch}
         out.append(tuple(by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in ks.params))
+    return out
+
+
+def _attention_ints(kop: KernelOp, env: Mapping[str, int]) -> dict[int, Any]:
+    """For an attention kernel, makers of its ``positions`` and ``kv_lens`` inputs (by operand
+    index) for a full context: decode sequences hold ``ctx`` keys with the query at position
+    ctx - 1; a prefill prompt of ``seq`` tokens sits at positions 0..seq-1 and holds ``seq`` keys.
+    Empty for other kernels."""
+    import torch
+
+    from inferx.compiler.ir import ops_nn as nn
+
+    op = kop.body.block.first_op
+    if kop.template.data != "attention" or not isinstance(op, nn.AttentionOp):
+        return {}
+    seq, ctx = env.get("seq", 1), env.get("ctx", 1)
+    decode = seq == 1
+    length = ctx if decode else seq
+
+    def positions(shape: list[int], dt: Any) -> Any:
+        if decode:
+            return torch.full(shape, length - 1, dtype=dt, device="cuda")
+        return torch.arange(shape[-1], dtype=dt, device="cuda").expand(shape).contiguous()
+
+    def kv_lens(shape: list[int], dt: Any) -> Any:
+        return torch.full(shape, length, dtype=dt, device="cuda")
+
+    out: dict[int, Any] = {}
+    for value, maker in ((op.positions, positions), (op.kv_lens, kv_lens)):
+        if value is not None and isinstance(value, BlockArgument):
+            out[value.index] = maker
     return out
 
 

@@ -33,8 +33,8 @@ from inferx.autotune.database import Database, Record
 from inferx.autotune.extract import TuningTask
 from inferx.autotune.failures import FailureLog
 from inferx.autotune.runner import MeasureResult, Runner
-from inferx.autotune.space import GemmSpace, Schedule, complete, schedule_key
-from inferx.autotune.task import Task
+from inferx.autotune.space import Schedule, Space, complete, schedule_key
+from inferx.autotune.task import AnyTask
 
 # --- strategies ----------------------------------------------------------------------------------
 
@@ -42,12 +42,12 @@ from inferx.autotune.task import Task
 class SearchStrategy(Protocol):
     name: str
 
-    def propose(self, task: Task, measured: Mapping[str, float], n: int) -> list[Schedule]: ...
+    def propose(self, task: AnyTask, measured: Mapping[str, float], n: int) -> list[Schedule]: ...
 
     def observe(self, records: Sequence[Record]) -> None: ...
 
 
-def _unmeasured_random(space: GemmSpace, task: Task, measured: Mapping[str, float], n: int,
+def _unmeasured_random(space: Space, task: AnyTask, measured: Mapping[str, float], n: int,
                        rng: random.Random, exclude: set[str] | None = None) -> list[Schedule]:
     """Up to ``n`` valid schedules not in ``measured`` (nor ``exclude``); falls back to the full
     enumeration when sampling keeps hitting measured ones."""
@@ -65,7 +65,7 @@ def _unmeasured_random(space: GemmSpace, task: Task, measured: Mapping[str, floa
 class RandomSearch:
     """Uniform over the valid space, never repeating a measured schedule."""
 
-    space: GemmSpace
+    space: Space
     seed: int = 0
     name: str = "random"
     _rng: random.Random = field(init=False, repr=False)
@@ -73,7 +73,7 @@ class RandomSearch:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
-    def propose(self, task: Task, measured: Mapping[str, float], n: int) -> list[Schedule]:
+    def propose(self, task: AnyTask, measured: Mapping[str, float], n: int) -> list[Schedule]:
         return _unmeasured_random(self.space, task, measured, n, self._rng)
 
     def observe(self, records: Sequence[Record]) -> None:
@@ -85,7 +85,7 @@ class EvolutionarySearch:
     """Cost-model-guided evolution; ``epsilon`` of each batch is random (at least one schedule
     when the batch has four or more)."""
 
-    space: GemmSpace
+    space: Space
     model: CostModel
     seed: int = 0
     population: int = 128
@@ -102,10 +102,10 @@ class EvolutionarySearch:
     def observe(self, records: Sequence[Record]) -> None:
         self.model.update(records)
 
-    def propose(self, task: Task, measured: Mapping[str, float], n: int) -> list[Schedule]:
+    def propose(self, task: AnyTask, measured: Mapping[str, float], n: int) -> list[Schedule]:
         rng = self._rng
         finite = sorted((ms, k) for k, ms in measured.items() if math.isfinite(ms))
-        seeds = [complete(self.space, _parse(k)) for _, k in finite[: self.population // 4]]
+        seeds = [complete(self.space.of(task), _parse(k)) for _, k in finite[: self.population // 4]]
         seeds = [s for s in seeds if self.space.why_invalid(task, s) is None]
         pop = seeds + self.space.sample(task, rng, self.population - len(seeds))
         visited: dict[str, Schedule] = {schedule_key(s): s for s in pop}
@@ -275,7 +275,7 @@ class Tuner:
     runner: Runner
     strategy: SearchStrategy
     scheduler: TaskScheduler
-    space: GemmSpace
+    space: Space
     database: Database | None = None
     failures: FailureLog | None = None
     batch: int = 8
@@ -320,9 +320,10 @@ class Tuner:
 
     def _with_baseline(self, st: TaskState, schedules: list[Schedule], n: int) -> list[Schedule]:
         base = self.baseline(st.tt) if self.baseline is not None else None
-        if base is None or n < 1 or schedule_key(complete(self.space, base)) in st.measured:
+        space = self.space.of(st.tt.task)
+        if base is None or n < 1 or schedule_key(complete(space, base)) in st.measured:
             return schedules
-        base = complete(self.space, base)
+        base = complete(space, base)
         return [base] + [x for x in schedules if schedule_key(x) != schedule_key(base)][: n - 1]
 
     def _resume(self, tt: TuningTask) -> TaskState:
@@ -330,7 +331,7 @@ class Tuner:
         if self.database is not None:
             for r in self.database.records:
                 if r.task.key == tt.task.key:
-                    st.add(complete(self.space, r.schedule), r.median_ms)
+                    st.add(complete(self.space.of(tt.task), r.schedule), r.median_ms)
         if self.failures is not None:
             for key in self.failures.failed(tt.task, self.runner.name):
                 st.measured.setdefault(key, math.inf)
@@ -342,7 +343,7 @@ class Tuner:
         records = []
         for s, r in zip(schedules, results, strict=True):
             st.add(s, r.median_ms if r.ok else math.inf)
-            emitted = self.space.emit(s)
+            emitted = self.space.of(st.tt.task).emit(s)
             if r.ok:
                 rec = Record.make(st.tt.task, emitted, r.times_ms or (r.median_ms,), r.toolchain, today,
                                   f"{self.source} ({self.runner.name})", r.note)

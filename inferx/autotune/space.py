@@ -12,6 +12,11 @@ New knobs (split-K, group-M swizzle, TMA, persistent grids) are added as ``Knob`
 that means "off" listed first; ``GemmSpace.template_fields`` names the fields the template takes
 today, and a schedule is handed to the template without knobs it does not know only when they are
 off (see ``GemmSpace.emit``), so a space can grow before the template does.
+
+``AttentionSpace`` has one knob set per shape: decode (SPLITS, BN, warps, stages) and prefill
+(BM, BN, warps, stages). ``space_for(template, target)`` gives one template's space;
+``spaces_for(target)`` gives every tunable template's, dispatching on the task (what the tuner
+uses when a model's tasks mix templates).
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from inferx.autotune.database import ScheduleError, gemm_schedule
-from inferx.autotune.task import Task
+from inferx.autotune.database import ScheduleError, attention_schedule, gemm_schedule
+from inferx.autotune.task import AnyTask, AttentionTask, Task
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 
 Schedule = dict[str, int]
@@ -208,8 +214,103 @@ GEMM_KNOBS: tuple[Knob, ...] = (
 )
 
 
+class Space(Protocol):
+    """What the search asks of a schedule space; ``of(task)`` is the space that owns ``task``
+    (itself for a one-template space)."""
+
+    def of(self, task: AnyTask) -> Space: ...
+
+    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None: ...
+
+    def emit(self, s: Mapping[str, int]) -> Schedule: ...
+
+    def complete(self, s: Mapping[str, int]) -> Schedule: ...
+
+    def all_valid(self, task: AnyTask) -> list[Schedule]: ...
+
+    def sample(self, task: AnyTask, rng: random.Random, n: int, tries: int = 50) -> list[Schedule]: ...
+
+    def mutate(self, task: AnyTask, s: Mapping[str, int], rng: random.Random, tries: int = 20) -> Schedule | None: ...
+
+    def crossover(self, task: AnyTask, a: Mapping[str, int], b: Mapping[str, int], rng: random.Random,
+                  tries: int = 10) -> Schedule | None: ...
+
+
+class _KnobSearch:
+    """Sampling, mutation, crossover and enumeration over a space's knobs for a task (the knobs
+    may depend on the task: ``knobs_for``); validity is the space's ``why_invalid``."""
+
+    _sorted: dict[str, tuple[int, ...]]
+
+    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
+        raise NotImplementedError
+
+    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
+        raise NotImplementedError
+
+    def all_valid(self, task: AnyTask) -> list[Schedule]:
+        """Every valid schedule of ``task`` (a few thousand points at most)."""
+        return [s for s in self._product(self.knobs_for(task)) if self.why_invalid(task, s) is None]
+
+    def sample(self, task: AnyTask, rng: random.Random, n: int, tries: int = 50) -> list[Schedule]:
+        """Up to ``n`` distinct valid schedules drawn uniformly from the knob product, rejecting
+        invalid ones (``tries`` draws per wanted schedule)."""
+        knobs = self.knobs_for(task)
+        seen: dict[str, Schedule] = {}
+        for _ in range(n * tries):
+            if len(seen) >= n:
+                break
+            s = {k.name: rng.choice(k.values) for k in knobs}
+            if self.why_invalid(task, s) is None:
+                seen.setdefault(schedule_key(s), s)
+        return list(seen.values())
+
+    def mutate(self, task: AnyTask, s: Mapping[str, int], rng: random.Random, tries: int = 20) -> Schedule | None:
+        """A valid neighbour of ``s``: one knob moved one step along its sorted values (or, one time
+        in four, to any value); None if ``tries`` attempts all break a rule."""
+        knobs = self.knobs_for(task)
+        for _ in range(tries):
+            knob = rng.choice(knobs)
+            values = self._ordered(knob)
+            i = values.index(s[knob.name]) if s[knob.name] in values else 0
+            if rng.random() < 0.25:
+                j = rng.randrange(len(values))
+            else:
+                j = min(len(values) - 1, max(0, i + rng.choice((-1, 1))))
+            child = {**s, knob.name: values[j]}
+            if child != dict(s) and self.why_invalid(task, child) is None:
+                return child
+        return None
+
+    def crossover(self, task: AnyTask, a: Mapping[str, int], b: Mapping[str, int], rng: random.Random,
+                  tries: int = 10) -> Schedule | None:
+        """A valid child taking each knob from one parent at random; None if none of ``tries`` is."""
+        for _ in range(tries):
+            child = {k.name: (a if rng.random() < 0.5 else b)[k.name] for k in self.knobs_for(task)}
+            if self.why_invalid(task, child) is None:
+                return child
+        return None
+
+    def _ordered(self, knob: Knob) -> tuple[int, ...]:
+        if knob.name not in self._sorted:
+            self._sorted[knob.name] = tuple(sorted(knob.values))
+        return self._sorted[knob.name]
+
+    @staticmethod
+    def _product(knobs: tuple[Knob, ...]) -> Iterator[Schedule]:
+        def rec(i: int, acc: Schedule) -> Iterator[Schedule]:
+            if i == len(knobs):
+                yield dict(acc)
+                return
+            for v in knobs[i].values:
+                acc[knobs[i].name] = v
+                yield from rec(i + 1, acc)
+
+        yield from rec(0, {})
+
+
 @dataclass(frozen=True)
-class GemmSpace:
+class GemmSpace(_KnobSearch):
     """The schedules of the GEMM template for one target. Every schedule it returns is accepted by
     ``gemm_schedule`` and passes ``constraints``."""
 
@@ -221,8 +322,16 @@ class GemmSpace:
 
     template = "gemm"
 
-    def why_invalid(self, task: Task, s: Mapping[str, int]) -> str | None:
+    def of(self, task: AnyTask) -> GemmSpace:
+        return self
+
+    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
+        return self.knobs
+
+    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
         """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
+        if not isinstance(task, Task):
+            return f"the gemm space does not schedule {task.template} tasks"
         try:
             gemm_schedule(self.emit(s))
         except (ScheduleError, TypeError, KeyError) as e:
@@ -245,74 +354,239 @@ class GemmSpace:
                 raise ScheduleError(f"knob {name}={value} is not implemented by the gemm template")
         return out
 
-    def all_valid(self, task: Task) -> list[Schedule]:
-        """Every valid schedule of ``task`` (the GEMM space is a few thousand points)."""
-        return [s for s in self._product() if self.why_invalid(task, s) is None]
+    def complete(self, s: Mapping[str, int]) -> Schedule:
+        """A stored schedule as a point of the space: knobs it does not name take their default."""
+        return {k.name: int(s.get(k.name, k.values[0])) for k in self.knobs}
 
-    def sample(self, task: Task, rng: random.Random, n: int, tries: int = 50) -> list[Schedule]:
-        """Up to ``n`` distinct valid schedules drawn uniformly from the knob product, rejecting
-        invalid ones (``tries`` draws per wanted schedule)."""
-        seen: dict[str, Schedule] = {}
-        for _ in range(n * tries):
-            if len(seen) >= n:
-                break
-            s = {k.name: rng.choice(k.values) for k in self.knobs}
-            if self.why_invalid(task, s) is None:
-                seen.setdefault(schedule_key(s), s)
-        return list(seen.values())
 
-    def mutate(self, task: Task, s: Mapping[str, int], rng: random.Random, tries: int = 20) -> Schedule | None:
-        """A valid neighbour of ``s``: one knob moved one step along its sorted values (or, one time
-        in four, to any value); None if ``tries`` attempts all break a rule."""
-        for _ in range(tries):
-            knob = rng.choice(self.knobs)
-            values = self._ordered(knob)
-            i = values.index(s[knob.name]) if s[knob.name] in values else 0
-            if rng.random() < 0.25:
-                j = rng.randrange(len(values))
-            else:
-                j = min(len(values) - 1, max(0, i + rng.choice((-1, 1))))
-            child = {**s, knob.name: values[j]}
-            if child != dict(s) and self.why_invalid(task, child) is None:
-                return child
+# --- attention geometry, shared by constraints and cost models -----------------------------------
+
+
+def _p2(v: int) -> int:
+    return 1 << max(0, (v - 1).bit_length())
+
+
+def attention_bm(task: AttentionTask, s: Mapping[str, int]) -> int:
+    """Query rows of a program's tile: the schedule's BM in prefill; in decode the GQA group (query
+    heads per KV head) padded to a power of two of at least 16."""
+    if task.shape == "decode":
+        return max(16, _p2(task.q_heads // max(1, task.kv_heads)))
+    return s["bm"]
+
+
+def attention_head_tiles(task: AttentionTask) -> tuple[int, int]:
+    """(BD, BDV): the head dims padded to powers of two of at least 16, as the template pads them."""
+    return max(16, _p2(task.head_dim)), max(16, _p2(task.head_dim_v))
+
+
+def attention_smem_bytes(task: AttentionTask, s: Mapping[str, int]) -> int:
+    """Shared memory: a K tile [BD, BN] and a V tile [BN, BDV] per pipeline stage, and the Q tile."""
+    bd, bdv = attention_head_tiles(task)
+    kvb, qb = DTYPE_BYTES.get(task.kv_dtype, 4), DTYPE_BYTES.get(task.dtype, 4)
+    return s["bn"] * (bd + bdv) * kvb * s["num_stages"] + attention_bm(task, s) * bd * qb
+
+
+def attention_values_per_thread(task: AttentionTask, s: Mapping[str, int]) -> float:
+    """fp32 values each thread holds live: the output accumulator [BM, BDV] and the scores [BM, BN]."""
+    _, bdv = attention_head_tiles(task)
+    return attention_bm(task, s) * (bdv + s["bn"]) / (32 * s["num_warps"])
+
+
+def attention_programs(task: AttentionTask, s: Mapping[str, int]) -> int:
+    """Programs of one launch: SPLITS x batch x KV heads in decode; query blocks x query heads for
+    one prompt in prefill."""
+    if task.shape == "decode":
+        return s["splits"] * task.rows * task.kv_heads
+    return math.ceil(task.rows / s["bm"]) * task.q_heads
+
+
+def attention_blocks_per_sm(task: AttentionTask, s: Mapping[str, int], hw: Hopper = H200) -> int:
+    """Programs resident per SM, limited by shared memory, threads, registers and the block cap."""
+    threads = 32 * s["num_warps"]
+    regs = min(255, 32 + int(attention_values_per_thread(task, s)) * 2)
+    by_smem = hw.smem_per_sm // max(1, attention_smem_bytes(task, s))
+    return max(0, min(by_smem, hw.max_threads_per_sm // threads, hw.regs_per_sm // (regs * threads),
+                      hw.max_blocks_per_sm))
+
+
+def attention_wave_efficiency(task: AttentionTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
+    """The fraction of SM slots busy over all waves (a score, never a filter)."""
+    slots = hw.sms * max(1, attention_blocks_per_sm(task, s, hw))
+    programs = attention_programs(task, s)
+    return programs / (math.ceil(programs / slots) * slots)
+
+
+AttentionConstraint = Callable[[AttentionTask, Mapping[str, int], Hopper], "str | None"]
+
+
+def attention_tile_fits_problem(task: AttentionTask, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """A slice must hold keys: SPLITS x BN <= the context (decode); a tile no wider than the prompt
+    or the context rounded up to a power of two (prefill), else it only computes masked lanes."""
+    if task.shape == "decode":
+        if s["splits"] * s["bn"] > task.ctx:
+            return (f"SPLITS={s['splits']} x BN={s['bn']} exceeds the context {task.ctx}: "
+                    "some slices would hold no keys")
+        return None
+    if s["bm"] > max(16, _p2(task.rows)):
+        return f"BM={s['bm']} exceeds the task's rows ({task.rows}) rounded up to a power of two"
+    if s["bn"] > max(16, task.ctx):
+        return f"BN={s['bn']} exceeds the context {task.ctx}"
+    return None
+
+
+def attention_dot_shape(task: AttentionTask, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """BM >= 64 runs on wgmma (whole warpgroups); a tile with fewer scores than threads idles some."""
+    bm = attention_bm(task, s)
+    if bm >= 64 and s["num_warps"] < 4:
+        return f"BM={bm} runs on wgmma, which needs whole warpgroups (4, 8 or 16 warps), got {s['num_warps']}"
+    if bm * s["bn"] < 32 * s["num_warps"]:
+        return (f"a {bm}x{s['bn']} score tile has fewer values than the {32 * s['num_warps']} threads "
+                f"of {s['num_warps']} warps")
+    return None
+
+
+def attention_shared_memory_fits(task: AttentionTask, s: Mapping[str, int], hw: Hopper) -> str | None:
+    need = attention_smem_bytes(task, s)
+    if need > hw.smem_per_block:
+        return (f"shared memory of the K/V tiles x {s['num_stages']} stages and the Q tile = {need} B "
+                f"exceeds {hw.smem_per_block} B")
+    return None
+
+
+def attention_fits_registers(task: AttentionTask, s: Mapping[str, int], hw: Hopper) -> str | None:
+    per_thread = attention_values_per_thread(task, s)
+    if per_thread > hw.max_acc_regs:
+        return (f"accumulator and scores need {per_thread:g} fp32 registers per thread (> {hw.max_acc_regs}) "
+                f"with {s['num_warps']} warps")
+    return None
+
+
+ATTENTION_CONSTRAINTS: tuple[AttentionConstraint, ...] = (
+    attention_tile_fits_problem,
+    attention_dot_shape,
+    attention_shared_memory_fits,
+    attention_fits_registers,
+)
+
+# The first value of each knob is the heuristic's (attention.heuristic_schedule on sm_90).
+ATTENTION_DECODE_KNOBS: tuple[Knob, ...] = (
+    Knob("splits", (16, 1, 2, 4, 8, 32, 64, 128)),
+    Knob("bn", (32, 16, 64, 128, 256)),
+    Knob("num_warps", (4, 1, 2, 8)),
+    Knob("num_stages", (2, 1, 3, 4)),
+)
+ATTENTION_PREFILL_KNOBS: tuple[Knob, ...] = (
+    Knob("bm", (64, 16, 32, 128, 256)),
+    Knob("bn", (32, 16, 64, 128, 256)),
+    Knob("num_warps", (4, 1, 2, 8, 16)),
+    Knob("num_stages", (2, 1, 3, 4)),
+)
+
+
+@dataclass(frozen=True)
+class AttentionSpace(_KnobSearch):
+    """The schedules of the attention template for one target: decode tasks draw from
+    ``decode_knobs``, prefill tasks from ``prefill_knobs``. Every schedule it returns is accepted
+    by ``attention_schedule`` and passes ``constraints``."""
+
+    hw: Hopper = H200
+    decode_knobs: tuple[Knob, ...] = ATTENTION_DECODE_KNOBS
+    prefill_knobs: tuple[Knob, ...] = ATTENTION_PREFILL_KNOBS
+    constraints: tuple[AttentionConstraint, ...] = ATTENTION_CONSTRAINTS
+    _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    template = "attention"
+
+    def of(self, task: AnyTask) -> AttentionSpace:
+        return self
+
+    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
+        return self.decode_knobs if task.shape == "decode" else self.prefill_knobs
+
+    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
+        """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
+        if not isinstance(task, AttentionTask):
+            return f"the attention space does not schedule {task.template} tasks"
+        want = {k.name for k in self.knobs_for(task)}
+        if set(s) != want:
+            return f"a {task.shape} attention schedule has the knobs {sorted(want)}, got {sorted(s)}"
+        try:
+            attention_schedule(self.emit(s))
+        except (ScheduleError, TypeError, KeyError) as e:
+            return str(e)
+        for check in self.constraints:
+            reason = check(task, s, self.hw)
+            if reason is not None:
+                return reason
         return None
 
-    def crossover(self, task: Task, a: Mapping[str, int], b: Mapping[str, int], rng: random.Random,
+    def emit(self, s: Mapping[str, int]) -> Schedule:
+        """The template's schedule dict (every knob is a field of the template)."""
+        return {k: int(v) for k, v in s.items()}
+
+    def complete(self, s: Mapping[str, int]) -> Schedule:
+        """A stored schedule as a point of the space: records name all their knobs."""
+        return self.emit(s)
+
+
+# --- every template ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spaces:
+    """The spaces of several templates behind one face: each call goes to the space of the task's
+    template (``of``)."""
+
+    by_template: Mapping[str, Space]
+
+    def of(self, task: AnyTask) -> Space:
+        space = self.by_template.get(task.template)
+        if space is None:
+            raise ValueError(f"no schedule space for template {task.template!r}")
+        return space
+
+    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
+        return self.of(task).why_invalid(task, s)
+
+    def emit(self, s: Mapping[str, int]) -> Schedule:
+        raise TypeError("Spaces.emit needs the task's template: call of(task).emit(s)")
+
+    def complete(self, s: Mapping[str, int]) -> Schedule:
+        raise TypeError("Spaces.complete needs the task's template: call of(task).complete(s)")
+
+    def all_valid(self, task: AnyTask) -> list[Schedule]:
+        return self.of(task).all_valid(task)
+
+    def sample(self, task: AnyTask, rng: random.Random, n: int, tries: int = 50) -> list[Schedule]:
+        return self.of(task).sample(task, rng, n, tries)
+
+    def mutate(self, task: AnyTask, s: Mapping[str, int], rng: random.Random, tries: int = 20) -> Schedule | None:
+        return self.of(task).mutate(task, s, rng, tries)
+
+    def crossover(self, task: AnyTask, a: Mapping[str, int], b: Mapping[str, int], rng: random.Random,
                   tries: int = 10) -> Schedule | None:
-        """A valid child taking each knob from one parent at random; None if none of ``tries`` is."""
-        for _ in range(tries):
-            child = {k.name: (a if rng.random() < 0.5 else b)[k.name] for k in self.knobs}
-            if self.why_invalid(task, child) is None:
-                return child
-        return None
-
-    def _ordered(self, knob: Knob) -> tuple[int, ...]:
-        if knob.name not in self._sorted:
-            self._sorted[knob.name] = tuple(sorted(knob.values))
-        return self._sorted[knob.name]
-
-    def _product(self) -> Iterator[Schedule]:
-        def rec(i: int, acc: Schedule) -> Iterator[Schedule]:
-            if i == len(self.knobs):
-                yield dict(acc)
-                return
-            for v in self.knobs[i].values:
-                acc[self.knobs[i].name] = v
-                yield from rec(i + 1, acc)
-
-        yield from rec(0, {})
+        return self.of(task).crossover(task, a, b, rng, tries)
 
 
-def space_for(template: str, target: str) -> GemmSpace:
+# The tunable templates and their spaces (explicit: no registration on import).
+SPACES: dict[str, Callable[[Hopper], Space]] = {"gemm": GemmSpace, "attention": AttentionSpace}
+
+
+def space_for(template: str, target: str) -> Space:
     """The schedule space of ``template`` on ``target``; ValueError for a template with none."""
-    if template != "gemm":
+    if template not in SPACES:
         raise ValueError(f"no schedule space for template {template!r}")
-    return GemmSpace(HARDWARE.get(target, H200))
+    return SPACES[template](HARDWARE.get(target, H200))
 
 
-def complete(space: GemmSpace, s: Mapping[str, int]) -> Schedule:
+def spaces_for(target: str) -> Spaces:
+    """Every tunable template's space on ``target``, dispatching on each task's template."""
+    return Spaces({t: make(HARDWARE.get(target, H200)) for t, make in SPACES.items()})
+
+
+def complete(space: Space, s: Mapping[str, int]) -> Schedule:
     """A stored schedule as a point of the space: knobs it does not name take their default."""
-    return {k.name: int(s.get(k.name, k.values[0])) for k in space.knobs}
+    return space.complete(s)
 
 
 def dedupe(schedules: Sequence[Mapping[str, int]]) -> list[Schedule]:

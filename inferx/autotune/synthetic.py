@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 
 from inferx.autotune.cost_model import roofline_ms
 from inferx.autotune.database import Record
-from inferx.autotune.space import GemmSpace, schedule_key, smem_bytes
-from inferx.autotune.task import Task
+from inferx.autotune.space import Space, attention_smem_bytes, schedule_key, smem_bytes, spaces_for
+from inferx.autotune.task import AnyTask, AttentionTask
 
 TOOLCHAIN = {"triton": "synthetic", "torch": "synthetic", "device": "synthetic landscape"}
 
@@ -27,30 +27,36 @@ def _unit(*parts: str) -> float:
     return int(hashlib.sha256("|".join(parts).encode()).hexdigest()[:12], 16) / 16**12
 
 
-def synthetic_ms(task: Task, s: Mapping[str, int], floor_ms: float) -> float:
+def synthetic_ms(task: AnyTask, s: Mapping[str, int], floor_ms: float) -> float:
     """The landscape's time of ``s`` (inf for a synthetic out-of-resource failure); ``floor_ms``
-    is the best roofline time of the task."""
+    is the best roofline time of the task. For attention the "area" is BN x SPLITS (decode) or
+    BN x BM (prefill)."""
     key = schedule_key(s)
-    if smem_bytes(task, s) > 160 * 1024 and _unit(task.key, key, "fail") < 0.5:
+    if isinstance(task, AttentionTask):
+        smem, area_of = attention_smem_bytes(task, s), s["bn"] * s.get("splits", s.get("bm", 1))
+    else:
+        smem, area_of = smem_bytes(task, s), s["bn"] * s["bk"]
+    if smem > 160 * 1024 and _unit(task.key, key, "fail") < 0.5:
         return math.inf
     warps = 1 + int(_unit(task.key, "warps") * 4)  # log2 of the preferred warp count: 1..4
     stages = 2 + int(_unit(task.key, "stages") * 3)
     area = 10 + int(_unit(task.key, "area") * 6)  # log2 of the preferred BN x BK
     shape = (1 + 0.12 * abs(math.log2(s["num_warps"]) - warps)) * (1 + 0.08 * abs(s["num_stages"] - stages))
-    shape *= 1 + 0.06 * abs(math.log2(s["bn"] * s["bk"]) - area)
+    shape *= 1 + 0.06 * abs(math.log2(area_of) - area)
     noise = math.exp(0.06 * (_unit(task.key, key, "noise") - 0.5))
     return floor_ms * math.sqrt(roofline_ms(task, s) / floor_ms) * shape * noise
 
 
-def landscape(tasks: Sequence[Task], space: GemmSpace | None = None) -> list[Record]:
+def landscape(tasks: Sequence[AnyTask], space: Space | None = None) -> list[Record]:
     """A record of every valid schedule of every task (failures included, as infinite times)."""
-    space = space or GemmSpace()
+    spaces = space or spaces_for("h200")
     out = []
     for task in tasks:
-        valid = space.all_valid(task)
+        space_ = spaces.of(task)
+        valid = space_.all_valid(task)
         floor = min(roofline_ms(task, s) for s in valid)
         for s in valid:
             ms = synthetic_ms(task, s, floor)
-            out.append(Record(task, space.emit(s), (ms,), ms, dict(TOOLCHAIN), "2026-01-01", "synthetic",
+            out.append(Record(task, space_.emit(s), (ms,), ms, dict(TOOLCHAIN), "2026-01-01", "synthetic",
                               "synthetic landscape" if math.isfinite(ms) else "synthetic out of resources"))
     return out

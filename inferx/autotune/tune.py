@@ -35,7 +35,7 @@ from inferx.autotune.search import (
     Tuner,
     TuneResult,
 )
-from inferx.autotune.space import HARDWARE, space_for
+from inferx.autotune.space import HARDWARE, spaces_for
 
 RUNNERS = ("local", "replay")
 STRATEGIES = ("evolutionary", "random")
@@ -54,7 +54,7 @@ class TuneOptions:
     replay: tuple[str, ...] = ()
     out: Path = DEFAULT_ROOT
     max_seq_len: int = 2048
-    max_batch: int = 1  # decode GEMM tasks at each batch bucket up to this
+    max_batch: int = 1  # decode GEMM and attention tasks at each batch bucket up to this
     dtype: str | None = None
     seed: int = 0
     batch: int = 8
@@ -74,7 +74,8 @@ def parse_budget(text: str) -> float:
 
 
 def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda line: None) -> TuneResult:
-    """Tunes every GEMM task of ``model`` (an HF directory, a GGUF file, a Program or a module)."""
+    """Tunes every GEMM and attention task of ``model`` (an HF directory, a GGUF file, a Program or
+    a module)."""
     if options.target in NO_DATABASE or options.target not in HARDWARE:
         raise TuneError(f"cannot tune for target {options.target!r}: the targets are {', '.join(sorted(HARDWARE))}")
     if options.runner not in RUNNERS:
@@ -88,13 +89,13 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     extraction = extract_tasks(fused_module(model, options.dtype), options.max_seq_len, hw, batches=batches)
     say(extraction.summary())
     if not extraction.tasks:
-        raise TuneError("the model has no GEMM task to tune")
+        raise TuneError("the model has no GEMM or attention task to tune")
     db = Database.load(options.out, options.target)
     for problem in db.problems:
         say(f"tuning database: skipped {problem}")
     failures = FailureLog(options.out, options.target).load()
     runner = _runner(options, {t.task.key: t.kernel for t in extraction.tasks if t.kernel is not None})
-    space = space_for("gemm", options.target)
+    space = spaces_for(options.target)
     model_ = LearnedModel(hw, seed=options.seed)
     strategy = (EvolutionarySearch(space, model_, seed=options.seed) if options.strategy == "evolutionary"
                 else RandomSearch(space, seed=options.seed))

@@ -7,8 +7,8 @@
     5. plan-memory     one arena per shape bucket
     6. fold weights    weight-only values (concatenations) become stored weights
     7. codegen         Triton source per kernel, identical kernels shared across layers; each GEMM
-                       on the fastest schedule the tuning database has for its task, else on the
-                       template's heuristic (counted and listed as a fallback)
+                       and attention kernel on the fastest schedule the tuning database has for
+                       its task, else on the template's heuristic (counted and listed as a fallback)
     8. build           cubins for sm_90 targets (in worker processes); CPU keeps the source
     9. launch plan     per entry point: kernels, grids, argument bindings
    10. write           the artifact, under a temporary name, then renamed into place; the
@@ -34,8 +34,8 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, SCHEDULE_FORMS, Database, Record
-from inferx.autotune.task import Task, TaskError, gemm_task, shape_of
-from inferx.compiler.codegen import gemm, generate
+from inferx.autotune.task import AnyTask, TaskError, attention_task, gemm_task, shape_of
+from inferx.compiler.codegen import attention, gemm, generate
 from inferx.compiler.codegen.tile import dim_code
 from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
@@ -129,8 +129,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
             for rows in _row_buckets(kop, options):
                 choice = select_schedule(kop, db, options.max_seq_len, rows)
                 ks = _generate(kop, "kernel", choice, sched_target, target, rows)
-                digest = hashlib.sha256(ks.source.encode()).hexdigest()[:12]
-                name = f"{kop.template.data}_{digest}"
+                name = _kernel_name(kop.template.data, ks, kernels)
                 if name not in kernels:
                     kernels[name] = _generate(kop, name, choice, sched_target, target, rows)
                     choices[name] = choice
@@ -197,7 +196,7 @@ class ScheduleChoice:
     origin "tuned") or the template's heuristic (origin "heuristic"; ``reason`` says why)."""
 
     schedule: Any | None
-    task: Task | None
+    task: AnyTask | None
     record: Record | None
     reason: str = ""
 
@@ -220,13 +219,23 @@ def tuning_database(options: CompileOptions, say: Callable[[str], None] = lambda
 
 
 def _row_buckets(kop: KernelOp, options: CompileOptions) -> list[int | None]:
-    """The row buckets a kernel is generated for: each batch bucket for a decode GEMM on a GPU
-    target (one row streams weights best as a GEMV, many rows want the dot path, so each bucket
-    gets its own schedule and the launch plan picks by bucket); [None] (one kernel for every
-    shape) otherwise."""
-    if kop.template.data != "gemm" or (options.schedules or options.target) == "cpu" or shape_of(kop) != "decode":
+    """The row buckets a kernel is generated for: each batch bucket for a decode GEMM or decode
+    attention on a GPU target (one row streams weights best as a GEMV, many rows want the dot
+    path; split-KV attention wants fewer context slices as the batch fills the chip), so each
+    bucket gets its own schedule and the launch plan picks by bucket; [None] (one kernel for every
+    shape) otherwise. Buckets whose schedules agree generate the same source, so they share one
+    kernel and the launch lists no variants."""
+    if (options.schedules or options.target) == "cpu" or not _decode_kernel(kop):
         return [None]
     return list(_batch_buckets(options))
+
+
+def _decode_kernel(kop: KernelOp) -> bool:
+    """A decode GEMM (rows without ``seq``) or decode attention (one query per sequence)."""
+    template = kop.template.data
+    if template == "gemm":
+        return shape_of(kop) == "decode"
+    return template == "attention" and attention.applies(kop) is None and attention.is_decode(kop)
 
 
 def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: int | None = None) -> ScheduleChoice:
@@ -234,12 +243,14 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: 
 
     The task is looked up at the rows the kernel is generated for (``rows``: a decode batch
     bucket), else at the bucket that is compiled for: a decode step at batch 1, a prefill of a
-    ``max_seq_len`` prompt."""
+    ``max_seq_len`` prompt. Attention tasks are keyed by the context of ``max_seq_len`` too."""
     template = kop.template.data
     if template not in SCHEDULE_FORMS:
         return ScheduleChoice(None, None, None, f"template {template} is not tuned")
     try:
-        task = gemm_task(kop, rows if rows is not None else 1 if shape_of(kop) == "decode" else max_seq_len)
+        decode = _decode_kernel(kop)
+        at = rows if rows is not None else 1 if decode else max_seq_len
+        task: AnyTask = attention_task(kop, at, max_seq_len) if template == "attention" else gemm_task(kop, at)
     except TaskError as e:
         return ScheduleChoice(None, None, None, f"no task: {e}")
     if db is None:
@@ -253,10 +264,27 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: 
 def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
               rows: int | None = None) -> KernelSource:
     schedule = choice.schedule
-    if schedule is None and rows is not None:
+    if schedule is None and rows is not None and kop.template.data == "gemm":
         schedule = gemm.heuristic_schedule(kop, sched_target, rows)
     ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu")
     return ks if choice.schedule is None else replace(ks, schedule_origin="tuned")
+
+
+def _kernel_name(template: str, ks: KernelSource, kernels: Mapping[str, KernelSource]) -> str:
+    """A kernel's name: its template and a digest of its source. When a kernel of that name
+    launches differently (other constexprs, warps, stages, grid or scratch: schedules that change
+    no line of source, such as decode attention's SPLITS), a digest of how it launches is
+    appended, so two schedules never share a name."""
+    name = f"{template}_{hashlib.sha256(ks.source.encode()).hexdigest()[:12]}"
+    first = kernels.get(name)
+    if first is None or _launch_shape(first) == _launch_shape(ks):
+        return name
+    return f"{name}_{hashlib.sha256(json.dumps(_launch_shape(ks), sort_keys=True).encode()).hexdigest()[:8]}"
+
+
+def _launch_shape(ks: KernelSource) -> dict[str, Any]:
+    d = ks.to_json()
+    return {k: d[k] for k in ("constexprs", "num_warps", "num_stages", "grid", "scratch")}
 
 
 def _tuning_line(choices: Mapping[str, ScheduleChoice]) -> str:
