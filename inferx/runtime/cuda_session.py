@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -76,7 +76,6 @@ class _Bound:
     logits: int
     logits_dtype: str
     graph: Any = None
-    keep: list[Any] = field(default_factory=list)
 
 
 class CudaSession(DecoderSession):
