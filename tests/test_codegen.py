@@ -30,8 +30,8 @@ def test_heuristic_schedules() -> None:
     decode = [k for k in kernels["decode"] if k.template.data == "gemm"]
     prefill = [k for k in kernels["prefill"] if k.template.data == "gemm"]
     assert {heuristic_schedule(k) for k in decode} == {GemmSchedule(1, 8, 256, 4, 2), GemmSchedule(1, 8, 512, 4, 2)}
-    # sm_90 prefill: 128-row tiles on 8 warps; BN=64 where a second accumulator (gated, RoPE) is kept
-    # (N below 128 keeps the 64 x 64 tile)
+    # sm_90 prefill: 128 x 128 tiles on 8 warps, also with a second accumulator (gated); the RoPE
+    # GEMM tiles one head (head_dim 64 here) per program (N below 128 keeps the 64 x 64 tile)
     got = {heuristic_schedule(k) for k in prefill}
     assert {GemmSchedule(128, 128, 64, 8, 3), GemmSchedule(128, 64, 64, 8, 3)} <= got
     assert got <= {GemmSchedule(128, 128, 64, 8, 3), GemmSchedule(128, 64, 64, 8, 3), GemmSchedule(64, 64, 64, 4, 2)}
@@ -64,3 +64,23 @@ def test_no_template_is_an_error_naming_the_kernel() -> None:
     kernel = next(o for o in module.walk() if isinstance(o, KernelOp))
     with pytest.raises(CodegenError, match=r"kernel k_sum: no template implements it \(reduction: "):
         generate(kernel, "k_sum")
+
+
+def test_reshape_keeps_shared_leading_and_trailing_coordinates() -> None:
+    """Splitting the last dim into heads divides a column index by a constant; the row
+    coordinates (over run-time dims) pass through untouched."""
+    from inferx.compiler.codegen.tile import Emitter
+    from inferx.compiler.ir.symbolic import sym
+
+    b, s = sym("batch"), sym("seq")
+    em = Emitter(None, "k")  # type: ignore[arg-type]
+    coords = em.reshape_coords(["rb", "rs", "c"], [b, s, 2048], [b, s, 32, 64])
+    assert coords[:2] == ["rb", "rs"]
+    text = "\n".join(em.lines)
+    assert "S_" not in text and "// 64" in text and "% 64" in text
+    em = Emitter(None, "k")  # type: ignore[arg-type]
+    assert em.reshape_coords(["i", "j", "h", "d"], [b, s, 32, 64], [b, s, 32, 64]) == ["i", "j", "h", "d"]
+    merged = em.reshape_coords(["i", "j", "h", "d"], [b, s, 32, 64], [b, s, 2048])
+    assert merged[:2] == ["i", "j"] and "S_" not in "\n".join(em.lines)
+    unit = em.reshape_coords(["i", "k"], [b, 8], [b, 1, 8])
+    assert unit == ["i", "0", "k"]

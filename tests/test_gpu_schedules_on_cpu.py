@@ -16,6 +16,11 @@ from inferx.runtime.artifact import load_artifact
 
 CASES = {
     "llama-gqa4": (T.LlamaConfig, T.LlamaForCausalLM, {"num_key_value_heads": 1}),
+    # head_dim 64 and N >= 128: the prefill qkv GEMM on the sm_90 tile (128 x 64, one head per
+    # program, RoPE partners by a swap of halves, RoPE applied once to the accumulator)
+    "llama-head64": (T.LlamaConfig, T.LlamaForCausalLM,
+                     {"num_key_value_heads": 1, "hidden_size": 128, "num_attention_heads": 2,
+                      "intermediate_size": 128}),
     "phi3-window": (T.Phi3Config, T.Phi3ForCausalLM,
                     {"num_key_value_heads": 2, "sliding_window": 5, "pad_token_id": 0}),
 }
@@ -25,14 +30,17 @@ CASES = {
 def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
     cfg_cls, model_cls, extra = CASES[case]
     torch.manual_seed(0)
-    cfg = cfg_cls(vocab_size=70, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                  max_position_embeddings=64, **extra)
+    sizes = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4, **extra}
+    cfg = cfg_cls(vocab_size=70, num_hidden_layers=2, max_position_embeddings=64, **sizes)
     model = model_cls(cfg).eval()
     art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=2,
                          schedules="sm_90")
     kernels = load_artifact(art).manifest["kernels"]
     assert any(k["template"] == "gemm" and k["constexprs"]["BM"] == 1 for k in kernels.values()), "no GEMV kernel"
     assert any(k["template"] == "attention" and k["constexprs"].get("SPLITS") == 16 for k in kernels.values())
+    if case == "llama-head64":
+        assert any(k["template"] == "gemm" and (k["constexprs"]["BM"], k["constexprs"]["BN"]) == (128, 64)
+                   for k in kernels.values()), "no sm_90 prefill tile"
     session = inferx.load(art)
     ids = torch.randint(0, 70, (2, 9))
     with torch.no_grad():

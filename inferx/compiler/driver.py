@@ -2,7 +2,8 @@
 
     1. import          the frontend builds the ix module and the weight store
     2. cleanup         canonicalize, cse, dce
-    3. merge-gemms     q/k/v and gate/up become one GEMM each (weights concatenated)
+    3. merge-gemms     q/k/v and gate/up become one GEMM each (weights concatenated); RMSNorm
+                       scales move into the weights of the GEMMs they feed (fold-norm-weights)
     4. fuse            every run-time op into an ix.kernel (5 per decoder layer)
     5. plan-memory     one arena per shape bucket
     6. fold weights    weight-only values (concatenations) become stored weights
@@ -103,7 +104,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     _dump(options, "1-import", program)
     for n, name, pipeline in (
         (2, "cleanup", "canonicalize,cse,dce"),
-        (3, "merge-gemms", "merge-gemms,dce"),
+        (3, "merge-gemms", "merge-gemms,fold-norm-weights,dce"),
         (4, "fuse", "fuse"),
         (5, "plan-memory", _plan_pipeline(options)),
     ):

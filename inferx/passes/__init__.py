@@ -13,8 +13,9 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.canonicalize import Canonicalize
     from inferx.passes.cse import CSE
     from inferx.passes.dce import DCE
+    from inferx.passes.fold_norm_weights import FoldNormWeights
     from inferx.passes.fuse import Fuse
     from inferx.passes.merge_gemms import MergeGemms
     from inferx.passes.plan_memory import PlanMemory
 
-    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, Fuse, PlanMemory)}
+    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, FoldNormWeights, Fuse, PlanMemory)}

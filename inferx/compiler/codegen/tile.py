@@ -93,6 +93,10 @@ class Emitter:
     counter: int = 0
     aliases: dict[int, int] = field(default_factory=dict)
     stored: set[int] = field(default_factory=set)
+    # Inputs the template loaded once per row: (expression, the row coords it stands for).
+    row_values: dict[SSAValue, tuple[str, list[str]]] = field(default_factory=dict)
+    # Ops the template has already applied to its accumulator (a hoisted RoPE): they pass through.
+    applied: set[Operation] = field(default_factory=set)
 
     # text ----------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -136,6 +140,28 @@ class Emitter:
                 rest = self.tmp(f"{rest} // {dc}", "lin")
         return list(reversed(coords)) if shape else []
 
+    def reshape_coords(self, coords: Sequence[str], src: list[sy.Dim], dst: list[sy.Dim]) -> list[str]:
+        """Coordinates in ``dst`` of the element at ``coords`` of ``src`` (a row-major reshape).
+
+        Leading and trailing dims the two shapes share keep their coordinates; only the middle is
+        linearized and unravelled. A reshape that splits the last dim into heads
+        (``[b, s, h*d] -> [b, s, h, d]``) thus divides a column index by a constant instead of
+        dividing every element's linear index by the run-time sequence length."""
+        lo = 0
+        while lo < min(len(src), len(dst)) and src[lo] == dst[lo]:
+            lo += 1
+        hi = 0
+        while hi < min(len(src), len(dst)) - lo and src[len(src) - 1 - hi] == dst[len(dst) - 1 - hi]:
+            hi += 1
+        mid_src, mid_dst = src[lo : len(src) - hi], dst[lo : len(dst) - hi]
+        head, tail = list(coords[:lo]), list(coords[len(coords) - hi :])
+        if not mid_dst:
+            return head + tail
+        if not mid_src:  # dst only adds unit dims in the middle
+            return head + ["0"] * len(mid_dst) + tail
+        linear = self.offset(coords[lo : len(coords) - hi], mid_src)
+        return head + self.unravel(linear, mid_dst) + tail
+
     # inputs -------------------------------------------------------------------------------
     def input_index(self, v: SSAValue) -> int:
         assert isinstance(v, BlockArgument)
@@ -145,6 +171,10 @@ class Emitter:
         """Loads kernel input ``v`` at ``coords`` of a value of rank len(coords), broadcasting."""
         ty = v.type
         assert isinstance(ty, TensorType)
+        row = self.row_values.get(v)
+        if row is not None and list(coords[len(coords) - ty.rank :]) == row[1]:
+            expr = row[0]
+            return self.tmp(f"{expr}.to(tl.float32)", "x") if as_float and ty.dtype.is_float else expr
         lead = len(coords) - ty.rank
         if lead < 0:
             raise self.error(None, f"operand {ty} has a higher rank than the value it combines with")
@@ -227,8 +257,7 @@ class Emitter:
                 off = sy.add(off, size)
         elif isinstance(op, t.ReshapeOp):
             assert res_type is not None
-            linear = self.offset(first.coords, first.type.shape)
-            coords = self.unravel(linear, res_type.shape)
+            coords = self.reshape_coords(first.coords, list(first.type.shape), list(res_type.shape))
             self.set(op, Tile(first.expr, coords, first.mask, res_type, first.partner))
         elif isinstance(op, t.TransposeOp):
             perm = get_ints(op.attributes, "perm")
@@ -243,6 +272,8 @@ class Emitter:
             coords[dim] = self.tmp(f"({c} - {start}) // {step}", "c")
             mask = self.tmp(f"{first.mask} & ({c} >= {start}) & ({c} < {end}) & (({c} - {start}) % {step} == 0)", "m")
             self.set(op, Tile(first.expr, coords, mask, res_type))
+        elif isinstance(op, nn.RopeOp) and op in self.applied:
+            self.set(op, Tile(first.expr, first.coords, first.mask, first.type))
         elif isinstance(op, nn.RopeOp):
             self.rope(op, first)
         elif isinstance(op, nn.KVWriteOp):
@@ -261,28 +292,37 @@ class Emitter:
         head_dim = x.type.shape[-1]
         assert isinstance(head_dim, int)
         rot = get_int(attrs, "rotary_dim", head_dim)
-        style = get_str(attrs, "style", ("rotate_half", "interleaved"), "rotate_half")
         scaling = get_str(attrs, "scaling", ("none", "linear", "dynamic", "llama3"), "none")
         if scaling == "dynamic":
             raise self.error(op, "dynamic NTK scaling depends on the step's longest sequence; not generated yet")
-        theta = float(attrs["theta"].value.data)  # type: ignore[attr-defined]
         d = x.coords[-1]
         pos = self.load(op.positions, [x.coords[0], x.coords[2]], x.mask, as_float=False)
+        inv, sign = self.rope_frequencies(op, d, rot)
+        ang = self.tmp(f"{pos}.to(tl.float32) * {inv}", "a")
+        rotated = f"{x.expr} * tl.cos({ang}) + {sign} * {x.partner} * tl.sin({ang})"
+        out = self.tmp(f"tl.where({d} < {rot}, {rotated}, {x.expr})")
+        self.set(op, Tile(out, x.coords, x.mask, x.type))
+
+    def rope_frequencies(self, op: nn.RopeOp, d: str, rot: int) -> tuple[str, str]:
+        """Names of the inverse frequency and the partner's sign for head-dim index ``d``."""
+        import math
+
+        attrs = op.attributes
+        style = get_str(attrs, "style", ("rotate_half", "interleaved"), "rotate_half")
+        scaling = get_str(attrs, "scaling", ("none", "linear", "dynamic", "llama3"), "none")
+        theta = float(attrs["theta"].value.data)  # type: ignore[attr-defined]
         if style == "rotate_half":
             j = self.tmp(f"{d} % {rot // 2}", "j")
             sign = self.tmp(f"tl.where({d} < {rot // 2}, -1.0, 1.0)", "sg")
         else:
             j = self.tmp(f"{d} // 2", "j")
             sign = self.tmp(f"tl.where({d} % 2 == 0, -1.0, 1.0)", "sg")
-        inv = self.tmp(f"tl.exp2(-({j}.to(tl.float32) * 2.0 / {rot}) * {float(__import__('math').log2(theta))!r})", "f")
+        inv = self.tmp(f"tl.exp2(-({j}.to(tl.float32) * 2.0 / {rot}) * {math.log2(theta)!r})", "f")
         if scaling == "linear":
             inv = self.tmp(f"{inv} / {float(attrs['factor'].value.data)!r}", "f")  # type: ignore[attr-defined]
         elif scaling == "llama3":
             inv = self._llama3(inv, attrs)
-        ang = self.tmp(f"{pos}.to(tl.float32) * {inv}", "a")
-        rotated = f"{x.expr} * tl.cos({ang}) + {sign} * {x.partner} * tl.sin({ang})"
-        out = self.tmp(f"tl.where({d} < {rot}, {rotated}, {x.expr})")
-        self.set(op, Tile(out, x.coords, x.mask, x.type))
+        return inv, sign
 
     def _llama3(self, inv: str, attrs) -> str:  # type: ignore[no-untyped-def]
         import math
