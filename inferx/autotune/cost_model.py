@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -341,3 +341,51 @@ class LearnedModel:
             raise ValueError(f"{path}: saved with other features; retrain it")
         return LearnedModel(Hopper(**d["hw"]), d["seed"], d["min_records"], d["n_trees"], d["max_depth"],
                             {t: GBDT.from_json(g) for t, g in d["gbdts"].items()})
+
+
+def held_out_ranking(records: Sequence[Record], holdout: float = 0.2, seed: int = 0,
+                     min_task: int = 5) -> dict[str, Any]:
+    """How well ``LearnedModel`` ranks measurements it was not fitted on. Per template, the finite
+    records (the fastest of each (task, schedule)) are split at random (``seed``) into training and
+    ``holdout`` parts; the model fitted on the training part predicts the held-out part, and
+    Spearman's rank correlation against the measured times is reported over all held-out records
+    ("pooled", across tasks too) and within each task with at least ``min_task`` held-out records
+    (only the schedules differ: the ranking a search needs), with the median of those."""
+    import random
+    import statistics
+    from collections import defaultdict
+
+    from inferx.autotune.gbdt import spearman
+
+    records = [r for r in records if math.isfinite(r.median_ms) and r.median_ms > 0]
+    best: dict[tuple[str, str], Any] = {}  # one record per (task, schedule): the fastest
+    for r in records:
+        key = (r.task.key, json.dumps(r.schedule, sort_keys=True))
+        if key not in best or r.median_ms < best[key].median_ms:
+            best[key] = r
+    by_template: dict[str, list[Any]] = defaultdict(list)
+    for r in best.values():
+        by_template[r.task.template].append(r)
+    out: dict[str, Any] = {}
+    for template, recs in sorted(by_template.items()):
+        rng = random.Random(seed)
+        recs = sorted(recs, key=lambda r: (r.task.key, json.dumps(r.schedule, sort_keys=True)))
+        rng.shuffle(recs)
+        n_test = max(1, int(len(recs) * holdout))
+        test, train = recs[:n_test], recs[n_test:]
+        model = LearnedModel(seed=seed, min_records=min(16, len(train)))
+        model.update(train)
+        pred = [float(model.predict(r.task, [r.schedule])[0]) for r in test]
+        pooled = spearman(pred, [r.median_ms for r in test]) if len(test) >= 3 else float("nan")
+        per_task: dict[str, float] = {}
+        groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for r, p in zip(test, pred, strict=True):
+            groups[str(r.task)].append((p, r.median_ms))
+        for name, pairs in groups.items():
+            if len(pairs) >= min_task:
+                per_task[name] = spearman([p for p, _ in pairs], [m for _, m in pairs])
+        out[template] = {"records": len(recs), "train": len(train), "held_out": len(test),
+                         "tasks": len({r.task.key for r in recs}), "spearman_pooled": pooled,
+                         "spearman_within_task": per_task,
+                         "spearman_within_task_median": statistics.median(per_task.values()) if per_task else None}
+    return out
