@@ -465,8 +465,9 @@ def _hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[_RopeReg
     pos = f"row{_idx(first.positions)}"
     inv, sign = em.rope_frequencies(first, "rd", rot)
     em.emit(f"ang = {pos}.to(tl.float32)[:, None] * ({inv})[None, :]")
+    cos, sin = em.sincos("ang")
     em.emit(f"acc = tl.where(((rd >= 0) & (rd < {rot}))[None, :], "
-            f"acc * tl.cos(ang) + ({sign})[None, :] * accp * tl.sin(ang), acc)")
+            f"acc * {cos} + ({sign})[None, :] * accp * {sin}, acc)")
     return list(ropes)
 
 

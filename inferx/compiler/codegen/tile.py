@@ -11,6 +11,7 @@ stay in registers throughout: a layout op never moves data.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -299,14 +300,35 @@ class Emitter:
         pos = self.load(op.positions, [x.coords[0], x.coords[2]], x.mask, as_float=False)
         inv, sign = self.rope_frequencies(op, d, rot)
         ang = self.tmp(f"{pos}.to(tl.float32) * {inv}", "a")
-        rotated = f"{x.expr} * tl.cos({ang}) + {sign} * {x.partner} * tl.sin({ang})"
+        cos, sin = self.sincos(ang)
+        rotated = f"{x.expr} * {cos} + {sign} * {x.partner} * {sin}"
         out = self.tmp(f"tl.where({d} < {rot}, {rotated}, {x.expr})")
         self.set(op, Tile(out, x.coords, x.mask, x.type))
 
+    def sincos(self, angle: str) -> tuple[str, str]:
+        """Names of cos and sin of ``angle`` (fp32 radians, any size), computed inline: the angle
+        reduced to [-pi, pi] (2*pi split in two constants, exact for multiples below 2^16), then
+        Taylor polynomials of degree 16 and 15 (absolute error < 2e-6 for angles up to 8192,
+        against < 1e-7 for libdevice). libdevice's cos/sin carry a slow path for huge arguments
+        that the compiler inlines at every element: the sm_90 prefill qkv GEMM of a Llama-3-8B
+        shape compiled to 772 KB of cubin with it, 216 KB with these."""
+        n = self.tmp(f"tl.floor({angle} * 0.15915494309189535 + 0.5)", "n")
+        r = self.tmp(f"({angle} - {n} * 6.28125) - {n} * 0.0019353071795864769", "r")
+        r2 = self.tmp(f"{r} * {r}", "r")
+
+        def horner(coeffs: list[float]) -> str:
+            expr = f"{coeffs[-1]!r}"
+            for c in reversed(coeffs[:-1]):
+                expr = f"{c!r} + {r2} * ({expr})"
+            return expr
+
+        fact = [float(math.factorial(k)) for k in range(17)]
+        cos = self.tmp(horner([(-1) ** i / fact[2 * i] for i in range(9)]), "cs")
+        sin = self.tmp(f"{r} * ({horner([(-1) ** i / fact[2 * i + 1] for i in range(8)])})", "sn")
+        return cos, sin
+
     def rope_frequencies(self, op: nn.RopeOp, d: str, rot: int) -> tuple[str, str]:
         """Names of the inverse frequency and the partner's sign for head-dim index ``d``."""
-        import math
-
         attrs = op.attributes
         style = get_str(attrs, "style", ("rotate_half", "interleaved"), "rotate_half")
         scaling = get_str(attrs, "scaling", ("none", "linear", "dynamic", "llama3"), "none")
@@ -325,8 +347,6 @@ class Emitter:
         return inv, sign
 
     def _llama3(self, inv: str, attrs) -> str:  # type: ignore[no-untyped-def]
-        import math
-
         factor = float(attrs["factor"].value.data)
         low = float(attrs["low_freq_factor"].value.data)
         high = float(attrs["high_freq_factor"].value.data)
