@@ -87,3 +87,45 @@ def test_multi_row_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> N
         want = model(torch.cat([ids, nxt], 1)).logits.numpy()[:, -1:]
     repro = f"repro: pytest {__file__} -k 'multi_row and {rows}'"
     np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral-window"])
+def test_prefill_attention_skips_key_blocks_no_query_sees(family: str, tmp_path: Path) -> None:
+    """Prefill attention on 16 x 16 tiles (a tuning record) over a 33-token prompt: each query
+    block stops at its last position (causal) and, with a sliding window, starts at the first
+    key block its first query's window reaches. Against HF."""
+    from inferx.autotune.database import Database, Record
+    from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.compiler.codegen import attention
+
+    torch.manual_seed(0)
+    if family == "llama":
+        cfg: T.PretrainedConfig = T.LlamaConfig(vocab_size=70, hidden_size=32, intermediate_size=48,
+                                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                                max_position_embeddings=64)
+        model = T.LlamaForCausalLM(cfg).eval()
+    else:
+        cfg = T.MistralConfig(vocab_size=70, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                              sliding_window=6)
+        model = T.MistralForCausalLM(cfg).eval()
+    db = Database.load(tmp_path / "logs", "sm_90")
+    tasks = [t for t in extract_tasks(fused_module(model, "fp32"), 48).tasks
+             if t.task.template == "attention" and t.task.shape == "prefill"]
+    assert len(tasks) == 1
+    db.append(Record.make(tasks[0].task, {"bm": 16, "bn": 16, "num_warps": 4, "num_stages": 2}, [1.0], {},
+                          "2026-11-30", "test"))
+    assert tasks[0].kernel is not None
+    src = attention.generate(tasks[0].kernel, "k", "sm_90",
+                             attention.AttentionSchedule(bn=16, bm=16)).source
+    assert "for j0 in range(0, hi, BN)" in src or "for j0 in range(lo, hi, BN)" in src
+    assert ("lo = " in src) == (family != "llama")
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=48, max_batch=1,
+                         schedules="sm_90", tuning_logs=tmp_path / "logs")
+    kernels = load_artifact(art).manifest["kernels"]
+    assert any(k["template"] == "attention" and k["constexprs"].get("BM") == 16 for k in kernels.values())
+    ids = torch.randint(0, 70, (1, 33))  # the last block holds one query, at a block boundary
+    with torch.no_grad():
+        want = model(ids).logits.numpy()
+    repro = f"repro: pytest {__file__} -k 'skips and {family}'"
+    np.testing.assert_allclose(inferx.load(art).prefill(ids), want, atol=1e-4, err_msg=repro)

@@ -153,7 +153,16 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     em.emit("l_i = tl.zeros((BM,), dtype=tl.float32)")
     em.emit("acc = tl.zeros((BM, BDV), dtype=tl.float32)")
     precision = "" if low else ', input_precision="ieee"'
-    em.emit("for j0 in range(0, kvl, BN):")
+    # Only the key blocks some query of this block may see: up to the block's last position when
+    # causal (half the blocks of a prompt), from its first position's window start with a window
+    lo, hi = "0", "kvl"
+    if causal:
+        em.emit("hi = tl.minimum(kvl, tl.max(tl.where(im, pos, 0), 0) + 1)")
+        hi = "hi"
+    if window is not None:
+        em.emit(f"lo = tl.maximum(tl.min(tl.where(im, pos, kvl), 0) - {window - 1}, 0) // BN * BN")
+        lo = "lo"
+    em.emit(f"for j0 in range({lo}, {hi}, BN):")
     em.indent += 1
     em.emit("j = j0 + tl.arange(0, BN)")
     em.emit("jm = j < kvl")
