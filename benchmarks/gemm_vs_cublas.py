@@ -177,7 +177,8 @@ def main() -> None:
 
 
 def gemm_schedule_dict(s: Any) -> dict[str, int]:
-    return {"bm": s.bm, "bn": s.bn, "bk": s.bk, "num_warps": s.num_warps, "num_stages": s.num_stages}
+    d = {"bm": s.bm, "bn": s.bn, "bk": s.bk, "num_warps": s.num_warps, "num_stages": s.num_stages}
+    return {**d, "split_k": s.split_k} if s.split_k != 1 else d
 
 
 if __name__ == "__main__":

@@ -55,18 +55,31 @@ def test_valid_schedules_pass_and_the_template_accepts_every_one() -> None:
     assert space.why_invalid(DECODE, dict(bm=1, bn=8, bk=512, num_warps=4, num_stages=2)) is None  # the heuristic
     for task in (DECODE, DECODE16, PREFILL, GATED):
         valid = space.all_valid(task)
-        assert 500 < len(valid) < 6000, (task, len(valid))  # GEMV rows 1-8 widen decode spaces
+        assert 500 < len(valid) < 20000, (task, len(valid))  # GEMV rows 1-8 and split-K widen decode spaces
         for s in valid:
             gemm_schedule(s)  # raises if the template would refuse it
         assert (any(s["bm"] == 1 for s in valid)) == (task.shape == "decode")
 
 
 def test_new_knobs_are_emitted_only_when_off() -> None:
-    space = replace(GemmSpace(), knobs=(*GemmSpace().knobs, Knob("split_k", (1, 2, 4))))
-    s = {**S, "split_k": 1}
+    knobs = set(GemmSpace().complete(S))
+    space = replace(GemmSpace(), knobs=(*GemmSpace().knobs, Knob("group_m", (1, 8))))
+    s = {**S, "split_k": 1, "group_m": 1}
     assert space.emit(s) == S and space.why_invalid(PREFILL, s) is None
-    assert "split_k=2 is not implemented" in (space.why_invalid(PREFILL, {**S, "split_k": 2}) or "")
-    assert all(set(x) == set(S) | {"split_k"} for x in space.sample(PREFILL, random.Random(0), 20))
+    assert "group_m=8 is not implemented" in (space.why_invalid(PREFILL, {**s, "group_m": 8}) or "")
+    assert all(set(x) == knobs | {"group_m"} for x in space.sample(PREFILL, random.Random(0), 20))
+
+
+def test_split_k_is_a_knob_of_the_dot_path() -> None:
+    space = GemmSpace()
+    on = {**S, "bm": 16, "bn": 32, "bk": 128, "split_k": 4}
+    assert space.why_invalid(DECODE16, on) is None
+    assert space.emit(on)["split_k"] == 4 and "split_k" not in space.emit({**on, "split_k": 1})
+    assert schedule_key({**on, "split_k": 1}) == schedule_key(space.emit({**on, "split_k": 1}))
+    assert "not in GEMV mode" in (space.why_invalid(DECODE, {**S, "bm": 1, "bn": 8, "split_k": 2}) or "")
+    assert "does not divide K" in (space.why_invalid(gemm(4096, 4096, 16, "decode"), {**on, "bk": 1024, "split_k": 8})
+                                   or "")
+    assert any(s.get("split_k", 1) > 1 for s in space.all_valid(DECODE16))
 
 
 def test_sampling_mutation_and_crossover_stay_valid_and_are_seeded() -> None:

@@ -129,3 +129,41 @@ def test_prefill_attention_skips_key_blocks_no_query_sees(family: str, tmp_path:
         want = model(ids).logits.numpy()
     repro = f"repro: pytest {__file__} -k 'skips and {family}'"
     np.testing.assert_allclose(inferx.load(art).prefill(ids), want, atol=1e-4, err_msg=repro)
+
+
+@pytest.mark.parametrize("split", [2, 4])
+def test_split_k_from_the_tuning_database(split: int, tmp_path: Path) -> None:
+    """Every GEMM (RMSNorm + qkv + RoPE + KV write, o + residual, gated gate/up, down + residual,
+    lm_head) on split-K schedules from tuning records, decode at batch 4 and prefill: partial
+    accumulators and row statistics reduced by the last program of each tile. Against HF."""
+    from inferx.autotune.database import Database, Record
+    from inferx.autotune.extract import extract_tasks, fused_module
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=70, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = T.LlamaForCausalLM(cfg).eval()
+    db = Database.load(tmp_path / "logs", "sm_90")
+    tasks = [t for t in extract_tasks(fused_module(model, "fp32"), 24, batches=(1, 4)).tasks
+             if t.task.template == "gemm" and (t.task.shape == "prefill" or t.task.rows == 4)]
+    assert len(tasks) == 10  # qkv, o, gate/up, down, lm_head; decode and prefill
+    for t in tasks:
+        db.append(Record.make(t.task, {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2,
+                                       "split_k": split}, [1.0], {}, "2026-11-30", "test"))
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=4,
+                         schedules="sm_90", tuning_logs=tmp_path / "logs")
+    kernels = load_artifact(art).manifest["kernels"]
+    assert sum(k["template"] == "gemm" and k["constexprs"].get("SPLIT_K") == split for k in kernels.values()) == 10
+    session = inferx.load(art)
+    ids = torch.randint(0, 70, (3, 6))
+    repro = f"repro: pytest {__file__} -k 'split_k and {split}'"
+    with torch.no_grad():
+        ref = model(ids).logits.numpy()
+    np.testing.assert_allclose(session.prefill(ids), ref, atol=1e-4, err_msg=repro)
+    seq = ids
+    for _ in range(2):  # twice: the tiles' arrival counters carry over from one launch to the next
+        nxt = torch.randint(0, 70, (3, 1))
+        seq = torch.cat([seq, nxt], 1)
+        with torch.no_grad():
+            want = model(seq).logits.numpy()[:, -1:]
+        np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)

@@ -103,10 +103,13 @@ def roofline_ms(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float
     w_bytes, x_bytes = k * n * wb, m * k * xb
     # Re-reads hit the L2 when the operand fits in it; beyond, they go to DRAM.
     w_miss, x_miss = min(1.0, w_bytes / hw.l2_bytes), min(1.0, x_bytes / hw.l2_bytes)
+    split = s.get("split_k", 1)
     dram = (w_bytes * (1 + (gm - 1) * w_miss) + x_bytes * (1 + (gn - 1) * x_miss)
             + m * n_out * _out_bytes(task))
+    if split > 1:  # fp32 partials written and read back once (mostly from the L2)
+        dram += 2 * 4 * split * gm * s["bm"] * gn * s["bn"] * weight_tiles(task, s) * 0.5
     slots = hw.sms * max(1, blocks_per_sm(task, s, hw))
-    programs = gm * gn
+    programs = gm * gn * split
     resident = min(programs, slots)
     # Bytes in flight: each resident program keeps (stages - 1) K steps of tiles loading.
     tile = s["bm"] * s["bk"] * xb + weight_tiles(task, s) * s["bn"] * s["bk"] * wb
@@ -125,7 +128,7 @@ def roofline_ms(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float
     padded = gm * s["bm"] * gn * s["bn"] * weight_tiles(task, s)  # masked lanes compute too
     comp_s = 2.0 * max(padded, m * n) * k / (peak * reuse)
     # Serial K loop of one program: each step waits on DRAM unless the pipeline hides it.
-    steps = math.ceil(k / s["bk"])
+    steps = math.ceil(k / (s["bk"] * split))
     waves = math.ceil(programs / slots)
     latency_s = waves * steps * hw.dram_latency_s / max(0.5, s["num_stages"] - 1) * 0.25
     eff = wave_efficiency(task, s, hw)
@@ -226,7 +229,7 @@ class RooflineModel:
 FEATURES = (
     "log_m", "log_k", "log_n", "log_tile_n", "decode", "gated", "rope", "norm", "residual", "wbytes",
     "log_bm", "log_bn", "log_bk", "log_warps", "stages", "gemv", "log_programs", "wave_eff", "occupancy",
-    "log_smem", "acc_per_thread", "k_steps", "log_roofline",
+    "log_smem", "acc_per_thread", "k_steps", "log_split_k", "log_roofline",
 )
 
 
@@ -241,8 +244,9 @@ def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]
         float(DTYPE_BYTES.get(task.w_dtype, 4)),
         lg(s["bm"]), lg(s["bn"]), lg(s["bk"]), lg(s["num_warps"]), float(s["num_stages"]),
         float(s["bm"] <= GEMV_MAX_ROWS),
-        lg(gm * gn), wave_efficiency(task, s, hw), float(blocks_per_sm(task, s, hw)),
-        lg(smem_bytes(task, s)), acc_values_per_thread(task, s), float(math.ceil(task.k / s["bk"])),
+        lg(gm * gn * s.get("split_k", 1)), wave_efficiency(task, s, hw), float(blocks_per_sm(task, s, hw)),
+        lg(smem_bytes(task, s)), acc_values_per_thread(task, s),
+        float(math.ceil(task.k / (s["bk"] * s.get("split_k", 1)))), lg(s.get("split_k", 1)),
         math.log(roofline_ms(task, s, hw)),
     ]
 

@@ -54,13 +54,17 @@ def _pow2(v: object) -> bool:
 
 def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
     """The GemmSchedule a record's schedule dict names; ScheduleError if the template would not
-    accept it: exactly the fields bm, bn, bk, num_warps, num_stages; tile sizes powers of two;
-    BM <= 8 (GEMV mode) or every tile dim >= 16 (tl.dot's minimum); 1, 2, 4, 8 or 16 warps; 1 to 8
-    stages."""
+    accept it: the fields bm, bn, bk, num_warps, num_stages and optionally split_k; tile sizes
+    powers of two; BM <= 8 (GEMV mode) or every tile dim >= 16 (tl.dot's minimum); 1, 2, 4, 8 or
+    16 warps; 1 to 8 stages; split_k a power of two up to 16, above 1 only on the dot path."""
     want = {"bm", "bn", "bk", "num_warps", "num_stages"}
-    if set(d) != want:
-        raise ScheduleError(f"gemm schedule fields must be {sorted(want)}, got {sorted(d)}")
-    s = GemmSchedule(**{k: d[k] for k in want})
+    if set(d) - {"split_k"} != want:
+        raise ScheduleError(f"gemm schedule fields must be {sorted(want)} (and optionally split_k), got {sorted(d)}")
+    s = GemmSchedule(**{k: d[k] for k in want}, split_k=d.get("split_k", 1))
+    if not (_pow2(s.split_k) and s.split_k <= 16):
+        raise ScheduleError(f"split_k must be a power of two up to 16: {s}")
+    if s.split_k > 1 and s.gemv:
+        raise ScheduleError(f"split-K runs on the dot path (BM >= 16), not in GEMV mode: {s}")
     if not all(_pow2(v) for v in (s.bm, s.bn, s.bk)):
         raise ScheduleError(f"tile sizes must be powers of two: {s}")
     if not s.gemv and min(s.bm, s.bn, s.bk) < 16:

@@ -8,8 +8,9 @@ or None; they run in order and the first reason is reported (``why_invalid``). W
 is not a constraint: a schedule that leaves SMs idle in the last wave works, it is only slower,
 so it is a score (``wave_efficiency``) the cost models use.
 
-New knobs (split-K, group-M swizzle, TMA, persistent grids) are added as ``Knob``s with the value
-that means "off" listed first; ``GemmSpace.template_fields`` names the fields the template takes
+Split-K is a knob of the dot path (``split_k``, 1 = off, left out of stored schedules and keys,
+so records written before it existed still match). New knobs (group-M swizzle, TMA, persistent
+grids) are added as ``Knob``s with the value that means "off" listed first; ``GemmSpace.template_fields`` names the fields the template takes
 today, and a schedule is handed to the template without knobs it does not know only when they are
 off (see ``GemmSpace.emit``), so a space can grow before the template does.
 
@@ -128,7 +129,7 @@ def wave_efficiency(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> floa
     wave is full; a score, never a filter."""
     gm, gn = grid(task, s)
     slots = hw.sms * max(1, blocks_per_sm(task, s, hw))
-    programs = gm * gn
+    programs = gm * gn * s.get("split_k", 1)
     waves = math.ceil(programs / slots)
     return programs / (waves * slots)
 
@@ -183,9 +184,25 @@ def tile_fits_problem(task: Task, s: Mapping[str, int], hw: Hopper) -> str | Non
     return None
 
 
+def split_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """Split-K runs on the dot path, without a LayerNorm prologue, with K a multiple of
+    SPLIT_K x BK (each program reduces whole K steps)."""
+    split = s.get("split_k", 1)
+    if split == 1:
+        return None
+    if _gemv(s):
+        return f"split-K ({split}) runs on the dot path (BM >= 16), not in GEMV mode"
+    if task.prologue == "layernorm":
+        return "split-K with a LayerNorm prologue is not generated"
+    if task.k % (split * s["bk"]):
+        return f"split-K {split} x BK {s['bk']} does not divide K={task.k}"
+    return None
+
+
 Constraint = Callable[[Task, Mapping[str, int], Hopper], "str | None"]
 GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
     gemv_only_for_decode,
+    split_k_fits,
     tile_fits_problem,
     dot_tile_shape,
     shared_memory_fits,
@@ -197,9 +214,16 @@ def _gemv(s: Mapping[str, int]) -> bool:
     return s["bm"] <= GEMV_MAX_ROWS
 
 
+# Knob values that mean "off" and are left out of a schedule's key, so a record written before the
+# knob existed and the same schedule with the knob spelled out are one schedule.
+OFF_VALUES = {"split_k": 1}
+
+
 def schedule_key(s: Mapping[str, int]) -> str:
-    """Canonical text of a schedule (sorted keys): equal keys if and only if equal schedules."""
-    return json.dumps(dict(s), sort_keys=True, separators=(",", ":"))
+    """Canonical text of a schedule (sorted keys, knobs that are off left out): equal keys if and
+    only if equal schedules."""
+    return json.dumps({k: v for k, v in s.items() if OFF_VALUES.get(k) != v}, sort_keys=True,
+                      separators=(",", ":"))
 
 
 # --- the GEMM space ------------------------------------------------------------------------------
@@ -211,6 +235,7 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("bk", (64, 16, 32, 128, 256, 512, 1024)),
     Knob("num_warps", (4, 1, 2, 8, 16)),
     Knob("num_stages", (2, 1, 3, 4, 5, 6)),
+    Knob("split_k", (1, 2, 4, 8)),
 )
 
 
@@ -317,7 +342,7 @@ class GemmSpace(_KnobSearch):
     hw: Hopper = H200
     knobs: tuple[Knob, ...] = GEMM_KNOBS
     constraints: tuple[Constraint, ...] = GEMM_CONSTRAINTS
-    template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages"})
+    template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k"})
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "gemm"
@@ -348,6 +373,8 @@ class GemmSpace(_KnobSearch):
         out: Schedule = {}
         defaults = {k.name: k.values[0] for k in self.knobs}
         for name, value in s.items():
+            if name == "split_k" and value == 1:
+                continue  # off: stored as before the knob existed, so old records still match
             if name in self.template_fields:
                 out[name] = int(value)
             elif value != defaults.get(name):

@@ -24,7 +24,7 @@ from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float, get_int, get_ints, get_str
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import DType, TensorType
-from inferx.runtime.kernel_source import KernelSource
+from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 
 # Up to this many rows per program a GEMM runs in GEMV mode: each [BN, BK] weight tile is loaded
 # once (K contiguous, 16-byte loads) and applied to every row of the program on CUDA cores; above
@@ -39,6 +39,10 @@ class GemmSchedule:
     bk: int
     num_warps: int = 4
     num_stages: int = 2
+    # Split-K (dot path): SPLIT_K programs per output tile each reduce K / SPLIT_K of the product
+    # into fp32 partials; the last to arrive sums them and runs the prologue's scaling and the
+    # epilogue. More programs for few-row GEMMs whose N alone does not fill 132 SMs.
+    split_k: int = 1
 
     @property
     def gemv(self) -> bool:
@@ -132,8 +136,22 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if gated:
         epilogue = [o for o in epilogue if o is not gated]
 
+    split = sched.split_k
+    k_range = f"0, {k_dim}"
+    if split > 1:
+        if gemv:
+            raise em.error(lin, f"split-K is generated for the dot path (BM >= 16), not GEMV mode: {sched}")
+        if isinstance(norm, nn.LayerNormOp):
+            raise em.error(norm, "split-K with a LayerNorm prologue is not generated")
+        if k_dim % (split * sched.bk):
+            raise em.error(lin, f"split-K {split} x BK {sched.bk} must divide K={k_dim}")
+        k_range = f"k_lo, k_lo + {k_dim // split}"
+
     em.emit("pid_m = tl.program_id(0)")
     em.emit("pid_n = tl.program_id(1)")
+    if split > 1:
+        em.emit("pid_k = tl.program_id(2)")
+        em.emit(f"k_lo = pid_k * {k_dim // split}")
     em.emit("r = pid_m * BM + tl.arange(0, BM)")
     if paired and paired != "t":
         em.emit("t = pid_n * BN + tl.arange(0, BN)")
@@ -166,14 +184,14 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if folded:
         # The scale is folded into W (fold-norm-weights): the row statistics come from a pass of
         # their own over x, so the main loop is a plain GEMM whose x tiles go to the dot as loaded
-        em.emit(f"for k1 in range(0, {k_dim}, BK):")
+        em.emit(f"for k1 in range({k_range}, BK):")
         em.indent += 1
         em.emit("kk1 = k1 + tl.arange(0, BK)")
         em.emit(f"a1 = tl.load({x_ptr} + r[:, None] * {k_dim} + kk1[None, :], "
                 f"mask=rm[:, None] & (kk1 < {k_dim})[None, :], other=0).to(tl.float32)")
         em.emit("ss += tl.sum(a1 * a1, 1)")
         em.indent -= 1
-    em.emit(f"for k0 in range(0, {k_dim}, BK):")
+    em.emit(f"for k0 in range({k_range}, BK):")
     em.indent += 1
     em.emit("kk = k0 + tl.arange(0, BK)")
     em.emit(f"km = kk < {k_dim}")
@@ -236,6 +254,9 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             bk = f"tl.load(in{_idx(b)} + kk, mask=km, other=0).to(tl.float32)"
             em.emit(f"bw += tl.sum({bk}{bk_axis[0]} * wf, {bk_axis[1]})")
     em.indent -= 1
+    n_tiles = -(-n_tile // sched.bn)
+    if split > 1:
+        _split_k_reduce(em, second=bool(second), norm=norm is not None, n_tiles=n_tiles)
     if norm is not None:
         eps = get_float(norm.attributes, "eps")
         if isinstance(norm, nn.RMSNormOp):
@@ -274,21 +295,71 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     )
     em.run_epilogue(epilogue)
     params = em.params()
-    args = ", ".join([p.name for p in params] + ["BM: tl.constexpr", "BN: tl.constexpr", "BK: tl.constexpr"])
-    source = _module(name, args, em.lines)
     m_code = em.dim(sy.product(x_t.shape[:-1]))
-    grid = (f"cdiv({m_code}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
+    grid: tuple[str, ...] = (f"cdiv({m_code}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
+    constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
+    scratch: tuple[Scratch, ...] = ()
+    if split > 1:
+        tiles = f"((({m_code}) + {sched.bm - 1}) // {sched.bm}) * {n_tiles}"
+        named = [("ws_acc", Scratch((f"{tiles} * {split} * {sched.bm} * {sched.bn}",), "f32"))]
+        if second:
+            named.append(("ws_accp", Scratch((f"{tiles} * {split} * {sched.bm} * {sched.bn}",), "f32")))
+        if norm is not None:
+            named.append(("ws_ss", Scratch((f"{tiles} * {split} * {sched.bm}",), "f32")))
+        named.append(("ws_count", Scratch((tiles,), "i32")))
+        params += [Param(n, "scratch", index=i, dtype=sc.dtype) for i, (n, sc) in enumerate(named)]
+        scratch = tuple(sc for _, sc in named)
+        grid = (*grid, str(split))
+        constexprs["SPLIT_K"] = split
+    args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
+    source = _module(name, args, em.lines)
     return KernelSource(
         name=name,
         template="gemm",
         source=source,
         params=tuple(params),
         grid=grid,
-        constexprs={"BM": sched.bm, "BN": sched.bn, "BK": sched.bk},
+        constexprs=constexprs,
         aliases=em.aliases,
+        scratch=scratch,
         num_warps=sched.num_warps,
         num_stages=sched.num_stages,
     )
+
+
+def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None:
+    """Split-K: each program stores its fp32 partials (accumulators, and the RMSNorm statistics
+    over its K range); the last of a tile's SPLIT_K programs to arrive sums them and goes on with
+    the epilogue, which the caller emits inside the branch this opens. The counter only grows (a
+    graph replays from any state): the last arrival of every launch sees SPLIT_K - 1 modulo
+    SPLIT_K (a power of two)."""
+    e = em.emit
+    tile = "(wsb * BM + tl.arange(0, BM)[:, None]) * BN + tl.arange(0, BN)[None, :]"
+    e(f"wsb = (pid_m * {n_tiles} + pid_n) * SPLIT_K + pid_k")
+    e(f"tl.store(ws_acc + {tile}, acc)")
+    if second:
+        e(f"tl.store(ws_accp + {tile}, accp)")
+    if norm:
+        e("tl.store(ws_ss + wsb * BM + tl.arange(0, BM), ss)")
+    e("tl.debug_barrier()")
+    e(f"arrived = tl.atomic_add(ws_count + pid_m * {n_tiles} + pid_n, 1)")
+    e("if (arrived & (SPLIT_K - 1)) == SPLIT_K - 1:")
+    em.indent += 1
+    e("tl.debug_barrier()")
+    e("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    if second:
+        e("accp = tl.zeros((BM, BN), dtype=tl.float32)")
+    if norm:
+        e("ss = tl.zeros((BM,), dtype=tl.float32)")
+    e("for s2 in tl.static_range(SPLIT_K):")
+    em.indent += 1
+    e(f"wsb = (pid_m * {n_tiles} + pid_n) * SPLIT_K + s2")
+    e(f"acc += tl.load(ws_acc + {tile}, cache_modifier='.cg')")
+    if second:
+        e(f"accp += tl.load(ws_accp + {tile}, cache_modifier='.cg')")
+    if norm:
+        e("ss += tl.load(ws_ss + wsb * BM + tl.arange(0, BM), cache_modifier='.cg')")
+    em.indent -= 1
 
 
 def _idx(v: SSAValue) -> int:
