@@ -167,3 +167,34 @@ def test_split_k_from_the_tuning_database(split: int, tmp_path: Path) -> None:
         with torch.no_grad():
             want = model(seq).logits.numpy()[:, -1:]
         np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
+
+
+def test_local_runner_refuses_a_schedule_that_computes_something_else() -> None:
+    """The tuner's local runner checks each candidate against the heuristic schedule on seeded
+    operands before timing it (run here in Triton's interpreter): a correct split-K or GEMV
+    schedule passes, a kernel that is off by 1% is refused with the reason."""
+    from dataclasses import replace
+
+    from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.autotune.runner import LocalRunner, bench_env
+    from inferx.compiler.codegen import generate
+    from inferx.compiler.codegen.gemm import GemmSchedule
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=70, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    tasks = [t for t in extract_tasks(fused_module(T.LlamaForCausalLM(cfg).eval(), "fp32"), 24, batches=(4,)).tasks
+             if t.task.template == "gemm" and t.task.shape == "decode" and "rope" in t.task.epilogue]
+    assert len(tasks) == 1 and tasks[0].kernel is not None
+    task, kop = tasks[0].task, tasks[0].kernel
+    runner = LocalRunner({}, device="cpu")
+    env = bench_env(task, 32)
+    for sched in (GemmSchedule(16, 16, 16, 4, 2, split_k=2), GemmSchedule(2, 8, 32, 4, 2)):
+        ks = generate(kop, "cand", "sm_90", sched, grid_dependency=False)
+        assert runner.wrong_results(task, kop, ks, env) == "", sched
+    good = generate(kop, "cand", "sm_90", GemmSchedule(16, 16, 16, 4, 2), grid_dependency=False)
+    assert "acc += tl.dot(" in good.source
+    bad = replace(good, name="bad", source=good.source.replace("def cand(", "def bad(")
+                  .replace("acc += tl.dot(", "acc += 1.01 * tl.dot("))
+    why = runner.wrong_results(task, kop, bad, env)
+    assert why.startswith("wrong results: ") and "heuristic schedule" in why, why

@@ -13,7 +13,9 @@ time with the error's text, never an exception.
   next launch's data, replayed after warm-up, CUDA events around each replay; the time of one
   launch is the median replay over the launches in it. Attention operands are a full context:
   every sequence's ``kv_lens`` is the task's context (decode: the query at its last position;
-  prefill: one prompt of the task's rows at positions 0..rows-1).
+  prefill: one prompt of the task's rows at positions 0..rows-1). Before it is timed, each
+  candidate's results are compared with the template's heuristic schedule on the same seeded
+  operands (``wrong_results``): a schedule the compiler miscompiles is a failure, never a record.
 """
 
 from __future__ import annotations
@@ -164,7 +166,10 @@ class LocalRunner:
     repeats: int = 15
     ctx: int = 576
     name: str = "local"
+    check: bool = True  # compare each candidate's results with the heuristic schedule's first
+    device: str = "cuda"  # "cpu": the correctness check in Triton's interpreter (tests)
     _pool: Any = field(default=None, repr=False)
+    _reference: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def measure(self, task: AnyTask, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]:
         from inferx.autotune.database import SCHEDULE_FORMS
@@ -187,6 +192,13 @@ class LocalRunner:
                 results[i] = MeasureResult.failed(err)
         toolchain = _toolchain()
         for i, ks in sources.items():
+            if results[i] is None and self.check:
+                try:
+                    wrong = self.wrong_results(task, kop, ks, env)
+                except Exception as e:
+                    wrong = f"launch: {_one_line(e)}"
+                if wrong:
+                    results[i] = MeasureResult.failed(wrong)
             if results[i] is None:
                 try:
                     times = self._time(kop, ks, env)
@@ -194,6 +206,54 @@ class LocalRunner:
                 except Exception as e:
                     results[i] = MeasureResult.failed(f"launch: {_one_line(e)}")
         return [r if r is not None else MeasureResult.failed("not measured") for r in results]
+
+    def wrong_results(self, task: AnyTask, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> str:
+        """Why ``ks`` (a candidate schedule's kernel) is not to be trusted, or "": its outputs (and
+        the caches it writes in place) on seeded operands against the template's heuristic
+        schedule on the same operands, relative L2 error within ``tolerance`` (bf16 and f16
+        outputs: 2e-2; fp32: 1e-4). A schedule that computes something else must never be
+        recorded as the fastest."""
+        key = task.key
+        if key not in self._reference:
+            self._reference[key] = self._outputs(kop, self._heuristic(task, kop), env)
+        ref, got = self._reference[key], self._outputs(kop, ks, env)
+        for name, want in ref.items():
+            have = got[name]
+            tol = 1e-4 if want.dtype.itemsize >= 4 else 2e-2
+            a, b = have.double(), want.double()
+            err = float((a - b).norm() / max(float(b.norm()), 1e-30))
+            if not err <= tol:  # NaN fails too
+                return f"wrong results: {name} differs from the heuristic schedule's by {err:.3g} (relative L2 > {tol})"
+        return ""
+
+    def _heuristic(self, task: AnyTask, kop: KernelOp) -> Any:
+        from inferx.compiler.codegen import attention, generate
+        from inferx.compiler.codegen.gemm import heuristic_schedule
+
+        if isinstance(task, AttentionTask):
+            sched: Any = attention.heuristic_schedule(kop, self.target)
+        else:
+            sched = heuristic_schedule(kop, self.target, task.rows if task.shape == "decode" else None)
+        return generate(kop, f"ref_{task.template}", self.target, sched, grid_dependency=False)
+
+    def _outputs(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> dict[str, Any]:
+        """The kernel's results on operands drawn from a fixed seed: every output and every input
+        it writes in place (a KV cache), by name."""
+        import torch
+
+        from inferx.runtime.plan import Launch, run
+        from inferx.runtime.triton_kernels import grid, load_kernel
+
+        torch.manual_seed(1234)
+        (args,) = operand_sets(kop, ks, env, self.hw.l2_bytes, self.device, count=1)
+        fn = load_kernel(ks, interpret=self.device == "cpu")
+        run([Launch(fn, grid(ks, env), args, dict(ks.constexprs, num_warps=ks.num_warps,
+                                                    num_stages=ks.num_stages))])
+        if self.device != "cpu":
+            torch.cuda.synchronize()
+        written = set(ks.aliases.values())
+        return {f"{p.kind}{p.index}": a.detach().clone() for p, a in zip(ks.params, args, strict=True)
+                if p.kind == "out" or (p.kind == "in" and p.index in written)}
 
     def close(self) -> None:
         if self._pool is not None:
@@ -254,10 +314,11 @@ class LocalRunner:
         return times
 
 
-def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int) -> list[tuple[Any, ...]]:
+def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, device: str = "cuda",
+                 count: int | None = None) -> list[tuple[Any, ...]]:
     """Argument tuples of ``ks``, each over its own copy of every operand (``rotation_count`` of
-    them): weights and activations random, i32 inputs (positions, lengths) in range for the context,
-    outputs written in place into the input they alias, scratch zeroed."""
+    them, or ``count``): weights and activations random, i32 inputs (positions, lengths) in range
+    for the context, outputs written in place into the input they alias, scratch zeroed."""
     import torch
 
     from inferx.compiler.ir import symbolic as sy
@@ -271,34 +332,34 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int) 
         assert isinstance(ty, TensorType)
         return [sy.evaluate(d, env) for d in ty.shape]
 
-    ints = _attention_ints(kop, env)
+    ints = _attention_ints(kop, env, device)
 
     def make(ty: Any, i: int) -> Any:
         dt = dtypes[ty.dtype.value]
         if i in ints:
             return ints[i](shape(ty), dt)
         if dt in (torch.int32, torch.int64):
-            return torch.full(shape(ty), env.get("ctx", 1) // 2, dtype=dt, device="cuda")
+            return torch.full(shape(ty), env.get("ctx", 1) // 2, dtype=dt, device=device)
         if dt == torch.int8:
-            return torch.randint(-8, 8, shape(ty), dtype=dt, device="cuda")
-        return (torch.randn(shape(ty), device="cuda") * 0.02).to(dt)
+            return torch.randint(-8, 8, shape(ty), dtype=dt, device=device)
+        return (torch.randn(shape(ty), device=device) * 0.02).to(dt)
 
     set_bytes = sum(math.prod(shape(v.type)) * dtypes[v.type.dtype.value].itemsize  # type: ignore[attr-defined, misc]
                     for v in kop.operands)
     out = []
-    for _ in range(rotation_count(max(1, set_bytes), l2_bytes)):
+    for _ in range(count or rotation_count(max(1, set_bytes), l2_bytes)):
         ins = [make(v.type, i) for i, v in enumerate(kop.operands)]
-        outs = [ins[ks.aliases[i]] if i in ks.aliases else torch.empty(shape(r.type), device="cuda",
+        outs = [ins[ks.aliases[i]] if i in ks.aliases else torch.zeros(shape(r.type), device=device,
                                                                         dtype=dtypes[r.type.dtype.value])  # type: ignore[attr-defined]
                 for i, r in enumerate(kop.results)]
-        scratch = [torch.zeros([eval_dim(d, env) for d in sc.shape], dtype=dtypes[sc.dtype], device="cuda")
+        scratch = [torch.zeros([eval_dim(d, env) for d in sc.shape], dtype=dtypes[sc.dtype], device=device)
                    for sc in ks.scratch]
         by_kind = {"in": ins, "out": outs, "scratch": scratch}
         out.append(tuple(by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in ks.params))
     return out
 
 
-def _attention_ints(kop: KernelOp, env: Mapping[str, int]) -> dict[int, Any]:
+def _attention_ints(kop: KernelOp, env: Mapping[str, int], device: str = "cuda") -> dict[int, Any]:
     """For an attention kernel, makers of its ``positions`` and ``kv_lens`` inputs (by operand
     index) for a full context: decode sequences hold ``ctx`` keys with the query at position
     ctx - 1; a prefill prompt of ``seq`` tokens sits at positions 0..seq-1 and holds ``seq`` keys.
@@ -316,11 +377,11 @@ def _attention_ints(kop: KernelOp, env: Mapping[str, int]) -> dict[int, Any]:
 
     def positions(shape: list[int], dt: Any) -> Any:
         if decode:
-            return torch.full(shape, length - 1, dtype=dt, device="cuda")
-        return torch.arange(shape[-1], dtype=dt, device="cuda").expand(shape).contiguous()
+            return torch.full(shape, length - 1, dtype=dt, device=device)
+        return torch.arange(shape[-1], dtype=dt, device=device).expand(shape).contiguous()
 
     def kv_lens(shape: list[int], dt: Any) -> Any:
-        return torch.full(shape, length, dtype=dt, device="cuda")
+        return torch.full(shape, length, dtype=dt, device=device)
 
     out: dict[int, Any] = {}
     for value, maker in ((op.positions, positions), (op.kv_lens, kv_lens)):

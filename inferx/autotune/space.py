@@ -10,9 +10,10 @@ so it is a score (``wave_efficiency``) the cost models use.
 
 Split-K is a knob of the dot path (``split_k``, 1 = off, left out of stored schedules and keys,
 so records written before it existed still match). New knobs (group-M swizzle, TMA, persistent
-grids) are added as ``Knob``s with the value that means "off" listed first; ``GemmSpace.template_fields`` names the fields the template takes
-today, and a schedule is handed to the template without knobs it does not know only when they are
-off (see ``GemmSpace.emit``), so a space can grow before the template does.
+grids) are added as ``Knob``s with the value that means "off" listed first;
+``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is handed
+to the template without knobs it does not know only when they are off (see ``GemmSpace.emit``),
+so a space can grow before the template does.
 
 ``AttentionSpace`` has one knob set per shape: decode (SPLITS, BN, warps, stages) and prefill
 (BM, BN, warps, stages). ``space_for(template, target)`` gives one template's space;
