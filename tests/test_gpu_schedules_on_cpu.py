@@ -61,20 +61,9 @@ def test_multi_row_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> N
     """Decode GEMMs of the batch-4 bucket on a GEMV schedule of ``rows`` rows per program (taken
     from tuning records, as a tuned artifact would) against HF: each weight tile applied to
     several rows in registers."""
-    from inferx.autotune.database import Database, Record
-    from inferx.autotune.extract import extract_tasks, fused_module
-
-    torch.manual_seed(0)
-    cfg = T.LlamaConfig(vocab_size=70, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    model = T.LlamaForCausalLM(cfg).eval()
-    db = Database.load(tmp_path / "logs", "sm_90")
-    tasks = [t for t in extract_tasks(fused_module(model, "fp32"), 24, batches=(1, 4)).tasks
-             if t.task.template == "gemm" and t.task.shape == "decode" and t.task.rows == 4]
-    assert len(tasks) == 5  # qkv, o, gate/up, down, lm_head
-    for t in tasks:
-        db.append(Record.make(t.task, {"bm": rows, "bn": 8, "bk": 32, "num_warps": 4, "num_stages": 2}, [1.0],
-                              {}, "2026-11-30", "test"))
+    model, n = _tuned_llama(tmp_path, 32, 48, lambda t: t.shape == "decode" and t.rows == 4,
+                            {"bm": rows, "bn": 8, "bk": 32, "num_warps": 4, "num_stages": 2})
+    assert n == 5  # qkv, o, gate/up, down, lm_head
     art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=4,
                          schedules="sm_90", tuning_logs=tmp_path / "logs")
     kernels = load_artifact(art).manifest["kernels"]
@@ -136,20 +125,9 @@ def test_split_k_from_the_tuning_database(split: int, tmp_path: Path) -> None:
     """Every GEMM (RMSNorm + qkv + RoPE + KV write, o + residual, gated gate/up, down + residual,
     lm_head) on split-K schedules from tuning records, decode at batch 4 and prefill: partial
     accumulators and row statistics reduced by the last program of each tile. Against HF."""
-    from inferx.autotune.database import Database, Record
-    from inferx.autotune.extract import extract_tasks, fused_module
-
-    torch.manual_seed(0)
-    cfg = T.LlamaConfig(vocab_size=70, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    model = T.LlamaForCausalLM(cfg).eval()
-    db = Database.load(tmp_path / "logs", "sm_90")
-    tasks = [t for t in extract_tasks(fused_module(model, "fp32"), 24, batches=(1, 4)).tasks
-             if t.task.template == "gemm" and (t.task.shape == "prefill" or t.task.rows == 4)]
-    assert len(tasks) == 10  # qkv, o, gate/up, down, lm_head; decode and prefill
-    for t in tasks:
-        db.append(Record.make(t.task, {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2,
-                                       "split_k": split}, [1.0], {}, "2026-11-30", "test"))
+    model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill" or t.rows == 4,
+                            {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, "split_k": split})
+    assert n == 10  # qkv, o, gate/up, down, lm_head; decode and prefill
     art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=4,
                          schedules="sm_90", tuning_logs=tmp_path / "logs")
     kernels = load_artifact(art).manifest["kernels"]
@@ -198,3 +176,21 @@ def test_local_runner_refuses_a_schedule_that_computes_something_else() -> None:
                   .replace("acc += tl.dot(", "acc += 1.01 * tl.dot("))
     why = runner.wrong_results(task, kop, bad, env)
     assert why.startswith("wrong results: ") and "heuristic schedule" in why, why
+
+
+def _tuned_llama(tmp_path: Path, hidden: int, inter: int, pick, schedule: dict) -> tuple:  # type: ignore[no-untyped-def]
+    """A tiny Llama, and a tuning database under ``tmp_path/logs`` holding ``schedule`` for each
+    of its GEMM tasks (decode at batch buckets 1 and 4, prefill) that ``pick`` selects."""
+    from inferx.autotune.database import Database, Record
+    from inferx.autotune.extract import extract_tasks, fused_module
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=70, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = T.LlamaForCausalLM(cfg).eval()
+    db = Database.load(tmp_path / "logs", "sm_90")
+    tasks = [t for t in extract_tasks(fused_module(model, "fp32"), 24, batches=(1, 4)).tasks
+             if t.task.template == "gemm" and pick(t.task)]
+    for t in tasks:
+        db.append(Record.make(t.task, schedule, [1.0], {}, "2026-11-30", "test"))
+    return model, len(tasks)

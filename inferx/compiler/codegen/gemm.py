@@ -335,30 +335,27 @@ def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None
     SPLIT_K (a power of two)."""
     e = em.emit
     tile = "(wsb * BM + tl.arange(0, BM)[:, None]) * BN + tl.arange(0, BN)[None, :]"
-    e(f"wsb = (pid_m * {n_tiles} + pid_n) * SPLIT_K + pid_k")
-    e(f"tl.store(ws_acc + {tile}, acc)")
+    # (register, scratch, offsets in it, shape)
+    partials = [("acc", "ws_acc", tile, "(BM, BN)")]
     if second:
-        e(f"tl.store(ws_accp + {tile}, accp)")
+        partials.append(("accp", "ws_accp", tile, "(BM, BN)"))
     if norm:
-        e("tl.store(ws_ss + wsb * BM + tl.arange(0, BM), ss)")
+        partials.append(("ss", "ws_ss", "wsb * BM + tl.arange(0, BM)", "(BM,)"))
+    e(f"wsb = (pid_m * {n_tiles} + pid_n) * SPLIT_K + pid_k")
+    for reg, ws, offsets, _ in partials:
+        e(f"tl.store({ws} + {offsets}, {reg})")
     e("tl.debug_barrier()")
     e(f"arrived = tl.atomic_add(ws_count + pid_m * {n_tiles} + pid_n, 1)")
     e("if (arrived & (SPLIT_K - 1)) == SPLIT_K - 1:")
     em.indent += 1
     e("tl.debug_barrier()")
-    e("acc = tl.zeros((BM, BN), dtype=tl.float32)")
-    if second:
-        e("accp = tl.zeros((BM, BN), dtype=tl.float32)")
-    if norm:
-        e("ss = tl.zeros((BM,), dtype=tl.float32)")
+    for reg, _, _, shape in partials:
+        e(f"{reg} = tl.zeros({shape}, dtype=tl.float32)")
     e("for s2 in tl.static_range(SPLIT_K):")
     em.indent += 1
     e(f"wsb = (pid_m * {n_tiles} + pid_n) * SPLIT_K + s2")
-    e(f"acc += tl.load(ws_acc + {tile}, cache_modifier='.cg')")
-    if second:
-        e(f"accp += tl.load(ws_accp + {tile}, cache_modifier='.cg')")
-    if norm:
-        e("ss += tl.load(ws_ss + wsb * BM + tl.arange(0, BM), cache_modifier='.cg')")
+    for reg, ws, offsets, _ in partials:
+        e(f"{reg} += tl.load({ws} + {offsets}, cache_modifier='.cg')")
     em.indent -= 1
 
 
