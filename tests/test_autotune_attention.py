@@ -141,7 +141,9 @@ def test_default_schedule_generates_todays_source_and_a_wrong_shape_is_refused()
     for kop in (dec, pre):
         default = generate(kop, "k", "sm_90")
         explicit = generate(kop, "k", "sm_90", attention.heuristic_schedule(kop, "sm_90"))
-        assert default == explicit and (default.num_warps, default.num_stages) == (4, 2)
+        assert default == explicit and default.num_warps == 4
+    assert generate(dec, "k", "sm_90").num_stages == 2  # decode: 32-key blocks in 2 stages
+    assert (generate(pre, "k", "sm_90").constexprs["BN"], generate(pre, "k", "sm_90").num_stages) == (64, 3)
     assert generate(dec, "k", "sm_90").constexprs["SPLITS"] == attention.DECODE_SPLITS
     with pytest.raises(CodegenError, match="a prefill attention schedule"):
         generate(dec, "k", "sm_90", attention.AttentionSchedule(bm=64))

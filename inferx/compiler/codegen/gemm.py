@@ -94,11 +94,16 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
         # second accumulator (gated split): measured on an H200 for the Llama-3.2-1B gate|up GEMM
         # at 4096 rows, 510 TFLOP/s against 409 with BN=64. A RoPE kernel tiles one head per
         # program (BN = head_dim, 64 or 128), so partners are a swap of halves, not a second dot.
+        # One accumulator and no RoPE: 128 x 256 (Llama-3-8B o 628 against 567 TFLOP/s, down 613
+        # against 517; benchmarks/results/prefill_sweep_h200_2026-11-30.json).
         ops = list(kernel.body.block.ops)
+        epilogue = ops[ops.index(lin) + 1 :]
         try:
-            heads = {g.head_dim for g in _rope_regions(Emitter(kernel, "heuristic"), lin, ops[ops.index(lin) + 1 :])}
+            heads = {g.head_dim for g in _rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
         except CodegenError:  # generate() reports it
-            heads = set()
+            heads = {0}
+        if not heads and _gated_split(lin, epilogue) is None and n >= 256:
+            return GemmSchedule(128, 256, bk, num_warps=8, num_stages=3)
         bn = heads.pop() if len(heads) == 1 and heads <= {64, 128} else 128
         return GemmSchedule(128, bn, bk, num_warps=8, num_stages=3)
     if target == "cpu":
