@@ -46,6 +46,8 @@ from inferx.autotune.space import (
     attention_wave_efficiency,
     blocks_per_sm,
     grid,
+    programs,
+    schedule_key,
     smem_bytes,
     wave_efficiency,
     weight_tiles,
@@ -109,8 +111,8 @@ def roofline_ms(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float
     if split > 1:  # fp32 partials written and read back once (mostly from the L2)
         dram += 2 * 4 * split * gm * s["bm"] * gn * s["bn"] * weight_tiles(task, s) * 0.5
     slots = hw.sms * max(1, blocks_per_sm(task, s, hw))
-    programs = gm * gn * split
-    resident = min(programs, slots)
+    n_programs = programs(task, s)
+    resident = min(n_programs, slots)
     # Bytes in flight: each resident program keeps (stages - 1) K steps of tiles loading.
     tile = s["bm"] * s["bk"] * xb + weight_tiles(task, s) * s["bn"] * s["bk"] * wb
     inflight = resident * tile * max(0.5, s["num_stages"] - 1)  # one stage: loads not overlapped
@@ -129,7 +131,7 @@ def roofline_ms(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float
     comp_s = 2.0 * max(padded, m * n) * k / (peak * reuse)
     # Serial K loop of one program: each step waits on DRAM unless the pipeline hides it.
     steps = math.ceil(k / (s["bk"] * split))
-    waves = math.ceil(programs / slots)
+    waves = math.ceil(n_programs / slots)
     latency_s = waves * steps * hw.dram_latency_s / max(0.5, s["num_stages"] - 1) * 0.25
     eff = wave_efficiency(task, s, hw)
     return 1e3 * (max(mem_s, comp_s) / max(eff, 1e-3) ** 0.5 + latency_s + hw.launch_s)
@@ -168,9 +170,9 @@ def attention_roofline_ms(task: AttentionTask, s: Mapping[str, int], hw: Hopper 
     bm, (bd, bdv) = attention_bm(task, s), attention_head_tiles(task)
     kvb = DTYPE_BYTES.get(task.kv_dtype, 4)
     kv_bytes = b * task.kv_heads * task.ctx * (task.head_dim + task.head_dim_v) * kvb
-    programs = attention_programs(task, s)
+    n_programs = attention_programs(task, s)
     if task.shape == "decode":
-        partials = programs * bm * (bdv + 2) * 4 * 2  # written by every slice, read by the merge
+        partials = n_programs * bm * (bdv + 2) * 4 * 2  # written by every slice, read by the merge
         dram = attention_ideal_bytes(task) + partials
         steps = math.ceil(task.ctx / (s["splits"] * s["bn"]))
         rows_padded = b * task.kv_heads * bm
@@ -184,14 +186,14 @@ def attention_roofline_ms(task: AttentionTask, s: Mapping[str, int], hw: Hopper 
         rows_padded = task.q_heads * blocks * bm
         merge_s = 0.0
     slots = hw.sms * max(1, attention_blocks_per_sm(task, s, hw))
-    resident = min(programs, slots)
+    resident = min(n_programs, slots)
     inflight = resident * s["bn"] * (bd + bdv) * kvb * max(0.5, s["num_stages"] - 1)
     bw = hw.dram_bytes_per_s * min(1.0, inflight / (hw.dram_bytes_per_s * hw.dram_latency_s))
     mem_s = dram / bw
     peak = hw.tensor_flops if bm >= 64 and s["num_warps"] >= 4 else hw.mma_flops
     keys = task.ctx / (2 if task.causal and task.shape == "prefill" else 1)
     comp_s = 2.0 * rows_padded * keys * (bd + bdv) / peak
-    waves = math.ceil(programs / slots)
+    waves = math.ceil(n_programs / slots)
     latency_s = waves * steps * hw.dram_latency_s / max(0.5, s["num_stages"] - 1) * 0.25
     eff = attention_wave_efficiency(task, s, hw)
     return 1e3 * (max(mem_s, comp_s) / max(eff, 1e-3) ** 0.5 + latency_s + merge_s + hw.launch_s)
@@ -236,7 +238,6 @@ FEATURES = (
 def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
     """The learned model's inputs for one (task, schedule), named by ``FEATURES``."""
     tags = set(task.epilogue.split("+"))
-    gm, gn = grid(task, s)
     lg = lambda v: math.log2(max(1.0, float(v)))  # noqa: E731
     return [
         lg(task.rows), lg(task.k), lg(task.n), lg(task.tile_n), float(task.shape == "decode"),
@@ -244,7 +245,7 @@ def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]
         float(DTYPE_BYTES.get(task.w_dtype, 4)),
         lg(s["bm"]), lg(s["bn"]), lg(s["bk"]), lg(s["num_warps"]), float(s["num_stages"]),
         float(s["bm"] <= GEMV_MAX_ROWS),
-        lg(gm * gn * s.get("split_k", 1)), wave_efficiency(task, s, hw), float(blocks_per_sm(task, s, hw)),
+        lg(programs(task, s)), wave_efficiency(task, s, hw), float(blocks_per_sm(task, s, hw)),
         lg(smem_bytes(task, s)), acc_values_per_thread(task, s),
         float(math.ceil(task.k / (s["bk"] * s.get("split_k", 1)))), lg(s.get("split_k", 1)),
         math.log(roofline_ms(task, s, hw)),
@@ -364,7 +365,7 @@ def held_out_ranking(records: Sequence[Record], holdout: float = 0.2, seed: int 
     records = [r for r in records if math.isfinite(r.median_ms) and r.median_ms > 0]
     best: dict[tuple[str, str], Any] = {}  # one record per (task, schedule): the fastest
     for r in records:
-        key = (r.task.key, json.dumps(r.schedule, sort_keys=True))
+        key = (r.task.key, schedule_key(r.schedule))
         if key not in best or r.median_ms < best[key].median_ms:
             best[key] = r
     by_template: dict[str, list[Any]] = defaultdict(list)
@@ -373,7 +374,7 @@ def held_out_ranking(records: Sequence[Record], holdout: float = 0.2, seed: int 
     out: dict[str, Any] = {}
     for template, recs in sorted(by_template.items()):
         rng = random.Random(seed)
-        recs = sorted(recs, key=lambda r: (r.task.key, json.dumps(r.schedule, sort_keys=True)))
+        recs = sorted(recs, key=lambda r: (r.task.key, schedule_key(r.schedule)))
         rng.shuffle(recs)
         n_test = max(1, int(len(recs) * holdout))
         test, train = recs[:n_test], recs[n_test:]

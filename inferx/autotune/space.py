@@ -115,6 +115,12 @@ def grid(task: Task, s: Mapping[str, int]) -> tuple[int, int]:
     return math.ceil(task.rows / s["bm"]), math.ceil(task.tile_n / s["bn"])
 
 
+def programs(task: Task, s: Mapping[str, int]) -> int:
+    """Programs of one launch: the M x N tile grid, times SPLIT_K."""
+    gm, gn = grid(task, s)
+    return gm * gn * s.get("split_k", 1)
+
+
 def blocks_per_sm(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> int:
     """Programs resident per SM, limited by shared memory, threads, registers and the block cap."""
     threads = 32 * s["num_warps"]
@@ -128,11 +134,9 @@ def blocks_per_sm(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> int:
 def wave_efficiency(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> float:
     """The fraction of SM slots busy over all waves: programs / (waves * slots). 1.0 when the last
     wave is full; a score, never a filter."""
-    gm, gn = grid(task, s)
     slots = hw.sms * max(1, blocks_per_sm(task, s, hw))
-    programs = gm * gn * s.get("split_k", 1)
-    waves = math.ceil(programs / slots)
-    return programs / (waves * slots)
+    n = programs(task, s)
+    return n / (math.ceil(n / slots) * slots)
 
 
 # --- constraints: each returns why a schedule cannot work, or None --------------------------------

@@ -32,8 +32,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir.types import TensorType
-
-_WEIGHT_SOURCES = (t.WeightOp, t.ConstantOp)
+from inferx.passes.canonicalize_rules import FLOAT_ATTR_TYPES
+from inferx.passes.fuse import CONSTANT_SOURCES
 
 
 def weight_only(v: SSAValue) -> bool:
@@ -48,7 +48,7 @@ def weight_only(v: SSAValue) -> bool:
         owner = cur.owner
         if not isinstance(owner, Operation) or owner.regions:
             return False
-        if not isinstance(owner, _WEIGHT_SOURCES):
+        if not isinstance(owner, CONSTANT_SOURCES):
             if not owner.operands:
                 return False
             stack.extend(owner.operands)
@@ -100,12 +100,7 @@ def _fold(norm: nn.RMSNormOp, linears: list[nn.LinearOp]) -> None:
         scaled = t.MulOp.make(w, g)
         Rewriter.insert_op(scaled, InsertPoint.before(lin))
         lin.operands = [scaled.results[0] if v == w and i == 1 else v for i, v in enumerate(lin.operands)]
-    ones = t.ConstantOp.make(result_types=[g_t], value=FloatAttr(1.0, _float_type(g_t)))
+    ones = t.ConstantOp.make(result_types=[g_t], value=FloatAttr(1.0, FLOAT_ATTR_TYPES[g_t.dtype]))
     Rewriter.insert_op(ones, InsertPoint.before(norm))
     norm.operands = [ones.results[0] if i == 1 else v for i, v in enumerate(norm.operands)]
 
-
-def _float_type(ty: TensorType):  # type: ignore[no-untyped-def]
-    from inferx.passes.canonicalize_rules import FLOAT_ATTR_TYPES
-
-    return FLOAT_ATTR_TYPES[ty.dtype]

@@ -98,12 +98,13 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
         # against 517; benchmarks/results/prefill_sweep_h200_2026-11-30.json).
         ops = list(kernel.body.block.ops)
         epilogue = ops[ops.index(lin) + 1 :]
+        if not any(isinstance(o, nn.RopeOp) for o in epilogue):
+            wide = _gated_split(lin, epilogue) is None and n >= 256
+            return GemmSchedule(128, 256 if wide else 128, bk, num_warps=8, num_stages=3)
         try:
             heads = {g.head_dim for g in _rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
         except CodegenError:  # generate() reports it
-            heads = {0}
-        if not heads and _gated_split(lin, epilogue) is None and n >= 256:
-            return GemmSchedule(128, 256, bk, num_warps=8, num_stages=3)
+            heads = set()
         bn = heads.pop() if len(heads) == 1 and heads <= {64, 128} else 128
         return GemmSchedule(128, bn, bk, num_warps=8, num_stages=3)
     if target == "cpu":
@@ -523,8 +524,8 @@ def _hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[_RopeReg
     if not ropes or len(ropes) != len(regions):
         return None
     first = ropes[0]
-    same = {k: v for k, v in first.attributes.items()}
-    if any(o.positions != first.positions or dict(o.attributes.items()) != same for o in ropes):
+    same = dict(first.attributes)
+    if any(o.positions != first.positions or dict(o.attributes) != same for o in ropes):
         return None
     if first.positions not in row_inputs or len({(g.rot, g.head_dim) for g in regions}) != 1:
         return None
