@@ -92,7 +92,9 @@ class SafetensorsStore(Mapping[str, np.ndarray]):
             return np.zeros(e.shape, dtype=np.float32 if e.dtype == "BF16" else _NP[e.dtype])
         raw = np.memmap(e.file, dtype=_NP[e.dtype], mode="r", offset=e.offset, shape=e.shape)
         if e.dtype == "BF16":
-            return (raw.astype(np.uint32) << 16).view(np.float32)
+            wide = np.empty(e.shape, dtype=np.uint32)
+            np.left_shift(raw, 16, out=wide, dtype=np.uint32)  # one pass, no uint32 temporary
+            return wide.view(np.float32)
         return raw
 
     def __contains__(self, key: object) -> bool:  # Mapping's default would read the tensor
