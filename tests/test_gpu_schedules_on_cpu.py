@@ -178,6 +178,32 @@ def test_local_runner_refuses_a_schedule_that_computes_something_else() -> None:
     assert why.startswith("wrong results: ") and "heuristic schedule" in why, why
 
 
+def test_local_runner_checks_prefill_kv_writes_on_distinct_positions() -> None:
+    """A prefill GEMM that applies RoPE and writes the KV cache gets positions 0..seq-1 from the
+    runner, one cache slot per token (all tokens at one position made every candidate's cache
+    depend on which program wrote last, and the check refused them all on the GPU); a candidate
+    schedule with other tiles then passes the check against the heuristic one."""
+    from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.autotune.runner import LocalRunner, bench_env, operand_sets
+    from inferx.compiler.codegen import generate
+    from inferx.compiler.codegen.gemm import GemmSchedule
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=70, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    tasks = [t for t in extract_tasks(fused_module(T.LlamaForCausalLM(cfg).eval(), "fp32"), 24, batches=(1,)).tasks
+             if t.task.template == "gemm" and t.task.shape == "prefill" and "kv_write" in t.task.epilogue]
+    assert len(tasks) == 1 and tasks[0].kernel is not None
+    task, kop = tasks[0].task, tasks[0].kernel
+    env = dict(bench_env(task, 32), seq=24, ctx=24)
+    ks = generate(kop, "cand", "sm_90", GemmSchedule(16, 16, 16, 4, 2), grid_dependency=False)
+    (args,) = operand_sets(kop, ks, env, 1 << 20, "cpu", count=1)
+    ints = [a for a in args if isinstance(a, torch.Tensor) and a.dtype in (torch.int32, torch.int64)]
+    assert ints and all(a.reshape(-1).tolist() == list(range(24)) for a in ints), ints
+    runner = LocalRunner({}, device="cpu")
+    assert runner.wrong_results(task, kop, ks, env) == ""
+
+
 def _tuned_llama(tmp_path: Path, hidden: int, inter: int, pick, schedule: dict) -> tuple:  # type: ignore[no-untyped-def]
     """A tiny Llama, and a tuning database under ``tmp_path/logs`` holding ``schedule`` for each
     of its GEMM tasks (decode at batch buckets 1 and 4, prefill) that ``pick`` selects."""
@@ -194,3 +220,18 @@ def _tuned_llama(tmp_path: Path, hidden: int, inter: int, pick, schedule: dict) 
     for t in tasks:
         db.append(Record.make(t.task, schedule, [1.0], {}, "2026-11-30", "test"))
     return model, len(tasks)
+
+
+def test_a_candidate_that_fails_to_assemble_leaves_one_line() -> None:
+    """What the compiler's tools print for a failing candidate (its whole assembly) stays out of
+    the tuning log; the failure reads as the assembler's fatal line."""
+    import os
+
+    from inferx.autotune.runner import _captured_stderr, _compile_error
+
+    with _captured_stderr() as captured:
+        os.write(2, b".b8 0 // End Of Children Mark\nptxas fatal   : (C7600) Register allocation failed\n")
+        err = RuntimeError("Internal Triton PTX codegen error\nptxas fatal   : Ptx assembly aborted due to errors")
+        why = _compile_error(err, captured())
+    assert why == "ptxas fatal : (C7600) Register allocation failed", why
+    assert _compile_error(ValueError("bad   tile\nsize"), "") == "ValueError: bad tile size"

@@ -20,10 +20,14 @@ time with the error's text, never an exception.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import statistics
-from collections.abc import Mapping, Sequence
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -339,7 +343,7 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
         if i in ints:
             return ints[i](shape(ty), dt)
         if dt in (torch.int32, torch.int64):
-            return torch.full(shape(ty), env.get("ctx", 1) // 2, dtype=dt, device=device)
+            return _positions(shape(ty), env.get("ctx", 1), dt, device)
         if dt == torch.int8:
             return torch.randint(-8, 8, shape(ty), dtype=dt, device=device)
         return (torch.randn(shape(ty), device=device) * 0.02).to(dt)
@@ -357,6 +361,19 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
         by_kind = {"in": ins, "out": outs, "scratch": scratch}
         out.append(tuple(by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in ks.params))
     return out
+
+
+def _positions(shape: list[int], ctx: int, dtype: Any, device: str) -> Any:
+    """Positions for a kernel that is not attention (RoPE, KV-cache writes): a prompt's tokens
+    (a last dim over several tokens) at 0, 1, 2, ... so that each writes its own cache slot (one
+    shared slot would make the result depend on which program writes last); one token per
+    sequence at ctx // 2."""
+    import torch
+
+    if shape and shape[-1] > 1:
+        row = torch.arange(shape[-1], dtype=dtype, device=device) % max(ctx, 1)
+        return row.expand(*shape).contiguous()
+    return torch.full(shape, ctx // 2, dtype=dtype, device=device)
 
 
 def _attention_ints(kop: KernelOp, env: Mapping[str, int], device: str = "cuda") -> dict[int, Any]:
@@ -416,10 +433,11 @@ def _build_one(ks_json: str, arch: int, env: dict[str, int], smem_limit: int) ->
     makes. The error text, or "" when it built."""
     from inferx.compiler.driver import _compile_one
 
-    try:
-        built = _compile_one(ks_json, arch)
-    except Exception as e:
-        return f"compile: {_one_line(e)}"
+    with _captured_stderr() as captured:
+        try:
+            built = _compile_one(ks_json, arch)
+        except Exception as e:
+            return f"compile: {_compile_error(e, captured())}"
     if built["shared"] > smem_limit:
         return f"out of resources: {built['shared']} B of shared memory > {smem_limit} B"
     try:
@@ -449,6 +467,38 @@ def _toolchain() -> dict[str, str]:
     import torch
 
     return {"triton": version("triton"), "torch": torch.__version__, "device": torch.cuda.get_device_name()}
+
+
+@contextlib.contextmanager
+def _captured_stderr() -> Iterator[Callable[[], str]]:
+    """Routes this process's stderr (file descriptor 2, where the compiler's tools print a
+    failing kernel's whole assembly) into a temporary file for the block; yields a reader of
+    what was written. A tuning run's log keeps one line per failed candidate instead."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+
+        def read() -> str:
+            sys.stderr.flush()
+            tmp.seek(0)
+            return tmp.read().decode(errors="replace")
+
+        try:
+            yield read
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _compile_error(e: BaseException, stderr: str) -> str:
+    """One line for a candidate that failed to compile: the assembler's fatal line when there is
+    one (register allocation, shared memory), else the exception's first words."""
+    for line in (str(e) + "\n" + stderr).splitlines():
+        if "fatal" in line and "aborted" not in line:
+            return " ".join(line.split())[:300]
+    return _one_line(e)
 
 
 def _one_line(e: BaseException) -> str:
