@@ -147,24 +147,31 @@ def test_split_k_from_the_tuning_database(split: int, tmp_path: Path) -> None:
         np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
 
 
+def _qkv_rope_task(shape: str, batch: int) -> tuple:  # type: ignore[type-arg]
+    """The qkv GEMM task (RoPE and KV-cache write in its epilogue) of a tiny fp32 Llama, and its
+    kernel, for ``shape`` ("decode" at batch bucket ``batch``, or "prefill")."""
+    from inferx.autotune.extract import extract_tasks, fused_module
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=70, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    found = extract_tasks(fused_module(T.LlamaForCausalLM(cfg).eval(), "fp32"), 24, batches=(batch,)).tasks
+    tasks = [t for t in found if t.task.template == "gemm" and t.task.shape == shape and "kv_write" in t.task.epilogue]
+    assert len(tasks) == 1 and tasks[0].kernel is not None
+    return tasks[0].task, tasks[0].kernel
+
+
 def test_local_runner_refuses_a_schedule_that_computes_something_else() -> None:
     """The tuner's local runner checks each candidate against the heuristic schedule on seeded
     operands before timing it (run here in Triton's interpreter): a correct split-K or GEMV
     schedule passes, a kernel that is off by 1% is refused with the reason."""
     from dataclasses import replace
 
-    from inferx.autotune.extract import extract_tasks, fused_module
     from inferx.autotune.runner import LocalRunner, bench_env
     from inferx.compiler.codegen import generate
     from inferx.compiler.codegen.gemm import GemmSchedule
 
-    torch.manual_seed(0)
-    cfg = T.LlamaConfig(vocab_size=70, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    tasks = [t for t in extract_tasks(fused_module(T.LlamaForCausalLM(cfg).eval(), "fp32"), 24, batches=(4,)).tasks
-             if t.task.template == "gemm" and t.task.shape == "decode" and "rope" in t.task.epilogue]
-    assert len(tasks) == 1 and tasks[0].kernel is not None
-    task, kop = tasks[0].task, tasks[0].kernel
+    task, kop = _qkv_rope_task("decode", batch=4)
     runner = LocalRunner({}, device="cpu")
     env = bench_env(task, 32)
     for sched in (GemmSchedule(16, 16, 16, 4, 2, split_k=2), GemmSchedule(2, 8, 32, 4, 2)):
@@ -183,18 +190,11 @@ def test_local_runner_checks_prefill_kv_writes_on_distinct_positions() -> None:
     runner, one cache slot per token (all tokens at one position made every candidate's cache
     depend on which program wrote last, and the check refused them all on the GPU); a candidate
     schedule with other tiles then passes the check against the heuristic one."""
-    from inferx.autotune.extract import extract_tasks, fused_module
     from inferx.autotune.runner import LocalRunner, bench_env, operand_sets
     from inferx.compiler.codegen import generate
     from inferx.compiler.codegen.gemm import GemmSchedule
 
-    torch.manual_seed(0)
-    cfg = T.LlamaConfig(vocab_size=70, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    tasks = [t for t in extract_tasks(fused_module(T.LlamaForCausalLM(cfg).eval(), "fp32"), 24, batches=(1,)).tasks
-             if t.task.template == "gemm" and t.task.shape == "prefill" and "kv_write" in t.task.epilogue]
-    assert len(tasks) == 1 and tasks[0].kernel is not None
-    task, kop = tasks[0].task, tasks[0].kernel
+    task, kop = _qkv_rope_task("prefill", batch=1)
     env = dict(bench_env(task, 32), seq=24, ctx=24)
     ks = generate(kop, "cand", "sm_90", GemmSchedule(16, 16, 16, 4, 2), grid_dependency=False)
     (args,) = operand_sets(kop, ks, env, 1 << 20, "cpu", count=1)
