@@ -230,9 +230,12 @@ def compile_main() -> None:
 @click.option("--strategy", type=click.Choice(["evolutionary", "random"]), default="evolutionary", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--jobs", type=click.IntRange(min=1), default=8, show_default=True, help="Kernel build workers.")
+@click.option("--only", multiple=True, metavar="TEXT",
+              help="Tune only the tasks whose line (as listed at the start) contains TEXT; repeat to narrow, "
+                   "e.g. --only prefill --only rmsnorm.")
 def tune_command(model: str, target: str, budget: str, trials: int | None, runner: str, replay: tuple[str, ...],
                  out: str | None, max_seq_len: int, max_batch: int, dtype: str | None, strategy: str, seed: int,
-                 jobs: int) -> None:
+                 jobs: int, only: tuple[str, ...]) -> None:
     """Tune the GEMM and attention schedules of MODEL; records are appended to the tuning database."""
     from inferx.autotune.database import DEFAULT_ROOT
     from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
@@ -240,7 +243,7 @@ def tune_command(model: str, target: str, budget: str, trials: int | None, runne
     with _user_errors((TuneError, *_compile_errors())):
         options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,
                               replay=replay, max_seq_len=max_seq_len, max_batch=max_batch, dtype=dtype, seed=seed,
-                              jobs=jobs, strategy=strategy, out=Path(out) if out else DEFAULT_ROOT)
+                              jobs=jobs, strategy=strategy, out=Path(out) if out else DEFAULT_ROOT, only=only)
         tune(model, options, say=lambda line: click.echo(line, err=True))
 
 

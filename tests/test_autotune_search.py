@@ -188,6 +188,30 @@ def test_tune_cli_with_the_replay_runner(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
 
 
+def test_tune_cli_only_narrows_the_tasks(tmp_path: Path) -> None:
+    """``--only`` keeps the tasks whose line contains every given text (here the prefill GEMMs
+    with the RMSNorm prologue); a text no task has is refused with the task list."""
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
+    ex = extract_tasks(fused_module(model, "bf16"), 128)
+    want = [t.task for t in ex.tasks if "prefill" in str(t.task) and "rmsnorm" in str(t.task)]
+    assert 0 < len(want) < len(ex.tasks)
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([t.task for t in ex.tasks])))
+    out = tmp_path / "logs"
+    args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "24", "--out", str(out),
+            "--max-seq-len", "128", "--dtype", "bf16"]
+    res = CliRunner().invoke(main, [*args, "--only", "prefill", "--only", "rmsnorm"])
+    assert res.exit_code == 0, res.output
+    assert f"--only: {len(want)} of {len(ex.tasks)} tasks" in res.output
+    tuned = {r.task.key for r in Database.load(out, "h200").records}
+    assert tuned and tuned <= {t.key for t in want}
+    res = CliRunner().invoke(main, [*args, "--only", "prefill", "--only", "no-such-epilogue"])
+    assert res.exit_code == 1 and "'no-such-epilogue': no task's summary contains" in res.output
+    assert str(ex.tasks[0].task) in res.output
+
+
 def test_tune_cli_errors_name_what_is_wrong(tmp_path: Path) -> None:
     model = tmp_path / "tiny"
     model.mkdir()

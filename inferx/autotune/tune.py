@@ -60,6 +60,7 @@ class TuneOptions:
     batch: int = 8
     jobs: int = 8
     strategy: str = "evolutionary"
+    only: tuple[str, ...] = ()  # tune only the tasks whose summary contains each of these
 
 
 def parse_budget(text: str) -> float:
@@ -90,21 +91,27 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     say(extraction.summary())
     if not extraction.tasks:
         raise TuneError("the model has no GEMM or attention task to tune")
+    tasks = [t for t in extraction.tasks if all(text in str(t.task) for text in options.only)]
+    if not tasks:
+        raise TuneError(f"--only {' --only '.join(repr(x) for x in options.only)}: no task's summary contains "
+                        "all of that; the tasks are:\n  " + "\n  ".join(str(t.task) for t in extraction.tasks))
+    if options.only:
+        say(f"--only: {len(tasks)} of {len(extraction.tasks)} tasks")
     db = Database.load(options.out, options.target)
     for problem in db.problems:
         say(f"tuning database: skipped {problem}")
     failures = FailureLog(options.out, options.target).load()
-    runner = _runner(options, {t.task.key: t.kernel for t in extraction.tasks if t.kernel is not None})
+    runner = _runner(options, {t.task.key: t.kernel for t in tasks if t.kernel is not None})
     space = spaces_for(options.target)
     model_ = LearnedModel(hw, seed=options.seed)
     strategy = (EvolutionarySearch(space, model_, seed=options.seed) if options.strategy == "evolutionary"
                 else RandomSearch(space, seed=options.seed))
-    scheduler = GradientScheduler(seed=options.seed) if len(extraction.tasks) > 1 else RoundRobin()
-    index = {t.task.key: n for n, t in enumerate(extraction.tasks, 1)}
-    tuner = Tuner(extraction.tasks, runner, strategy, scheduler, space, db, failures, options.batch,
+    scheduler = GradientScheduler(seed=options.seed) if len(tasks) > 1 else RoundRobin()
+    index = {t.task.key: n for n, t in enumerate(tasks, 1)}
+    tuner = Tuner(tasks, runner, strategy, scheduler, space, db, failures, options.batch,
                   progress=lambda p: say(progress_line(p, index)),
                   baseline=heuristic_baseline if options.runner == "local" else None)
-    say(f"tuning {len(extraction.tasks)} tasks on {options.target} with the {runner.name} runner "
+    say(f"tuning {len(tasks)} tasks on {options.target} with the {runner.name} runner "
         f"({strategy.name} search, {scheduler.name} task scheduler), budget "
         + ", ".join(x for x in (_budget_text(options)) if x))
     try:
