@@ -48,7 +48,7 @@ def projection(task: Any, hidden: int, inter: int, vocab: int) -> str | None:
 def cublas_ms(m: int, k: int, n: int, warmup: int, repeats: int, l2_bytes: int) -> list[float]:
     import torch
 
-    from inferx.autotune.runner import launches_per_graph, rotation_count
+    from inferx.autotune.runner import graph_times, launches_per_graph, rotation_count
 
     sets = rotation_count((m * k + n * k + m * n) * 2, l2_bytes)
     ops = [((torch.randn(m, k, device="cuda") * 0.02).to(torch.bfloat16),
@@ -63,24 +63,7 @@ def cublas_ms(m: int, k: int, n: int, warmup: int, repeats: int, l2_bytes: int) 
 
     run()
     torch.cuda.synchronize()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        run()
-    torch.cuda.current_stream().wait_stream(stream)
-    for _ in range(warmup):
-        graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / per)
-    return times
+    return graph_times(run, per, warmup, repeats)
 
 
 def main() -> None:
@@ -152,13 +135,13 @@ def main() -> None:
             flops = 2.0 * m * k * n
             nbytes = 2.0 * (m * k + k * n + m * n)
             row = {"gemm": name, "M": m, "K": k, "N": n, "ours_ms": ours, "cublas_ms": ref,
-                   "speedup_vs_cublas": ref / ours if ours > 0 else 0.0, "schedule": gemm_schedule_dict(sched),
+                   "speedup_vs_cublas": ref / ours if ours > 0 else 0.0, "schedule": sched.to_dict(),
                    "origin": origin, "task": task.to_json(),
                    "ours_tflops": flops / ours / 1e9, "cublas_tflops": flops / ref / 1e9,
                    "ours_tbps": nbytes / ours / 1e9}
             results.append(row)
             print(f"{name:8s} {m:5d} {k:6d} {n:6d} {ours * 1e3:9.1f} {ref * 1e3:9.1f} {ref / ours:6.2f} "
-                  f"{flops / ours / 1e9:8.1f} {nbytes / ours / 1e9:6.2f}  {origin} {gemm_schedule_dict(sched)}",
+                  f"{flops / ours / 1e9:8.1f} {nbytes / ours / 1e9:6.2f}  {origin} {sched.to_dict()}",
                   flush=True)
     ratios: list[float] = [r["speedup_vs_cublas"] for r in results if r["speedup_vs_cublas"] > 0]
     geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else 0.0
@@ -174,11 +157,6 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"shape": args.shape, "environment": env_info, "geomean_speedup": geo,
                                     "results": results, "db": args.db}, indent=1))
-
-
-def gemm_schedule_dict(s: Any) -> dict[str, int]:
-    d = {"bm": s.bm, "bn": s.bn, "bk": s.bk, "num_warps": s.num_warps, "num_stages": s.num_stages}
-    return {**d, "split_k": s.split_k} if s.split_k != 1 else d
 
 
 if __name__ == "__main__":

@@ -152,8 +152,7 @@ def heuristic_baseline(tt: TuningTask) -> dict[str, int] | None:
         return None
     if tt.task.template == "attention":
         return attention.heuristic_schedule(tt.kernel, "sm_90").to_dict()
-    s = heuristic_schedule(tt.kernel, "sm_90", tt.task.rows if tt.task.shape == "decode" else None)
-    return {"bm": s.bm, "bn": s.bn, "bk": s.bk, "num_warps": s.num_warps, "num_stages": s.num_stages}
+    return heuristic_schedule(tt.kernel, "sm_90", tt.task.rows if tt.task.shape == "decode" else None).to_dict()
 
 
 def _per_batch(kop: KernelOp, decode_kernel: Callable[[KernelOp], bool]) -> bool:

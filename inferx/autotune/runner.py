@@ -303,19 +303,7 @@ class LocalRunner:
         cycle = [launches[j % len(launches)] for j in range(n)]
         run(cycle)  # compile (from the warmed cache) and check it launches
         torch.cuda.synchronize()
-        replay, per = _capture(cycle)
-        for _ in range(self.warmup):
-            replay()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(self.repeats):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            replay()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / per)
-        return times
+        return graph_times(lambda: run(cycle), len(cycle), self.warmup, self.repeats)
 
 
 def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, device: str = "cuda",
@@ -407,24 +395,43 @@ def _attention_ints(kop: KernelOp, env: Mapping[str, int], device: str = "cuda")
     return out
 
 
-def _capture(launches: Sequence[Any]) -> tuple[Any, int]:
-    """A callable replaying ``launches`` as one CUDA graph, and how many launches one call makes;
-    plain launches where capture fails."""
+def graph_times(body: Callable[[], None], count: int, warmup: int, repeats: int) -> list[float]:
+    """Milliseconds per launch of ``body`` (which makes ``count`` launches, already run once):
+    captured as one CUDA graph (plain calls where capture fails), ``repeats`` replays after
+    ``warmup``, CUDA events around each replay."""
     import torch
 
-    from inferx.runtime.plan import run
+    replay = _capture(body)
+    for _ in range(warmup):
+        replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / count)
+    return times
+
+
+def _capture(body: Callable[[], None]) -> Callable[[], None]:
+    """A callable replaying what ``body`` launches as one CUDA graph; ``body`` itself where
+    capture fails."""
+    import torch
 
     try:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-            run(launches)
+            body()
         torch.cuda.current_stream().wait_stream(stream)
-        return graph.replay, len(launches)
+        return graph.replay
     except Exception:  # capture is an optimization of the timing, not a requirement
         torch.cuda.synchronize()
-        return (lambda: run(launches)), len(launches)
+        return body
 
 
 def _build_one(ks_json: str, arch: int, env: dict[str, int], smem_limit: int) -> str:

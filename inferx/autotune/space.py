@@ -378,7 +378,7 @@ class GemmSpace(_KnobSearch):
         out: Schedule = {}
         defaults = {k.name: k.values[0] for k in self.knobs}
         for name, value in s.items():
-            if name == "split_k" and value == 1:
+            if OFF_VALUES.get(name) == value:
                 continue  # off: stored as before the knob existed, so old records still match
             if name in self.template_fields:
                 out[name] = int(value)

@@ -48,6 +48,11 @@ class GemmSchedule:
     def gemv(self) -> bool:
         return self.bm <= GEMV_MAX_ROWS
 
+    def to_dict(self) -> dict[str, int]:
+        """The schedule as the tuning database stores it (split_k only when it is on)."""
+        d = {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps, "num_stages": self.num_stages}
+        return {**d, "split_k": self.split_k} if self.split_k != 1 else d
+
 
 def applies(kernel: KernelOp) -> str | None:
     """None if this template implements the kernel, else the reason it does not."""
@@ -135,8 +140,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     epilogue = ops[(2 if norm else 1) :]
     regions = _rope_regions(em, lin, epilogue)
     partner = _partner_expr(regions)
-    pairing = _pairing(regions, sched.bn) if partner else None
-    paired = pairing[0] if pairing else None
+    paired = _pairing(regions, sched.bn) if partner else None
     gated = _gated_split(lin, epilogue)
     n_tile = n_dim // 2 if gated else n_dim
     if gated:
@@ -280,13 +284,13 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         em.emit(f"acc += tl.load(in{_idx(lin.bias)} + c, mask=cn, other=0).to(tl.float32)[None, :]")
         if second:
             em.emit(f"accp += tl.load(in{_idx(lin.bias)} + pc, mask=cn, other=0).to(tl.float32)[None, :]")
-    if pairing:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
+    if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
         em.emit("accp = tl.reshape(tl.flip(tl.reshape(acc, (BM, 2, BN // 2)), 1), (BM, BN))")
     rows_shape = list(x_t.shape[:-1])
     row_inputs = _row_inputs(epilogue, rows_shape)
     for v in row_inputs:
         em.emit(f"row{_idx(v)} = tl.load(in{_idx(v)} + r, mask=rm, other=0)")
-    hoisted = _hoisted_rope(em, epilogue, regions, row_inputs) if pairing else None
+    hoisted = _hoisted_rope(em, epilogue, regions, row_inputs) if paired else None
     lead = em.unravel("r[:, None]", y_t.shape[:-1])
     for v in row_inputs:
         em.row_values[v] = (f"row{_idx(v)}[:, None]", list(lead))
@@ -483,9 +487,9 @@ def _partner_expr(regions: list[_RopeRegion]) -> str | None:
     return " + ".join(terms) if terms else None
 
 
-def _pairing(regions: list[_RopeRegion], bn: int) -> tuple[str, int] | None:
+def _pairing(regions: list[_RopeRegion], bn: int) -> str | None:
     """How tiles hold RoPE partners, so that the partner accumulator is a swap of the halves of
-    ``acc``: ``(columns, BN)``. Where each tile is one whole head (BN == head_dim == rot, heads
+    ``acc``: the columns of a tile. Where each tile is one whole head (BN == head_dim == rot, heads
     aligned) the columns are the natural ``t``; else the permutation of ``_paired_columns``. None
     where neither holds (the template then keeps a second accumulator). Tiles of several heads
     would need a flip within groups of a 4-D reshape of the accumulator: on an H200 (Triton 3.6)
@@ -493,9 +497,8 @@ def _pairing(regions: list[_RopeRegion], bn: int) -> tuple[str, int] | None:
     if not regions or any(g.style != "rotate_half" for g in regions):
         return None
     if all(g.head_dim == bn and g.rot == bn and g.off % bn == 0 for g in regions):
-        return "t", bn
-    cols = _paired_columns(regions, bn)
-    return (cols, bn) if cols is not None else None
+        return "t"
+    return _paired_columns(regions, bn)
 
 
 def _row_inputs(epilogue: list[Operation], rows_shape: list[sy.Dim]) -> list[SSAValue]:
