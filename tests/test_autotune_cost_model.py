@@ -102,7 +102,7 @@ def test_learned_model_answers_with_the_roofline_until_it_has_records() -> None:
 
 
 def test_learned_model_ranks_held_out_h200_measurements() -> None:
-    """Records measured by ``inferx tune`` on an H200 (tuning_logs/h200; a Llama-3-8B shape):
+    """Records measured by ``inferx tune`` on an H200 (tuning_logs/h200; Llama-3-8B and 1B shapes):
     fitted on 80% of each template's records, the model ranks the other 20% (pooled over tasks)
     with Spearman >= 0.8, for every split seed tried."""
     from inferx.autotune.cost_model import held_out_ranking
