@@ -160,18 +160,9 @@ def copy_bandwidth() -> float:
 
 
 def time_calls(fn, reps: int = 50) -> float:  # noqa: ANN001
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+    from inferx.autotune.runner import event_times
+
+    return statistics.median(event_times(fn, 1, 5, reps))
 
 
 def decode_speed(shape: str, bw: float, ctx_len: int = 512, batch: int = 1) -> dict:

@@ -399,17 +399,22 @@ def graph_times(body: Callable[[], None], count: int, warmup: int, repeats: int)
     """Milliseconds per launch of ``body`` (which makes ``count`` launches, already run once):
     captured as one CUDA graph (plain calls where capture fails), ``repeats`` replays after
     ``warmup``, CUDA events around each replay."""
+    return event_times(_capture(body), count, warmup, repeats)
+
+
+def event_times(fn: Callable[[], None], count: int, warmup: int, repeats: int) -> list[float]:
+    """Milliseconds per launch of ``fn`` (``count`` launches per call): ``repeats`` calls after
+    ``warmup``, CUDA events around each."""
     import torch
 
-    replay = _capture(body)
     for _ in range(warmup):
-        replay()
+        fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        replay()
+        fn()
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b) / count)
