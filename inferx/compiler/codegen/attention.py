@@ -128,10 +128,10 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     if sched.decode:
         return _decode(kernel, name, em, op, sched)
     bm, bn = sched.bm, sched.bn
-    bd, bdv = max(16, 1 << (d - 1).bit_length()), max(16, 1 << (dv - 1).bit_length())
+    bd, bdv = _padded(d), _padded(dv)
     low = q_t.dtype in (DType.f16, DType.bf16)
     S, T, B = em.dim(q_t.shape[2]), em.dim(k_t.shape[2]), em.dim(q_t.shape[0])
-    qi, ki, vi = (f"in{v.index}" for v in (op.q, op.k, op.v))  # type: ignore[attr-defined]
+    qi = f"in{op.q.index}"  # type: ignore[attr-defined]
 
     em.emit("pid_m = tl.program_id(0)")
     em.emit("pid_bh = tl.program_id(1)")
@@ -159,7 +159,6 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     em.emit("m_i = tl.zeros((BM,), dtype=tl.float32) - 1.0e30")
     em.emit("l_i = tl.zeros((BM,), dtype=tl.float32)")
     em.emit("acc = tl.zeros((BM, BDV), dtype=tl.float32)")
-    precision = "" if low else ', input_precision="ieee"'
     # Only the key blocks some query of this block may see: up to the block's last position when
     # causal (half the blocks of a prompt), from its first position's window start with a window
     lo, hi = "0", "kvl"
@@ -169,39 +168,17 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     if window is not None:
         em.emit(f"lo = tl.maximum(tl.min(tl.where(im, pos, kvl), 0) - {window - 1}, 0) // BN * BN")
         lo = "lo"
-    em.emit(f"for j0 in range({lo}, {hi}, BN):")
-    em.indent += 1
-    em.emit("j = j0 + tl.arange(0, BN)")
-    em.emit("jm = j < kvl")
-    em.emit(
-        f"k = tl.load({ki} + ((b * {hkv} + hk) * {T} + j[None, :]) * {d} + dd[:, None], "
-        f"mask=jm[None, :] & (dd[:, None] < {d}), other=0)"
-    )
-    if not low:
-        em.emit("k = k.to(tl.float32)")
-    em.emit(f"s = tl.dot(q, k{precision}) * {scale!r}")
-    if cap is not None:
-        em.emit(f"s = {cap!r} * (2.0 * tl.sigmoid(2.0 * s / {cap!r}) - 1.0)")
-    valid = "jm[None, :]"
-    if causal:
-        valid += " & (j[None, :] <= pos[:, None])"
-    if window is not None:
-        valid += f" & (pos[:, None] - j[None, :] < {window})"
-    em.emit(f"s = tl.where({valid}, s, float('-inf'))")
-    em.emit("m_new = tl.maximum(m_i, tl.max(s, 1))")
-    em.emit("p = tl.exp(s - m_new[:, None])")
-    em.emit("alpha = tl.exp(m_i - m_new)")
-    em.emit("l_i = l_i * alpha + tl.sum(p, 1)")
-    em.emit(
-        f"v = tl.load({vi} + ((b * {hkv} + hk) * {T} + j[:, None]) * {dv} + de[None, :], "
-        f"mask=jm[:, None] & (de[None, :] < {dv}), other=0)"
-    )
-    if low:
-        em.emit("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)")
-    else:
-        em.emit(f"acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32){precision})")
-    em.emit("m_i = m_new")
-    em.indent -= 1
+    # Key blocks that every query of the block sees (causal, no window: keys up to the block's
+    # first position) run without masks; the rest (the diagonal) masked. Softmax in base 2: the
+    # scale carries log2(e), so exp2 replaces exp (measured on an H200, Llama-3-8B shape, 2048
+    # tokens: 130 -> 105 us per layer with both).
+    if causal and window is None:
+        em.emit("mid = (tl.minimum(kvl, tl.min(tl.where(im, pos, kvl), 0) + 1) // BN) * BN")
+        _prefill_loop(em, op, "0", "mid", masked=False, causal=causal, window=window, cap=cap, scale=scale,
+                      low=low, d=d, dv=dv, hkv=hkv, T=T)
+        lo = "mid"
+    _prefill_loop(em, op, lo, hi, masked=True, causal=causal, window=window, cap=cap, scale=scale,
+                  low=low, d=d, dv=dv, hkv=hkv, T=T)
     em.emit("o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]")
     out_t = op.result.type
     assert isinstance(out_t, TensorType)
@@ -223,6 +200,63 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
         num_warps=sched.num_warps,
         num_stages=sched.num_stages,
     )
+
+
+LOG2E = 1.4426950408889634
+
+
+def _padded(d: int) -> int:
+    """The tile width of a head dim: the next power of two, at least 16."""
+    return max(16, 1 << (d - 1).bit_length())
+
+
+def _prefill_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, *, masked: bool, causal: bool,
+                  window: int | None, cap: float | None, scale: float, low: bool, d: int, dv: int, hkv: int,
+                  T: str) -> None:
+    """One online-softmax loop of the prefill kernel over key blocks ``[lo, hi)``; ``masked``
+    False where every key of those blocks is valid for every query (no masks at all)."""
+    ki, vi = (f"in{v.index}" for v in (op.k, op.v))  # type: ignore[attr-defined]
+    precision = "" if low else ', input_precision="ieee"'
+    e = em.emit
+    e(f"for j0 in range({lo}, {hi}, BN):")
+    em.indent += 1
+    e("j = j0 + tl.arange(0, BN)")
+    if masked:
+        e("jm = j < kvl")
+    k_mask = ["jm[None, :]"] if masked else []
+    v_mask = ["jm[:, None]"] if masked else []
+    if d != _padded(d):
+        k_mask.append(f"(dd[:, None] < {d})")
+    if dv != _padded(dv):
+        v_mask.append(f"(de[None, :] < {dv})")
+    km = f", mask={' & '.join(k_mask)}, other=0" if k_mask else ""
+    vm = f", mask={' & '.join(v_mask)}, other=0" if v_mask else ""
+    e(f"k = tl.load({ki} + ((b * {hkv} + hk) * {T} + j[None, :]) * {d} + dd[:, None]{km})")
+    if not low:
+        e("k = k.to(tl.float32)")
+    if cap is None:
+        e(f"s = tl.dot(q, k{precision}) * {scale * LOG2E!r}")
+    else:
+        e(f"s = tl.dot(q, k{precision}) * {scale!r}")
+        e(f"s = ({cap * LOG2E!r}) * (2.0 * tl.sigmoid(2.0 * s / {cap!r}) - 1.0)")
+    if masked:
+        valid = "jm[None, :]"
+        if causal:
+            valid += " & (j[None, :] <= pos[:, None])"
+        if window is not None:
+            valid += f" & (pos[:, None] - j[None, :] < {window})"
+        e(f"s = tl.where({valid}, s, float('-inf'))")
+    e("m_new = tl.maximum(m_i, tl.max(s, 1))")
+    e("p = tl.math.exp2(s - m_new[:, None])")
+    e("alpha = tl.math.exp2(m_i - m_new)")
+    e("l_i = l_i * alpha + tl.sum(p, 1)")
+    e(f"v = tl.load({vi} + ((b * {hkv} + hk) * {T} + j[:, None]) * {dv} + de[None, :]{vm})")
+    if low:
+        e("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)")
+    else:
+        e(f"acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32){precision})")
+    e("m_i = m_new")
+    em.indent -= 1
 
 
 def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched: AttentionSchedule) -> KernelSource:
