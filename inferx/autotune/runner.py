@@ -341,6 +341,8 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
     out = []
     for _ in range(count or rotation_count(max(1, set_bytes), l2_bytes)):
         ins = [make(v.type, i) for i, v in enumerate(kop.operands)]
+        for x, ss in _row_sums(kop):  # precomputed norm statistics: those of the x given
+            ins[ss] = ins[x].float().square().sum(-1)
         outs = [ins[ks.aliases[i]] if i in ks.aliases else torch.zeros(shape(r.type), device=device,
                                                                         dtype=dtypes[r.type.dtype.value])  # type: ignore[attr-defined]
                 for i, r in enumerate(kop.results)]
@@ -349,6 +351,15 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
         by_kind = {"in": ins, "out": outs, "scratch": scratch}
         out.append(tuple(by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in ks.params))
     return out
+
+
+def _row_sums(kop: KernelOp) -> list[tuple[int, int]]:
+    """(x, sumsq) operand indices of each ``rmsnorm_ss`` on kernel inputs."""
+    from inferx.compiler.ir import ops_nn as nn
+
+    return [(op.input.index, op.sumsq.index) for op in kop.body.block.ops
+            if isinstance(op, nn.RMSNormSumSquaresOp) and isinstance(op.input, BlockArgument)
+            and isinstance(op.sumsq, BlockArgument)]
 
 
 def _positions(shape: list[int], ctx: int, dtype: Any, device: str) -> Any:

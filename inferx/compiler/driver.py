@@ -107,7 +107,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     for n, name, pipeline in (
         (2, "cleanup", "canonicalize,cse,dce"),
         (3, "merge-gemms", "merge-gemms,fold-norm-weights,dce"),
-        (4, "fuse", "fuse"),
+        (4, "fuse", "fuse,norm-stats"),
         (5, "plan-memory", _plan_pipeline(options)),
     ):
         phase(n, name)

@@ -1,6 +1,6 @@
 """Passes over `ix` IR. The registry is explicit: a pass is listed here or it does not exist.
 
-Pipeline order (design.md): canonicalize, cse, dce -> quantize -> fuse -> plan-memory.
+Pipeline order (design.md): canonicalize, cse, dce -> quantize -> fuse -> norm-stats -> plan-memory.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.fold_norm_weights import FoldNormWeights
     from inferx.passes.fuse import Fuse
     from inferx.passes.merge_gemms import MergeGemms
+    from inferx.passes.norm_stats import NormStats
     from inferx.passes.plan_memory import PlanMemory
 
-    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, FoldNormWeights, Fuse, PlanMemory)}
+    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, FoldNormWeights, Fuse, NormStats, PlanMemory)}

@@ -22,7 +22,7 @@ from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float, get_int, get_ints, get_str
-from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 
@@ -30,6 +30,8 @@ from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 # once (K contiguous, 16-byte loads) and applied to every row of the program on CUDA cores; above
 # it, the dot path (tensor cores, BM >= 16).
 GEMV_MAX_ROWS = 8
+
+NORMS = (*nn.RMS_NORMS, nn.LayerNormOp)
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class GemmSchedule:
 def applies(kernel: KernelOp) -> str | None:
     """None if this template implements the kernel, else the reason it does not."""
     ops = list(kernel.body.block.ops)
-    i = 1 if isinstance(ops[0], (nn.RMSNormOp, nn.LayerNormOp)) else 0
+    i = 1 if isinstance(ops[0], NORMS) else 0
     if i >= len(ops) or not isinstance(ops[i], nn.LinearOp):
         return "the body does not start with [norm ->] linear"
     if i == 1 and ops[1].operands[0] != ops[0].results[0]:
@@ -126,7 +128,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     gemv = sched.gemv  # decode: W streamed once per program of BM <= 8 rows, no dot
     em = Emitter(kernel, name)
     ops = list(kernel.body.block.ops)
-    norm = ops[0] if isinstance(ops[0], (nn.RMSNormOp, nn.LayerNormOp)) else None
+    norm = ops[0] if isinstance(ops[0], NORMS) else None
     lin = ops[1 if norm else 0]
     assert isinstance(lin, nn.LinearOp)
     x_val = norm.operands[0] if norm else lin.input
@@ -138,6 +140,11 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     layout = attr_str(lin, "w_layout", "nk")
     low = x_t.dtype in (DType.f16, DType.bf16)
     epilogue = ops[(2 if norm else 1) :]
+    # Row sums of squares of an output (norm-stats): reduced across the row block's programs
+    # after the epilogue, not a tile op
+    row_sums = [o for o in epilogue if isinstance(o, nn.SumSquaresOp)]
+    epilogue = [o for o in epilogue if not isinstance(o, nn.SumSquaresOp)]
+    pre = isinstance(norm, nn.RMSNormSumSquaresOp)  # the statistics come as an input
     regions = _rope_regions(em, lin, epilogue)
     partner = _partner_expr(regions)
     paired = _pairing(regions, sched.bn) if partner else None
@@ -195,7 +202,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if partner and not paired:
         em.emit(f"pc = c + {partner}")
         em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
-    if norm is not None:
+    if pre:
+        assert isinstance(norm, nn.RMSNormSumSquaresOp)
+        em.emit(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
+    elif norm is not None:
         em.emit("ss = tl.zeros((BM,), dtype=tl.float32)")
         if isinstance(norm, nn.LayerNormOp):
             em.emit("s1 = tl.zeros((BM,), dtype=tl.float32)")
@@ -227,9 +237,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     ragged = k_dim % sched.bk != 0
     kmx, kmw = (" & km[None, :]", " & km[:, None]") if ragged else ("", "")
     em.emit(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None]{kmx}, other=0)")
-    if norm is not None and not folded:
+    if norm is not None and not folded and not (pre and g is None):
         em.emit("a = a.to(tl.float32)")
-        em.emit("ss += tl.sum(a * a, 1)")
+        if not pre:
+            em.emit("ss += tl.sum(a * a, 1)")
         if g is not None:
             em.emit(f"g = tl.load(in{_idx(g)} + kk, mask=km, other=0).to(tl.float32)")
             em.emit("a = a * g[None, :]")
@@ -291,10 +302,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if interleaved:
         em.emit("acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))")
     if split > 1:
-        _split_k_reduce(em, second=bool(second), norm=norm is not None, n_tiles=n_tiles)
+        _split_k_reduce(em, second=bool(second), norm=norm is not None and not pre, n_tiles=n_tiles)
     if norm is not None:
         eps = get_float(norm.attributes, "eps")
-        if isinstance(norm, nn.RMSNormOp):
+        if isinstance(norm, nn.RMS_NORMS):
             em.emit(f"scale = tl.rsqrt(ss / {k_dim} + {eps!r})")
             em.emit("acc = acc * scale[:, None]")
             if second or interleaved:
@@ -328,9 +339,14 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     em.values[lin.result] = Tile(
         "acc", [*lead, "c[None, :]"], "(rm[:, None] & cn[None, :])", y_t, "accp" if partner else None
     )
+    yields = list(ops[-1].operands) if isinstance(ops[-1], YieldOp) else []
+    em.deferred.update(yields.index(o.results[0]) for o in row_sums if o.results[0] in yields)
     em.run_epilogue(epilogue)
     params = em.params()
     m_code = em.dim(sy.product(x_t.shape[:-1]))
+    row_scratch: list[tuple[str, Scratch]] = []
+    for op in row_sums:
+        row_scratch += _row_sum_squares(em, op, yields, n_tiles, m_code, sched.bm)
     grid: tuple[str, ...] = (f"cdiv({m_code}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
     scratch: tuple[Scratch, ...] = ()
@@ -346,6 +362,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         scratch = tuple(sc for _, sc in named)
         grid = (*grid, str(split))
         constexprs["SPLIT_K"] = split
+    if row_scratch:
+        first = len(scratch)
+        params += [Param(n, "scratch", index=first + i, dtype=sc.dtype) for i, (n, sc) in enumerate(row_scratch)]
+        scratch = (*scratch, *(sc for _, sc in row_scratch))
     args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
     source = _module(name, args, em.lines)
     return KernelSource(
@@ -394,6 +414,39 @@ def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None
     em.indent -= 1
 
 
+def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], n_tiles: int, m_code: str,
+                     bm: int) -> list[tuple[str, Scratch]]:
+    """``sum(x^2, -1)`` of an output row across the programs of its row block: each stores its
+    tile's sums (of x as stored), the last of the row block to arrive adds them in tile order
+    (the same sum every run) and stores them, then resets the block's counter for the next launch.
+    Returns the scratch it uses: the partial sums and the counters."""
+    tile = em.values.get(op.input)
+    if tile is None or tile.coords[-1] != "c[None, :]":
+        raise em.error(op, "sums rows of a value whose last dim is not the GEMM's columns")
+    if op.results[0] not in yields:
+        raise em.error(op, "the row sums are not a result of the kernel")
+    x_t = op.input.type
+    assert isinstance(x_t, TensorType)
+    e = em.emit
+    j = yields.index(op.results[0])
+    stored = tile.expr if x_t.dtype == DType.f32 else f"({tile.expr}).to({_tl(x_t.dtype)}).to(tl.float32)"
+    e(f"xs = tl.where({tile.mask}, {stored}, 0.0)")
+    e(f"tl.store(ws_rs + (pid_m * {n_tiles} + pid_n) * BM + tl.arange(0, BM), tl.sum(xs * xs, 1))")
+    e("tl.debug_barrier()")
+    e("rs_arrived = tl.atomic_add(ws_rs_count + pid_m, 1)")
+    e(f"if rs_arrived == {n_tiles - 1}:")
+    em.indent += 1
+    e("tl.debug_barrier()")
+    e("rs = tl.zeros((BM,), dtype=tl.float32)")
+    e(f"for t3 in range({n_tiles}):")
+    e(f"    rs += tl.load(ws_rs + (pid_m * {n_tiles} + t3) * BM + tl.arange(0, BM), cache_modifier='.cg')")
+    e(f"tl.store(out{j} + r, rs, mask=rm)")
+    e("tl.atomic_xchg(ws_rs_count + pid_m, 0)")
+    em.indent -= 1
+    blocks = f"((({m_code}) + {bm - 1}) // {bm})"
+    return [("ws_rs", Scratch((f"{blocks} * {n_tiles} * {bm}",), "f32")), ("ws_rs_count", Scratch((blocks,), "i32"))]
+
+
 def _idx(v: SSAValue) -> int:
     from xdsl.ir import BlockArgument
 
@@ -422,7 +475,7 @@ def _norm_scale(kernel: KernelOp, norm: Operation) -> SSAValue | None:
 
 
 def _norm_operand(norm: Operation, which: str) -> SSAValue | None:
-    if isinstance(norm, nn.RMSNormOp):
+    if isinstance(norm, nn.RMS_NORMS):
         return norm.weight if which == "weight" else None
     assert isinstance(norm, nn.LayerNormOp)
     return norm.weight if which == "weight" else norm.bias

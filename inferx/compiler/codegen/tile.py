@@ -98,6 +98,8 @@ class Emitter:
     row_values: dict[SSAValue, tuple[str, list[str]]] = field(default_factory=dict)
     # Ops the template has already applied to its accumulator (a hoisted RoPE): they pass through.
     applied: set[Operation] = field(default_factory=set)
+    # Results (by yield index) the template stores itself (row statistics across programs).
+    deferred: set[int] = field(default_factory=set)
 
     # text ----------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -199,8 +201,8 @@ class Emitter:
         for op in ops:
             if isinstance(op, YieldOp):
                 for i, v in enumerate(op.values):
-                    if i in self.aliases:
-                        continue  # written in place by kv_write
+                    if i in self.aliases or i in self.deferred:
+                        continue  # written in place by kv_write, or by the template
                     tile = self.values.get(v)
                     if tile is None:
                         raise self.error(op, f"yields value #{i}, which is not computed in this kernel")

@@ -231,6 +231,17 @@ def rmsnorm(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> lis
     return [x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w]
 
 
+def sum_squares(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
+    x = compute(ins[0])
+    return [np.sum(x * x, axis=-1)]
+
+
+def rmsnorm_ss(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
+    x, w, ss = (compute(v) for v in ins)
+    eps = get_float(op.attributes, "eps")
+    return [x / np.sqrt(ss[..., None] / x.shape[-1] + eps) * w]
+
+
 def layernorm(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
     assert isinstance(op, nn.LayerNormOp)
     x = compute(ins[0])
@@ -279,6 +290,8 @@ KERNELS: dict[type[Operation], Kernel] = {
     nn.MatmulOp: matmul,
     nn.SoftmaxOp: softmax,
     nn.RMSNormOp: rmsnorm,
+    nn.RMSNormSumSquaresOp: rmsnorm_ss,
+    nn.SumSquaresOp: sum_squares,
     nn.LayerNormOp: layernorm,
     nn.RopeOp: rope,
     nn.AttentionOp: attention,

@@ -165,6 +165,52 @@ class RMSNormOp(IxOp):
 
 
 @irdl_op_definition
+class SumSquaresOp(IxOp):
+    """``sum(x^2, -1)`` in f32 over the last dim of ``x`` as stored: the statistics an RMSNorm of
+    ``x`` needs, computed where ``x`` is produced (the norm-stats pass)."""
+
+    name = "ix.sum_squares"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = FUNCTIONAL
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        (x,) = ins
+        need_float(x, "input")
+        if x.rank < 1:
+            raise ShapeError("input must have rank >= 1 (it is summed over its last dim)")
+        return [TensorType(x.shape[:-1], "f32")]
+
+
+@irdl_op_definition
+class RMSNormSumSquaresOp(IxOp):
+    """An RMSNorm whose row statistics come precomputed: ``sumsq`` is ``sum(x^2, -1)`` (an
+    ``ix.sum_squares`` of ``x``), so ``x / sqrt(sumsq / n + eps) * weight``."""
+
+    name = "ix.rmsnorm_ss"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    sumsq = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = FUNCTIONAL
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        x, w, ss = ins
+        out = RMSNormOp.infer([x, w], attrs, outs)
+        if ss.dtype.value != "f32":
+            raise ShapeError(f"sumsq must be f32, got {ss.dtype.value}")
+        if ss.rank != x.rank - 1:
+            raise ShapeError(f"sumsq must have the input's shape without its last dim, got {ss}")
+        for i, (a, b) in enumerate(zip(ss.shape, x.shape[:-1], strict=True)):
+            sh.same(a, b, f"sumsq's dim {i} must equal the input's")
+        return out
+
+
+@irdl_op_definition
 class LayerNormOp(IxOp):
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dim; both optional."""
 
@@ -350,5 +396,8 @@ class KVWriteOp(IxOp):
         return [cache]
 
 
+# Either form of RMSNorm: statistics from the input, or precomputed beside it.
+RMS_NORMS = (RMSNormOp, RMSNormSumSquaresOp)
+
 NN_OPS = [EmbeddingOp, LinearOp, MatmulOp, SoftmaxOp, RMSNormOp, LayerNormOp, RopeOp, AttentionOp,
-          KVWriteOp]
+          KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]

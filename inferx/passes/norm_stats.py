@@ -1,0 +1,122 @@
+"""norm-stats: the row statistics of an RMSNorm from the GEMM kernel that produces its input.
+
+    %h = ix.kernel "gemm" (...) { ... %y = ix.add %res, %acc; ix.yield %y }
+    %o = ix.kernel "gemm" (%h, %g, %w) { ^bb0(%x, ...): %n = ix.rmsnorm %x, %g; ix.linear %n, ... }
+becomes
+    %h, %ss = ix.kernel "gemm" (...) { ...; %s = ix.sum_squares %y; ix.yield %y, %s }
+    %o = ix.kernel "gemm" (%h, %g, %w, %ss) { ^bb0(%x, ..., %s): %n = ix.rmsnorm_ss %x, %g, %s; ... }
+
+A GEMM with a norm prologue otherwise reads its rows of x once more for the statistics, in every
+program of a row block: measured on an H200 for the Llama-3-8B gate/up GEMM at 2048 rows, 35% of
+the kernel (1146 us against 850 us without). The producer sums the squares of each output tile
+and the last program of a row block adds the tiles' sums (the gemm template); the consumer
+loads one float per row.
+
+Applies where both kernels have the gemm template, the consumer's body starts with an rmsnorm of
+one of its inputs, that input is a result of the producer with the shape of the producer's
+linear output (elementwise epilogues only), and its rows hold the ``seq`` symbol: prefill.
+Decode GEMVs take the statistics from the one pass over x they make anyway. Runs after fuse,
+before plan-memory; the kernel count does not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, BlockArgument, OpResult, SSAValue
+from xdsl.passes import ModulePass
+
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
+from inferx.compiler.ir.types import TensorType
+
+
+@dataclass(frozen=True)
+class NormStats(ModulePass):
+    name = "norm-stats"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for func in [o for o in op.ops if isinstance(o, FuncOp)]:
+            while _rewrite_one(func.body.block):
+                pass
+
+
+def _rewrite_one(block: Block) -> bool:
+    """Rewrites the first consumer/producer pair found; False when none is left."""
+    for consumer in [o for o in block.ops if isinstance(o, KernelOp)]:
+        found = _match(consumer)
+        if found is None:
+            continue
+        norm, x = found
+        sumsq = _sum_squares_of(x)
+        arg = consumer.body.block.insert_arg(sumsq.type, len(consumer.body.block.args))
+        consumer.operands = [*consumer.operands, sumsq]
+        new = nn.RMSNormSumSquaresOp.make(norm.input, norm.weight, arg, **dict(norm.attributes))
+        consumer.body.block.insert_op_before(new, norm)
+        norm.result.replace_all_uses_with(new.results[0])
+        consumer.body.block.erase_op(norm)
+        return True
+    return False
+
+
+def _match(consumer: KernelOp) -> tuple[nn.RMSNormOp, OpResult] | None:
+    if consumer.template.data != "gemm":
+        return None
+    norm = consumer.body.block.first_op
+    if not isinstance(norm, nn.RMSNormOp) or not isinstance(norm.input, BlockArgument):
+        return None
+    x = consumer.inputs[norm.input.index]
+    producer = x.owner
+    if not isinstance(x, OpResult) or not isinstance(producer, KernelOp) or producer.template.data != "gemm":
+        return None
+    x_t = x.type
+    assert isinstance(x_t, TensorType)
+    if "seq" not in sy.symbols_of(sy.product(x_t.shape[:-1])):
+        return None
+    lin = next((o for o in producer.body.block.ops if isinstance(o, nn.LinearOp)), None)
+    lin_t = lin.result.type if lin is not None else None
+    if not isinstance(lin_t, TensorType) or tuple(lin_t.shape) != tuple(x_t.shape):
+        return None
+    return norm, x
+
+
+def _yield(kernel: KernelOp) -> YieldOp:
+    last = kernel.body.block.last_op
+    assert isinstance(last, YieldOp)
+    return last
+
+
+def _sum_squares_of(x: OpResult) -> SSAValue:
+    """The producer's result holding ``sum_squares(x)``: made once, shared by every consumer."""
+    producer = x.owner
+    assert isinstance(producer, KernelOp)
+    yield_op = _yield(producer)
+    value = yield_op.values[x.index]
+    for i, v in enumerate(yield_op.values):
+        if isinstance(v, OpResult) and isinstance(v.owner, nn.SumSquaresOp) and v.owner.input == value:
+            return producer.results[i]
+    ss = nn.SumSquaresOp.make(value)
+    producer.body.block.insert_op_before(ss, yield_op)
+    new_yield = YieldOp.build(operands=[[*yield_op.values, ss.results[0]]])
+    producer.body.block.insert_op_before(new_yield, yield_op)
+    producer.body.block.erase_op(yield_op)
+    body = producer.detach_region(producer.body)
+    rebuilt = KernelOp.build(
+        operands=[list(producer.inputs)],
+        result_types=[[*(r.type for r in producer.results), ss.results[0].type]],
+        attributes=dict(producer.attributes),
+        regions=[body],
+    )
+    block = producer.parent_block()
+    assert block is not None
+    block.insert_op_before(rebuilt, producer)
+    for old, r in zip(producer.results, rebuilt.results, strict=False):
+        r.name_hint = old.name_hint
+        old.replace_all_uses_with(r)
+    rebuilt.results[-1].name_hint = f"{x.name_hint or 'x'}_sumsq"
+    block.erase_op(producer)
+    return rebuilt.results[-1]

@@ -1,0 +1,72 @@
+"""norm-stats: RMSNorm statistics of prefill GEMMs come from the GEMM that produces their input
+(o and down with a residual), computed the same (reference interpreter, then the compiled
+kernels in Triton's interpreter against HF), over launches that reuse the row-block counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers as T
+
+import inferx
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.passes import registry
+from inferx.passes.pipeline import PassManager, parse
+
+
+def _llama(layers: int = 3) -> T.LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=67, hidden_size=32, intermediate_size=48, num_hidden_layers=layers,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return T.LlamaForCausalLM(cfg).eval()
+
+
+def _ops(func, kind: type) -> list:  # type: ignore[no-untyped-def]
+    return [o for o in func.walk() if isinstance(o, kind)]
+
+
+def test_prefill_norms_take_statistics_from_the_producing_gemm() -> None:
+    program = inferx.import_model(_llama(3))
+    PassManager(parse("merge-gemms,fold-norm-weights,dce,fuse,norm-stats", registry())).run(program.module)
+    funcs = {f.sym_name.data: f for f in program.module.ops}
+    prefill, decode = funcs["prefill"], funcs["decode"]
+    # 3 layers: the first qkv norm reads the embedding gather's output (its own statistics); the
+    # other two qkv norms, the three post-attention norms and the final norm take precomputed ones
+    assert len(_ops(prefill, nn.RMSNormSumSquaresOp)) == 6
+    assert len(_ops(prefill, nn.RMSNormOp)) == 1
+    producers = [k for k in _ops(prefill, KernelOp) if _ops(k, nn.SumSquaresOp)]
+    assert len(producers) == 6 and all(k.template.data == "gemm" for k in producers)
+    for k in producers:  # one more result: f32, one value per row of what the GEMM produced
+        x, ss = k.results[0].type, k.results[-1].type
+        assert ss.dtype.value == "f32" and tuple(ss.shape) == tuple(x.shape[:-1])
+    # decode is untouched: its GEMVs see whole rows of x in one pass anyway
+    assert not _ops(decode, nn.RMSNormSumSquaresOp) and not _ops(decode, nn.SumSquaresOp)
+
+
+def test_fused_module_with_norm_stats_computes_the_same() -> None:
+    model = _llama(2)
+    plain = inferx.import_model(model).reference_session()
+    program = inferx.import_model(model)
+    PassManager(parse("merge-gemms,fold-norm-weights,dce,fuse,norm-stats", registry())).run(program.module)
+    fused = program.reference_session()
+    rows = [[5, 9, 2, 7, 1], [3, 3, 60, 12, 8]]
+    np.testing.assert_allclose(fused.prefill(rows), plain.prefill(rows), atol=1e-5,
+                               err_msg="repro: pytest tests/test_norm_stats.py -k computes_the_same")
+
+
+def test_compiled_prefills_in_a_row_match_hf(tmp_path: Path) -> None:
+    """The last program of each row block resets its counter: a second and third prefill of
+    other lengths through the same session's kernels still match."""
+    model = _llama(2)
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=48, max_batch=2)
+    session = inferx.load(art)
+    for n, (batch, length) in enumerate(((2, 9), (1, 33), (2, 9))):
+        ids = torch.randint(0, 67, (batch, length), generator=torch.Generator().manual_seed(n))
+        with torch.no_grad():
+            want = model(ids).logits.numpy()
+        session.reset()
+        np.testing.assert_allclose(session.prefill(ids), want, atol=1e-4,
+                                   err_msg=f"repro: pytest tests/test_norm_stats.py -k in_a_row (prefill {n})")
