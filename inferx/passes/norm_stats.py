@@ -55,7 +55,7 @@ def _rewrite_one(block: Block) -> bool:
         sumsq = _sum_squares_of(x)
         arg = consumer.body.block.insert_arg(sumsq.type, len(consumer.body.block.args))
         consumer.operands = [*consumer.operands, sumsq]
-        new = nn.RMSNormSumSquaresOp.make(norm.input, norm.weight, arg, **dict(norm.attributes))
+        new = nn.RMSNormSumSquaresOp.make(norm.input, norm.weight, arg, eps=norm.attributes["eps"])
         consumer.body.block.insert_op_before(new, norm)
         norm.result.replace_all_uses_with(new.results[0])
         consumer.body.block.erase_op(norm)
