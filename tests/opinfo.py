@@ -727,6 +727,48 @@ def rmsnorm_samples() -> list[Sample]:
     return out
 
 
+def sum_squares_samples() -> list[Sample]:
+    out = []
+    for i in range(10):
+        rng = np.random.default_rng(6450 + i)
+        (bb, ss), h = BS[i], HIDDEN[i]
+        dt = {2: "f16", 6: "bf16"}.get(i, "f32")
+        x = rand(rng, (bb, ss, h), dt, scale=2.0)
+        out.append(
+            Sample(
+                f"ix.sum_squares-{i}-{dt}",
+                6450 + i,
+                [(T(("batch", "seq", h), dt), x)],
+                lambda bld, args: [bld(nn.SumSquaresOp, args[0])],
+                lambda x: [x.double().square().sum(-1).float()],
+            )
+        )
+    return out
+
+
+def rmsnorm_ss_samples() -> list[Sample]:
+    """RMSNorm with statistics given: those of x (as an ``ix.sum_squares`` of it would give)."""
+    out = []
+    for i in range(10):
+        rng = np.random.default_rng(6470 + i)
+        (bb, ss), h = BS[i], HIDDEN[i]
+        eps = [1e-6, 1e-5, 1e-6, 0.1, 1e-6, 1e-5, 1e-6, 1e-6, 1e-3, 1e-6][i]
+        dt = {2: "f16", 6: "bf16"}.get(i, "f32")
+        x, w = rand(rng, (bb, ss, h), dt, scale=2.0), rand(rng, (h,), dt)
+        sq = np.square(np.asarray(x, dtype=np.float64)).sum(-1).astype(np.float32)
+        out.append(
+            Sample(
+                f"ix.rmsnorm_ss-{i}-{dt}",
+                6470 + i,
+                [(T(("batch", "seq", h), dt), x), (T((h,), dt), w), (T(("batch", "seq"), "f32"), sq)],
+                lambda bld, args, eps=eps: [bld(nn.RMSNormSumSquaresOp, args[0], args[1], args[2],
+                                                eps=float_attr(eps))],
+                lambda x, w, sq, eps=eps: [F.rms_norm(x, (x.shape[-1],), w, eps)],
+            )
+        )
+    return out
+
+
 def layernorm_samples() -> list[Sample]:
     out = []
     for i in range(10):
@@ -1020,6 +1062,8 @@ def all_samples() -> dict[type, list[Sample]]:
             nn.MatmulOp: matmul_samples(),
             nn.SoftmaxOp: softmax_samples(),
             nn.RMSNormOp: rmsnorm_samples(),
+            nn.SumSquaresOp: sum_squares_samples(),
+            nn.RMSNormSumSquaresOp: rmsnorm_ss_samples(),
             nn.LayerNormOp: layernorm_samples(),
             nn.RopeOp: rope_samples(),
             nn.AttentionOp: attention_samples(),

@@ -174,7 +174,7 @@ def test_tune_cli_with_the_replay_runner(tmp_path: Path) -> None:
     assert len(db.records) > 0 and all(r.source == f"inferx tune (replay:{replay})" for r in db.records)
     runs = sorted((out / "h200" / "runs").glob("tune-*.json"))
     conv = json.loads(next(p for p in runs if not p.name.endswith("-model.json")).read_text())
-    assert conv["new_trials"] == 96 and len(conv["tasks"]) == 12 and conv["objective"][-1]["trials"] == 96
+    assert conv["new_trials"] == 96 and len(conv["tasks"]) == 13 and conv["objective"][-1]["trials"] == 96
     try:
         import matplotlib  # noqa: F401
 

@@ -229,15 +229,19 @@ def _tuned_llama(tmp_path: Path, hidden: int, inter: int, pick, schedule: dict) 
 
 
 def test_a_candidate_that_fails_to_assemble_leaves_one_line() -> None:
-    """What the compiler's tools print for a failing candidate (its whole assembly) stays out of
-    the tuning log; the failure reads as the assembler's fatal line."""
+    """What the compiler's tools print for a failing candidate (its whole assembly, on stderr, and
+    a crash reproducer, on stdout) stays out of the tuning log; the failure reads as the
+    assembler's fatal line."""
     import os
 
-    from inferx.autotune.runner import _captured_stderr, _compile_error
+    from inferx.autotune.runner import _captured_output, _compile_error
 
-    with _captured_stderr() as captured:
+    with _captured_output() as captured:
         os.write(2, b".b8 0 // End Of Children Mark\nptxas fatal   : (C7600) Register allocation failed\n")
+        print("please share the reproducer above", flush=True)
         err = RuntimeError("Internal Triton PTX codegen error\nptxas fatal   : Ptx assembly aborted due to errors")
-        why = _compile_error(err, captured())
+        text = captured()
+        why = _compile_error(err, text)
     assert why == "ptxas fatal : (C7600) Register allocation failed", why
+    assert "please share the reproducer above" in text
     assert _compile_error(ValueError("bad   tile\nsize"), "") == "ValueError: bad tile size"

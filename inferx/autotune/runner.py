@@ -456,7 +456,7 @@ def _build_one(ks_json: str, arch: int, env: dict[str, int], smem_limit: int) ->
     makes. The error text, or "" when it built."""
     from inferx.compiler.driver import _compile_one
 
-    with _captured_stderr() as captured:
+    with _captured_output() as captured:
         try:
             built = _compile_one(ks_json, arch)
         except Exception as e:
@@ -493,16 +493,20 @@ def _toolchain() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _captured_stderr() -> Iterator[Callable[[], str]]:
-    """Routes this process's stderr (file descriptor 2, where the compiler's tools print a
-    failing kernel's whole assembly) into a temporary file for the block; yields a reader of
-    what was written. A tuning run's log keeps one line per failed candidate instead."""
+def _captured_output() -> Iterator[Callable[[], str]]:
+    """Routes this process's stdout and stderr (file descriptors 1 and 2, where the compiler and
+    its tools print a failing kernel's whole assembly and a crash reproducer) into a temporary
+    file for the block; yields a reader of what was written. A tuning run's log keeps one line
+    per failed candidate instead."""
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
     with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), 2)
+        for fd in saved:
+            os.dup2(tmp.fileno(), fd)
 
         def read() -> str:
+            sys.stdout.flush()
             sys.stderr.flush()
             tmp.seek(0)
             return tmp.read().decode(errors="replace")
@@ -510,9 +514,11 @@ def _captured_stderr() -> Iterator[Callable[[], str]]:
         try:
             yield read
         finally:
+            sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
 
 
 def _compile_error(e: BaseException, stderr: str) -> str:
