@@ -30,12 +30,22 @@ def test_heuristic_schedules() -> None:
     decode = [k for k in kernels["decode"] if k.template.data == "gemm"]
     prefill = [k for k in kernels["prefill"] if k.template.data == "gemm"]
     assert {heuristic_schedule(k) for k in decode} == {GemmSchedule(1, 8, 256, 4, 2), GemmSchedule(1, 8, 512, 4, 2)}
-    # sm_90 prefill: 128 x 128 tiles on 8 warps with a second accumulator (gated); the RoPE GEMM
-    # tiles one head (head_dim 64 here) per program; one accumulator and no RoPE: 128 x 256 (N
-    # below 128 keeps the 64 x 64 tile)
+    # sm_90 prefill: 128 x 128 tiles on 8 warps, gated (interleaved accumulator) and RoPE (two
+    # 64-wide heads per tile here); one accumulator and no RoPE: 128 x 256 (N below 128 keeps
+    # the 64 x 64 tile)
     got = {heuristic_schedule(k) for k in prefill}
-    sm90 = {GemmSchedule(128, 128, 64, 8, 3), GemmSchedule(128, 64, 64, 8, 3), GemmSchedule(128, 256, 64, 8, 3)}
+    sm90 = {GemmSchedule(128, 128, 64, 8, 3), GemmSchedule(128, 256, 64, 8, 3)}
     assert sm90 <= got <= sm90 | {GemmSchedule(64, 64, 64, 4, 2)}
+    # three 64-wide query heads: 128-column tiles would split a head's halves, so one head per tile
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=64, hidden_size=192, intermediate_size=384, num_hidden_layers=1,
+                        num_attention_heads=3, num_key_value_heads=1, max_position_embeddings=64)
+    program = inferx.import_model(T.LlamaForCausalLM(cfg).eval())
+    PassManager(parse("merge-gemms,dce,fuse", registry())).run(program.module)
+    prefill3 = next(f for f in program.module.ops if f.sym_name.data == "prefill")
+    rope = [k for k in prefill3.body.block.ops if isinstance(k, KernelOp) and k.template.data == "gemm"
+            and any(o.name == "ix.rope" for o in k.body.block.ops)]
+    assert [heuristic_schedule(k) for k in rope] == [GemmSchedule(128, 64, 64, 8, 3)]
     assert {heuristic_schedule(k, "cpu") for k in prefill} == {GemmSchedule(64, 64, 64, 4, 2)}
     # decode per batch bucket: GEMV for one row, the dot path (BM 16, then 64) above
     assert {heuristic_schedule(k, batch=4).bm for k in decode} == {16}

@@ -99,8 +99,7 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
             return GemmSchedule(64, bn, bk)
         # sm_90: 128 x 128 tiles on 8 warps (two warpgroups of wgmma), 3 stages, also with a
         # second accumulator (gated split): measured on an H200 for the Llama-3.2-1B gate|up GEMM
-        # at 4096 rows, 510 TFLOP/s against 409 with BN=64. A RoPE kernel tiles one head per
-        # program (BN = head_dim, 64 or 128), so partners are a swap of halves, not a second dot.
+        # at 4096 rows, 510 TFLOP/s against 409 with BN=64.
         # One accumulator and no RoPE: 128 x 256 (Llama-3-8B o 628 against 567 TFLOP/s, down 613
         # against 517; benchmarks/results/prefill_sweep_h200_2026-11-30.json).
         ops = list(kernel.body.block.ops)
@@ -108,11 +107,15 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
         if not any(isinstance(o, nn.RopeOp) for o in epilogue):
             wide = _gated_split(lin, epilogue) is None and n >= 256
             return GemmSchedule(128, 256 if wide else 128, bk, num_warps=8, num_stages=3)
+        # A RoPE GEMM: 128 x 128 tiles where their columns pair up (one 128-wide head, or two
+        # 64-wide heads: _paired_columns), else one 64-wide head per tile, else 128 with a second
+        # accumulator. Llama-3.2-1B's qkv at 2048 rows ran at 336 TFLOP/s on one-head 128 x 64
+        # tiles against 432 for Llama-3-8B's 128 x 128 (the two-head tile is not yet timed).
         try:
-            heads = {g.head_dim for g in _rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
+            regions = _rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)
         except CodegenError:  # generate() reports it
-            heads = set()
-        bn = heads.pop() if len(heads) == 1 and heads <= {64, 128} else 128
+            regions = []
+        bn = next((b for b in (128, 64) if _pairing(regions, b) is not None), 128)
         return GemmSchedule(128, bn, bk, num_warps=8, num_stages=3)
     if target == "cpu":
         return GemmSchedule(16, 64 if isinstance(n, int) and n >= 64 else 32, 32)
@@ -568,10 +571,11 @@ def _partner_expr(regions: list[_RopeRegion]) -> str | None:
 def _pairing(regions: list[_RopeRegion], bn: int) -> str | None:
     """How tiles hold RoPE partners, so that the partner accumulator is a swap of the halves of
     ``acc``: the columns of a tile. Where each tile is one whole head (BN == head_dim == rot, heads
-    aligned) the columns are the natural ``t``; else the permutation of ``_paired_columns``. None
-    where neither holds (the template then keeps a second accumulator). Tiles of several heads
-    would need a flip within groups of a 4-D reshape of the accumulator: on an H200 (Triton 3.6)
-    that gave other results from the AOT cubin than from the JIT, so it is not generated."""
+    aligned) the columns are the natural ``t``; else the permutation of ``_paired_columns`` (also
+    for tiles of several whole heads). None where neither holds (the template then keeps a second
+    accumulator). Natural columns over several heads would need a flip within groups of a 4-D
+    reshape of the accumulator: on an H200 (Triton 3.6) that gave other results from the AOT cubin
+    than from the JIT, so it is not generated; the permutation keeps the one swap of halves."""
     if not regions or any(g.style != "rotate_half" for g in regions):
         return None
     if all(g.head_dim == bn and g.rot == bn and g.off % bn == 0 for g in regions):
@@ -629,21 +633,32 @@ def _hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[_RopeReg
 def _paired_columns(regions: list[_RopeRegion], bn: int) -> str | None:
     """Columns of each tile so that a tile holds BN/2 rotate-half columns and their partners: the
     partner accumulator then re-reads rows this program just read (cache hits), instead of rows
-    another program reads, so q/k weights cross DRAM once. An expression in the natural index
-    ``t``; None where a region is not aligned to the tile (natural order is still correct)."""
+    another program reads, so q/k weights cross DRAM once. A tile within one head (BN divides
+    head_dim) takes BN/2 columns of its first half and their partners; a tile of several whole
+    heads (head_dim divides BN, all of each head rotated) takes the first halves of its heads,
+    then their second halves, in the same order. An expression in the natural index ``t``; None
+    where a region is not aligned to the tile (natural order is still correct)."""
     expr = "t"
     half = bn // 2
     for g in regions:
-        if g.style != "rotate_half" or g.head_dim % bn or g.off % bn or g.rot % bn or (g.rot // 2) % half:
-            if g.style == "rotate_half":
-                return None
+        if g.style != "rotate_half":
             continue
         u = f"(t - {g.off})"
-        dt = f"({u} % {g.head_dim})"
-        blk, w = f"({dt} // {bn})", f"({dt} % {bn})"
-        d = f"tl.where({w} < {half}, {blk} * {half} + {w}, {g.rot // 2} + {blk} * {half} + {w} - {half})"
-        inside = f"(t >= {g.off}) & (t < {g.off + g.n_cols}) & ({dt} < {g.rot})"
-        expr = f"tl.where({inside}, {g.off} + ({u} // {g.head_dim}) * {g.head_dim} + {d}, {expr})"
+        if not (g.head_dim % bn or g.off % bn or g.rot % bn or (g.rot // 2) % half):
+            dt = f"({u} % {g.head_dim})"
+            blk, w = f"({dt} // {bn})", f"({dt} % {bn})"
+            d = f"tl.where({w} < {half}, {blk} * {half} + {w}, {g.rot // 2} + {blk} * {half} + {w} - {half})"
+            inside = f"(t >= {g.off}) & (t < {g.off + g.n_cols}) & ({dt} < {g.rot})"
+            expr = f"tl.where({inside}, {g.off} + ({u} // {g.head_dim}) * {g.head_dim} + {d}, {expr})"
+        elif not (bn % g.head_dim or g.rot != g.head_dim or g.off % bn or g.n_cols % bn):
+            q = g.rot // 2
+            w = f"({u} % {bn})"
+            hh = f"({w} % {half})"
+            head = f"({hh} // {q}) * {g.head_dim}"
+            col = f"{g.off} + ({u} // {bn}) * {bn} + {head} + {hh} % {q} + tl.where({w} < {half}, 0, {q})"
+            expr = f"tl.where((t >= {g.off}) & (t < {g.off + g.n_cols}), {col}, {expr})"
+        else:
+            return None
     return None if expr == "t" else expr
 
 
