@@ -107,15 +107,14 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
         if not any(isinstance(o, nn.RopeOp) for o in epilogue):
             wide = _gated_split(lin, epilogue) is None and n >= 256
             return GemmSchedule(128, 256 if wide else 128, bk, num_warps=8, num_stages=3)
-        # A RoPE GEMM: 128 x 128 tiles where their columns pair up (one 128-wide head, or two
-        # 64-wide heads: _paired_columns), else one 64-wide head per tile, else 128 with a second
-        # accumulator. Llama-3.2-1B's qkv at 2048 rows ran at 336 TFLOP/s on one-head 128 x 64
-        # tiles against 432 for Llama-3-8B's 128 x 128 (the two-head tile is not yet timed).
+        # A RoPE GEMM tiles one head per program (BN = head_dim, 64 or 128), so partners are a
+        # swap of halves, not a second dot. Tiles of two 64-wide heads pair up too
+        # (_paired_columns) but are not yet timed against one-head tiles: the tuner may take them.
         try:
-            regions = _rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)
+            heads = {g.head_dim for g in _rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
         except CodegenError:  # generate() reports it
-            regions = []
-        bn = next((b for b in (128, 64) if _pairing(regions, b) is not None), 128)
+            heads = set()
+        bn = heads.pop() if len(heads) == 1 and heads <= {64, 128} else 128
         return GemmSchedule(128, bn, bk, num_warps=8, num_stages=3)
     if target == "cpu":
         return GemmSchedule(16, 64 if isinstance(n, int) and n >= 64 else 32, 32)
