@@ -223,3 +223,46 @@ def test_cli_on_cpu_writes_json(tmp_path: Path) -> None:
     assert data["shapes"][0]["rows"][0]["eager_ms"] > 0 and data["ceilings"]["copy_bytes_per_s"] > 0
     assert {"device", "versions", "commit", "date"} <= set(data) and "torch" in data["versions"]
     assert "decode b2 ctx8" in result.output
+
+
+SIGTERM_SCRIPT = """
+import sys, time
+from pathlib import Path
+from inferx.benchmark.main import bench
+from inferx.benchmark.run import BenchOptions, Hooks
+
+def slow_compile(ckpt, out, opts, say):
+    Path(sys.argv[1]).write_text(str(out.parent))
+    time.sleep(120)
+
+opts = BenchOptions(shapes=("tiny",), batches=(1,), contexts=(8,), prefills=(), peers=(), iters=1, warmup=0,
+                    device="cpu")
+bench(opts, None, Hooks(compile=slow_compile, load=lambda art, dev: None))
+"""
+
+
+def test_sigterm_removes_the_work_directory(tmp_path: Path) -> None:
+    """A run stopped by SIGTERM (as `timeout` stops it) removes its work directory: the 8B
+    shape's checkpoint and artifact are 16 GB each."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    mark = tmp_path / "workdir.txt"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT, str(mark)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert mark.is_file(), "the run never reached the compile step"
+        workdir = Path(mark.read_text())
+        assert (workdir / "checkpoint").is_dir()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    assert not workdir.exists(), f"left behind: {workdir}"
