@@ -260,3 +260,32 @@ def _tiny_dir() -> Path:
     d.mkdir()
     (d / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
     return d
+
+
+def test_a_lost_gpu_stops_the_run_and_leaves_untried_candidates_untried(tmp_path: Path) -> None:
+    """A candidate that faults leaves the process's CUDA context unusable: the runner says so,
+    the run stops, the faulting schedule is recorded as failed, the ones after it in its batch are
+    not (a resumed run tries them), and what was measured before is kept."""
+    task = gemm(4096, 4096, 1, "decode")
+    calls: list[int] = []
+
+    class Faulting(ReplayRunner):
+        lost = ""
+
+        def measure(self, task: Task, schedules):  # type: ignore[no-untyped-def, override]
+            calls.append(len(schedules))
+            if len(calls) == 1:
+                return [MeasureResult(1.0 + i, (1.0 + i,)) for i in range(len(schedules))]
+            self.lost = "the GPU context was lost at a candidate (illegal memory access)"
+            return [MeasureResult.failed("launch: illegal memory access"),
+                    *[MeasureResult.untried(self.lost) for _ in schedules[1:]]]
+
+    space = GemmSpace()
+    db, failures = Database.load(tmp_path, "h200"), FailureLog(tmp_path, "h200").load()
+    tuner = Tuner([tuning_task(task)], Faulting([]), RandomSearch(space, seed=0), RoundRobin(), space, db, failures,
+                  batch=4)
+    result = tuner.run(Budget(trials=40))
+    assert calls == [4, 4] and result.stopped.startswith("the GPU context was lost") and "resume" in result.stopped
+    assert result.new_trials == 5  # four measured, one failed; three never tried
+    assert len(Database.load(tmp_path, "h200").records) == 4
+    assert len(FailureLog(tmp_path, "h200").load().failed(task, "replay")) == 1

@@ -80,6 +80,11 @@ def test_split_k_is_a_knob_of_the_dot_path() -> None:
     assert "does not divide K" in (space.why_invalid(gemm(4096, 4096, 16, "decode"), {**on, "bk": 1024, "split_k": 8})
                                    or "")
     assert any(s.get("split_k", 1) > 1 for s in space.all_valid(DECODE16))
+    # a grid that fills the SMs gains nothing from split-K (and, large, its partials outgrow
+    # 32-bit offsets): the 8B lm_head at 4096 rows in 16 x 16 tiles is refused
+    lm_head = gemm(4096, 128256, 4096, "prefill")
+    assert "already fill the 132 SMs" in (space.why_invalid(lm_head, {**on, "bm": 16, "bn": 16, "bk": 64,
+                                                                      "split_k": 8}) or "")
 
 
 def test_sampling_mutation_and_crossover_stay_valid_and_are_seeded() -> None:

@@ -57,9 +57,17 @@ class MeasureResult:
     def ok(self) -> bool:
         return math.isfinite(self.median_ms) and not self.error
 
+    # False for a candidate that was never tried (the GPU was lost before it): not a failure of
+    # the schedule, so never recorded as one
+    tried: bool = True
+
     @staticmethod
     def failed(error: str) -> MeasureResult:
         return MeasureResult(INF, (), error or "failed")
+
+    @staticmethod
+    def untried(why: str) -> MeasureResult:
+        return MeasureResult(INF, (), f"not measured: {why}", tried=False)
 
 
 class Runner(Protocol):
@@ -172,6 +180,7 @@ class LocalRunner:
     name: str = "local"
     check: bool = True  # compare each candidate's results with the heuristic schedule's first
     device: str = "cuda"  # "cpu": the correctness check in Triton's interpreter (tests)
+    lost: str = ""  # why the GPU can no longer be used by this process ("" while it can)
     _pool: Any = field(default=None, repr=False)
     _reference: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -196,11 +205,15 @@ class LocalRunner:
                 results[i] = MeasureResult.failed(err)
         toolchain = _toolchain()
         for i, ks in sources.items():
+            if self.lost:
+                results[i] = MeasureResult.untried(self.lost)
+                continue
+            launched = False
             if results[i] is None and self.check:
                 try:
                     wrong = self.wrong_results(task, kop, ks, env)
                 except Exception as e:
-                    wrong = f"launch: {_one_line(e)}"
+                    wrong, launched = f"launch: {_one_line(e)}", True
                 if wrong:
                     results[i] = MeasureResult.failed(wrong)
             if results[i] is None:
@@ -208,8 +221,22 @@ class LocalRunner:
                     times = self._time(kop, ks, env)
                     results[i] = MeasureResult(statistics.median(times), tuple(times), "", toolchain, self._note())
                 except Exception as e:
-                    results[i] = MeasureResult.failed(f"launch: {_one_line(e)}")
+                    results[i], launched = MeasureResult.failed(f"launch: {_one_line(e)}"), True
+            if launched and self.device != "cpu":
+                self._check_context(task, SCHEDULE_FORMS[task.template](schedules[i]))
         return [r if r is not None else MeasureResult.failed("not measured") for r in results]
+
+    def _check_context(self, task: AnyTask, schedule: object) -> None:
+        """After a candidate failed at launch: a fault (an illegal address) leaves the CUDA context
+        unusable, and every later launch of this process would fail too. Then ``lost`` says so
+        (the tuning loop stops; the candidates not yet tried stay untried, to be tried on resume)."""
+        import torch
+
+        try:
+            torch.ones(1, device=self.device).add_(1)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - whatever the driver says, the context is gone
+            self.lost = f"the GPU context was lost at {task} {schedule} ({_one_line(e)})"
 
     def wrong_results(self, task: AnyTask, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> str:
         """Why ``ks`` (a candidate schedule's kernel) is not to be trusted, or "": its outputs (and

@@ -306,7 +306,9 @@ class Tuner:
                 st.exhausted = True
                 continue
             results = self.runner.measure(st.tt.task, schedules)
-            records = self._record(st, schedules, results)
+            tried = [(s, r) for s, r in zip(schedules, results, strict=True) if r.tried]
+            schedules = [s for s, _ in tried]
+            records = self._record(st, schedules, [r for _, r in tried])
             self.strategy.observe(records)
             new += len(schedules)
             st.rounds += 1
@@ -316,6 +318,10 @@ class Tuner:
             curve.append((new, elapsed, _objective(states)))
             if self.progress is not None:
                 self.progress(Progress(st, i, len(states), new, elapsed, budget.eta(new, elapsed)))
+            lost = getattr(self.runner, "lost", "")
+            if lost:  # what was measured is recorded; a new run resumes from it
+                stopped = f"{lost}; run again to resume"
+                break
         return TuneResult(states, new, self.clock() - start, curve, stopped)
 
     def _with_baseline(self, st: TaskState, schedules: list[Schedule], n: int) -> list[Schedule]:

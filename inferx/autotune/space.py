@@ -191,7 +191,10 @@ def tile_fits_problem(task: Task, s: Mapping[str, int], hw: Hopper) -> str | Non
 
 def split_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     """Split-K runs on the dot path, without a LayerNorm prologue, with K a multiple of
-    SPLIT_K x BK (each program reduces whole K steps)."""
+    SPLIT_K x BK (each program reduces whole K steps), and only where the M x N tiles alone leave
+    SMs idle: on a grid that fills them it adds partial sums and nothing else (and on a large
+    one its fp32 partials outgrow 32-bit offsets: a Llama-3-8B lm_head at 4096 rows in 16 x 16
+    tiles, split 8, wanted 16 GB of them and faulted)."""
     split = s.get("split_k", 1)
     if split == 1:
         return None
@@ -201,6 +204,9 @@ def split_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
         return "split-K with a LayerNorm prologue is not generated"
     if task.k % (split * s["bk"]):
         return f"split-K {split} x BK {s['bk']} does not divide K={task.k}"
+    gm, gn = grid(task, s)
+    if gm * gn >= hw.sms:
+        return f"split-K ({split}) on {gm * gn} tiles: they already fill the {hw.sms} SMs"
     return None
 
 
