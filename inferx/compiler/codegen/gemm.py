@@ -398,7 +398,8 @@ def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None
         partials.append(("accp", "ws_accp", tile, "(BM, BN)"))
     if norm:
         partials.append(("ss", "ws_ss", "wsb * BM + tl.arange(0, BM)", "(BM,)"))
-    e(f"wsb = (pid_m * {n_tiles} + pid_n) * SPLIT_K + pid_k")
+    # 64-bit: SPLIT_K x BM x BN partials per tile pass 2**31 elements on large grids
+    e(f"wsb = (pid_m.to(tl.int64) * {n_tiles} + pid_n) * SPLIT_K + pid_k")
     for reg, ws, offsets, _ in partials:
         e(f"tl.store({ws} + {offsets}, {reg})")
     e("tl.debug_barrier()")
@@ -410,7 +411,7 @@ def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None
         e(f"{reg} = tl.zeros({shape}, dtype=tl.float32)")
     e("for s2 in tl.static_range(SPLIT_K):")
     em.indent += 1
-    e(f"wsb = (pid_m * {n_tiles} + pid_n) * SPLIT_K + s2")
+    e(f"wsb = (pid_m.to(tl.int64) * {n_tiles} + pid_n) * SPLIT_K + s2")
     for reg, ws, offsets, _ in partials:
         e(f"{reg} += tl.load({ws} + {offsets}, cache_modifier='.cg')")
     em.indent -= 1
