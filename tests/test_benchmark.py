@@ -138,6 +138,7 @@ class FakeSession:
     def __init__(self) -> None:
         self.host_ms: list[float] = []
         self.steps: list[tuple[str, int, int, int]] = []
+        self.kernel_configs: list[tuple[str, int, int, int]] = []
         self.closed = False
 
     def time_step(self, entry: str, batch: int, seq: int, context: int, warmup: int = 10,
@@ -146,6 +147,7 @@ class FakeSession:
         return [0.5 + 0.01 * i for i in range(iters)]
 
     def time_kernels(self, entry: str, batch: int, seq: int, context: int) -> list[dict[str, Any]]:
+        self.kernel_configs.append((entry, batch, seq, context))
         return [{"kernel": "gemm_0", "template": "gemm", "launches": 2, "ms_per_launch": 0.01,
                  "bytes_per_launch": 1_000_000, "flops_per_launch": 2_000_000}]
 
@@ -183,9 +185,12 @@ def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
     impls = {(m["entry"], m["batch"], m["context"], m["impl"]) for m in shape["measurements"] if "error" not in m}
     assert {("decode", 2, 16, "eager"), ("decode", 2, 16, "hf"), ("prefill", 1, 8, "hf")} <= impls, shape
     assert shape["host_ms"]["steps"] == 3 and shape["kernels_config"]["context"] == 8
+    assert session.kernel_configs == [("decode", 1, 1, 8), ("prefill", 1, 8, 8)]
+    assert shape["prefill_kernels_config"]["seq"] == 8 and shape["prefill_kernels"][0]["kernel"] == "gemm_0"
     assert all(r["fraction_of_roofline"] is not None for r in shape["rows"])
     text = report.render(results)
     assert "== tiny-llama (tiny) ==" in text and "gemm_0" in text and "decode b2 ctx16" in text
+    assert "InferX kernels, prefill b1 8 tok" in text
     assert any("generating random bf16 weights" in line for line in lines)
     run_bench(opts, Hooks(compile=fake_compile, load=lambda art, dev: FakeSession()), lines.append)
     assert len(compiled) == 1  # the kept work directory's artifact is reused

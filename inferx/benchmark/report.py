@@ -133,6 +133,11 @@ def render(results: Mapping[str, Any]) -> str:
             kc = s["kernels_config"]
             lines += ["", f"InferX kernels, decode b{kc['batch']} ctx{kc['context']}:"]
             lines += kernel_table(s["kernels"])
+        if s.get("prefill_kernels"):
+            pc = s["prefill_kernels_config"]
+            lines += ["", f"InferX kernels, prefill b{pc['batch']} {pc['seq']} tok (each kernel's launches in a "
+                      "graph of their own):"]
+            lines += kernel_table(s["prefill_kernels"])
         h = s.get("host_ms")
         if h and "error" in h:
             lines.append(f"InferX host time per decode step: not measured: {h['error']}")

@@ -4,8 +4,8 @@ and fold everything into one results dictionary (``report`` prints and writes it
 Per shape, in this order, with a progress line on stderr before each long step:
 1. ``make_model``: the HF model with random weights, built on the device (shapes.py);
 2. InferX: save the checkpoint into the work directory, ``inferx.compile`` it, ``inferx.load`` it,
-   then ``time_step`` every decode and prefill config, ``time_kernels`` for one decode config, a few
-   ``decode`` calls for the host time per step; the session is closed before the peers run;
+   then ``time_step`` every decode and prefill config, ``time_kernels`` for one decode config and
+   the longest prefill, a few ``decode`` calls for the host time per step; the session is closed before the peers run;
 3. the peers, each once for every config (peers.py); a failing measurement is recorded with its
    error and the run goes on;
 4. everything of the shape is freed (models, caches, compiled graphs, temporary files).
@@ -255,6 +255,14 @@ def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, h
                 out["kernels_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
             except Exception as e:  # noqa: BLE001
                 out["notes"].append(f"kernel breakdown failed: {_one_line(e)}")
+            if opts.prefills:  # the longest prompt's kernels too: where prefill time goes
+                seq = max(opts.prefills)
+                say(f"{shape}: inferx kernels, prefill batch 1 seq {seq}")
+                try:
+                    out["prefill_kernels"] = [dict(k) for k in session.time_kernels("prefill", 1, seq, seq)]
+                    out["prefill_kernels_config"] = {"entry": "prefill", "batch": 1, "seq": seq, "context": seq}
+                except Exception as e:  # noqa: BLE001
+                    out["notes"].append(f"prefill kernel breakdown failed: {_one_line(e)}")
         out["host_ms"] = _host_ms(session, model.config.vocab_size, opts)
     finally:
         close = getattr(session, "close", None)
