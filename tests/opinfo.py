@@ -707,14 +707,19 @@ def softmax_samples() -> list[Sample]:
     return out
 
 
+def _rms_case(i: int, seed: int) -> tuple:  # type: ignore[type-arg]
+    """Case ``i`` of the RMSNorm samples: batch, seq, hidden, eps, dtype, x, weight."""
+    rng = np.random.default_rng(seed + i)
+    (bb, ss), h = BS[i], HIDDEN[i]
+    eps = [1e-6, 1e-5, 1e-6, 0.1, 1e-6, 1e-5, 1e-6, 1e-6, 1e-3, 1e-6][i]
+    dt = {2: "f16", 6: "bf16"}.get(i, "f32")
+    return bb, ss, h, eps, dt, rand(rng, (bb, ss, h), dt, scale=2.0), rand(rng, (h,), dt)
+
+
 def rmsnorm_samples() -> list[Sample]:
     out = []
     for i in range(10):
-        rng = np.random.default_rng(6400 + i)
-        (bb, ss), h = BS[i], HIDDEN[i]
-        eps = [1e-6, 1e-5, 1e-6, 0.1, 1e-6, 1e-5, 1e-6, 1e-6, 1e-3, 1e-6][i]
-        dt = {2: "f16", 6: "bf16"}.get(i, "f32")
-        x, w = rand(rng, (bb, ss, h), dt, scale=2.0), rand(rng, (h,), dt)
+        bb, ss, h, eps, dt, x, w = _rms_case(i, 6400)
         out.append(
             Sample(
                 f"ix.rmsnorm-{i}-{dt}",
@@ -750,11 +755,7 @@ def rmsnorm_ss_samples() -> list[Sample]:
     """RMSNorm with statistics given: those of x (as an ``ix.sum_squares`` of it would give)."""
     out = []
     for i in range(10):
-        rng = np.random.default_rng(6470 + i)
-        (bb, ss), h = BS[i], HIDDEN[i]
-        eps = [1e-6, 1e-5, 1e-6, 0.1, 1e-6, 1e-5, 1e-6, 1e-6, 1e-3, 1e-6][i]
-        dt = {2: "f16", 6: "bf16"}.get(i, "f32")
-        x, w = rand(rng, (bb, ss, h), dt, scale=2.0), rand(rng, (h,), dt)
+        bb, ss, h, eps, dt, x, w = _rms_case(i, 6470)
         sq = np.square(np.asarray(x, dtype=np.float64)).sum(-1).astype(np.float32)
         out.append(
             Sample(

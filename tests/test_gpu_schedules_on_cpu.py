@@ -140,18 +140,7 @@ def test_rope_tiles_of_two_heads(hidden: int, bn: int, tmp_path: Path) -> None:
     assert kernel is not None
     src = generate(kernel, "k", "sm_90", GemmSchedule(16, bn, 16)).source
     assert "c = tl.where(" in src and "tl.flip(" in src and "wp = " not in src  # permuted, no second dot
-    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=4,
-                         schedules="sm_90", tuning_logs=tmp_path / "logs")
-    session = inferx.load(art)
-    ids = torch.randint(0, 70, (3, 7))
-    repro = f"repro: pytest {__file__} -k 'two_heads and {bn}'"
-    with torch.no_grad():
-        ref = model(ids).logits.numpy()
-    np.testing.assert_allclose(session.prefill(ids), ref, atol=1e-4, err_msg=repro)
-    nxt = torch.randint(0, 70, (3, 1))
-    with torch.no_grad():
-        want = model(torch.cat([ids, nxt], 1)).logits.numpy()[:, -1:]
-    np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
+    _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'two_heads and {bn}'")
 
 
 @pytest.mark.parametrize("split", [2, 4])
@@ -165,23 +154,29 @@ def test_split_k_from_the_tuning_database(split: int, tmp_path: Path) -> None:
     # qkv, o, gate/up, down, lm_head; decode, and prefill with a second qkv task (its statistics
     # from the previous layer's down GEMM; the first layer's from its own pass over x)
     assert n == 11
-    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=4,
-                         schedules="sm_90", tuning_logs=tmp_path / "logs")
+    # decode twice: the tiles' arrival counters carry over from one launch to the next
+    art = _compile_and_match_hf(model, tmp_path, 2, f"repro: pytest {__file__} -k 'split_k and {split}'")
     kernels = load_artifact(art).manifest["kernels"]
     assert sum(k["template"] == "gemm" and k["constexprs"].get("SPLIT_K") == split for k in kernels.values()) == 11
+
+
+def _compile_and_match_hf(model, tmp_path: Path, steps: int, repro: str) -> Path:  # type: ignore[no-untyped-def]
+    """Compiles ``model`` for the CPU with the sm_90 schedules of ``tmp_path/logs``; a prefill of
+    three 6-token prompts and ``steps`` decode steps match HF. Returns the artifact."""
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=4,
+                         schedules="sm_90", tuning_logs=tmp_path / "logs")
     session = inferx.load(art)
-    ids = torch.randint(0, 70, (3, 6))
-    repro = f"repro: pytest {__file__} -k 'split_k and {split}'"
+    seq = torch.randint(0, 70, (3, 6))
     with torch.no_grad():
-        ref = model(ids).logits.numpy()
-    np.testing.assert_allclose(session.prefill(ids), ref, atol=1e-4, err_msg=repro)
-    seq = ids
-    for _ in range(2):  # twice: the tiles' arrival counters carry over from one launch to the next
+        ref = model(seq).logits.numpy()
+    np.testing.assert_allclose(session.prefill(seq), ref, atol=1e-4, err_msg=repro)
+    for _ in range(steps):
         nxt = torch.randint(0, 70, (3, 1))
         seq = torch.cat([seq, nxt], 1)
         with torch.no_grad():
             want = model(seq).logits.numpy()[:, -1:]
         np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
+    return art
 
 
 def _qkv_rope_task(shape: str, batch: int) -> tuple:  # type: ignore[type-arg]
