@@ -23,7 +23,7 @@ from typing import Any
 from xdsl.ir import BlockArgument, Operation
 
 from inferx.compiler.codegen import attention
-from inferx.compiler.codegen.gemm import _gated_split, applies
+from inferx.compiler.codegen.gemm import NORMS, _gated_split, applies
 from inferx.compiler.codegen.tile import attr_str
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
@@ -288,7 +288,7 @@ def gemm_task(kernel: KernelOp, rows: int) -> Task:
     if reason is not None:
         raise TaskError(f"the gemm template does not apply: {reason}")
     ops = [o for o in kernel.body.block.ops if o.name != "ix.yield"]
-    norm = ops[0] if isinstance(ops[0], (*nn.RMS_NORMS, nn.LayerNormOp)) else None
+    norm = ops[0] if isinstance(ops[0], NORMS) else None
     lin = _linear(kernel)
     x_t, w_t, y_t = lin.input.type, lin.weight.type, lin.result.type
     assert isinstance(x_t, TensorType) and isinstance(w_t, TensorType) and isinstance(y_t, TensorType)

@@ -255,7 +255,8 @@ def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, mask
         e(f"s = tl.dot(q, k{precision}) * {c.scale * unit!r}")
     else:
         e(f"s = tl.dot(q, k{precision}) * {c.scale!r}")
-        e(f"s = {_paren(c.cap * unit) if c.base2 else repr(c.cap)} * (2.0 * tl.sigmoid(2.0 * s / {c.cap!r}) - 1.0)")
+        cap = f"({c.cap * unit!r})" if c.base2 else repr(c.cap)
+        e(f"s = {cap} * (2.0 * tl.sigmoid(2.0 * s / {c.cap!r}) - 1.0)")
     if masked:
         valid = "jm[None, :]"
         if c.causal:
@@ -275,10 +276,6 @@ def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, mask
         e(f"acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32){precision})")
     e("m_i = m_new")
     em.indent -= 1
-
-
-def _paren(x: float) -> str:
-    return f"({x!r})"
 
 
 def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched: AttentionSchedule) -> KernelSource:

@@ -145,6 +145,8 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     # Row sums of squares of an output (norm-stats): reduced across the row block's programs
     # after the epilogue, not a tile op
     row_sums = [o for o in epilogue if isinstance(o, nn.SumSquaresOp)]
+    if len(row_sums) > 1:
+        raise em.error(row_sums[1], "one row-sum output per GEMM is generated")
     epilogue = [o for o in epilogue if not isinstance(o, nn.SumSquaresOp)]
     pre = isinstance(norm, nn.RMSNormSumSquaresOp)  # the statistics come as an input
     regions = _rope_regions(em, lin, epilogue)
@@ -191,12 +193,12 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         em.emit("cj = pid_n * BN + t2 // 2")
         em.emit(f"cw = cj + (t2 % 2) * {n_tile}")
         em.emit(f"cwn = cj < {n_tile}")
-        em.emit(f"pc = c + {n_tile}")
         em.emit("acc2 = tl.zeros((BM, 2 * BN), dtype=tl.float32)")
     else:
         em.emit("acc = tl.zeros((BM, BN), dtype=tl.float32)")
-    if gated and not interleaved:
+    if gated:
         em.emit(f"pc = c + {n_tile}")
+    if gated and not interleaved:
         em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
     # A second accumulator over other weight rows: the up half of a gated split, or RoPE partners
     # when a tile does not already hold them (with paired columns they are a swap of halves).
