@@ -394,9 +394,9 @@ def _summary(art: Any) -> dict[str, Any]:
     uses: dict[str, Counter[str]] = {name: Counter() for name in kernels}
     for ename, entry in m["entries"].items():
         names = [step["kernel"] for step in entry["launches"]]
-        for step in entry["launches"]:  # a launch with per-batch-bucket variants counts in each
-            for bound, n in step.get("by_batch", [[None, step["kernel"]]]):
-                uses[n][ename if bound is None else f"{ename}@batch<={bound}"] += 1
+        for step in entry["launches"]:  # a launch with per-bucket variants counts in each
+            for bound, n in step.get("by_rows", [[None, step["kernel"]]]):
+                uses[n][ename if bound is None else f"{ename}@rows<={bound}"] += 1
         templates = [kernels[n]["template"] for n in names]
         span = _layer_span(entry, num_layers)
         if span is None:

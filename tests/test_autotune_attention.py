@@ -176,7 +176,7 @@ def test_tuned_split_kv_decode_and_prefill_match_hf(tmp_path: Path) -> None:
     assert all(k["schedule_origin"] == "tuned" for k in att_kernels.values())
     assert set(att_kernels) <= set(m["schedules"]["tuned"])
     launch = next(s for s in m["entries"]["decode"]["launches"] if s["kernel"] in att_kernels)
-    assert [b for b, _ in launch["by_batch"]] == [1, 2]
+    assert [b for b, _ in launch["by_rows"]] == [1, 2]
     session = inferx.load(art)
     repro = f"repro: pytest {__file__} -k tuned_split_kv"
     for batch in (2, 1):

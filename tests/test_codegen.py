@@ -48,8 +48,13 @@ def test_heuristic_schedules() -> None:
     assert [heuristic_schedule(k) for k in rope] == [GemmSchedule(128, 64, 64, 8, 3)]
     assert {heuristic_schedule(k, "cpu") for k in prefill} == {GemmSchedule(64, 64, 64, 4, 2)}
     # decode per batch bucket: GEMV for one row, the dot path (BM 16, then 64) above
-    assert {heuristic_schedule(k, batch=4).bm for k in decode} == {16}
-    assert {heuristic_schedule(k, batch=64).bm for k in decode} == {64}
+    assert {heuristic_schedule(k, rows=4).bm for k in decode} == {16}
+    assert {heuristic_schedule(k, rows=64).bm for k in decode} == {64}
+    # a short prompt (<= 256 rows): 64-row tiles on one warpgroup, 64 wide (a head under RoPE)
+    short = {heuristic_schedule(k, rows=256) for k in prefill}
+    assert short <= {GemmSchedule(64, 64, 64, 4, 4), GemmSchedule(64, 64, 64, 4, 2)}, short
+    assert GemmSchedule(64, 64, 64, 4, 4) in short
+    assert {heuristic_schedule(k, rows=1024) for k in prefill} == got
     small = [k for k in _fused_kernels(32)["decode"] if k.template.data == "gemm"]
     assert GemmSchedule(1, 8, 32, 4, 2) in {heuristic_schedule(k) for k in small}
 

@@ -27,7 +27,7 @@ def test_buckets_come_from_the_memory_plan() -> None:
 
 
 def test_kernel_for_picks_the_variant_of_the_batch_bucket() -> None:
-    step = {"kernel": "a", "by_batch": [[1, "a"], [4, "b"], [16, "c"]]}
+    step = {"kernel": "a", "by_rows": [[1, "a"], [4, "b"], [16, "c"]]}
     assert [kernel_for(step, b) for b in (1, 2, 4, 5, 16)] == ["a", "b", "b", "c", "c"]
     assert kernel_for({"kernel": "only"}, 7) == "only"
 

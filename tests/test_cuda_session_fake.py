@@ -36,7 +36,7 @@ def _session(art: Path, **options: object) -> CudaSession:
 def test_launch_plan_has_per_bucket_variants(compiled) -> None:
     _, art = compiled
     launches = load_artifact(art).manifest["entries"]["decode"]["launches"]
-    variants = [ln["by_batch"] for ln in launches if "by_batch" in ln]
+    variants = [ln["by_rows"] for ln in launches if "by_rows" in ln]
     assert variants and all([b for b, _ in v] == [1, 4] for v in variants)
     kernels = load_artifact(art).manifest["kernels"]
     assert {kernels[v[0][1]]["constexprs"]["BM"] for v in variants} == {1}
@@ -85,7 +85,7 @@ def test_inspect_shows_each_variant_with_its_bucket(compiled) -> None:
     out = CliRunner().invoke(main, ["inspect", str(art), "--json"])
     assert out.exit_code == 0, out.output
     uses = [set(k["launches"]) for k in json.loads(out.output)["kernels"].values()]
-    assert {"decode@batch<=1"} in uses and {"decode@batch<=4"} in uses
+    assert {"decode@rows<=1"} in uses and {"decode@rows<=4"} in uses
 
 
 def test_torch_outputs_equal_numpy_outputs_and_generate_works(compiled) -> None:

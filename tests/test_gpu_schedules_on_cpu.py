@@ -271,3 +271,34 @@ def test_a_candidate_that_fails_to_assemble_leaves_one_line() -> None:
     assert why == "ptxas fatal : (C7600) Register allocation failed", why
     assert "please share the reproducer above" in text
     assert _compile_error(ValueError("bad   tile\nsize"), "") == "ValueError: bad tile size"
+
+
+def test_short_prompts_take_their_own_prefill_gemms(tmp_path: Path) -> None:
+    """Where prompts may exceed 256 tokens, each prefill GEMM has two variants: 64-row tiles for
+    prompts of up to 256 tokens and the large tiles beyond; the session picks by the prompt's
+    rows, and both match HF."""
+    from inferx.runtime.plan import kernel_for
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=70, hidden_size=128, intermediate_size=128, num_hidden_layers=1,
+                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512)
+    model = T.LlamaForCausalLM(cfg).eval()
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=320, max_batch=1,
+                         schedules="sm_90")
+    m = load_artifact(art).manifest
+    gemms = [s for s in m["entries"]["prefill"]["launches"] if m["kernels"][s["kernel"]]["template"] == "gemm"]
+    # qkv, o, gate|up, down; the lm_head (N = 70) takes the same 64-row tiles either way
+    assert [len(s.get("by_rows", [])) for s in gemms] == [2, 2, 2, 2, 0], gemms
+    gemms = gemms[:4]
+    assert all([b for b, _ in s["by_rows"]] == [256, 320] for s in gemms), gemms
+    bm = {tuple(m["kernels"][n]["constexprs"]["BM"] for _, n in s["by_rows"]) for s in gemms}
+    assert bm == {(64, 128)}, bm
+    assert {kernel_for(s, 300) for s in gemms} == {s["by_rows"][1][1] for s in gemms}
+    session = inferx.load(art)
+    repro = f"repro: pytest {__file__} -k short_prompts"
+    for seq in (40, 290):
+        session.reset()
+        ids = torch.randint(0, 70, (1, seq))
+        with torch.no_grad():
+            want = model(ids).logits.numpy()
+        np.testing.assert_allclose(session.prefill(ids), want, atol=1e-4, err_msg=f"{seq} tokens; {repro}")

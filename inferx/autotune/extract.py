@@ -3,8 +3,9 @@ gives it.
 
 Runs the compiler's phases 2-4 (cleanup, merge-gemms, fuse: the kernels phase 7 generates) and
 asks ``driver.select_schedule`` for each kernel's task, so a task here is exactly the key the
-compiler will look up in the tuning database (decode at each batch bucket asked for, prefill at
-``max_seq_len``; attention at the context of ``max_seq_len``). GEMM and attention kernels have
+compiler will look up in the tuning database (decode at each batch bucket asked for, prefill GEMMs
+at short prompts and at ``max_seq_len``, prefill attention at ``max_seq_len``; attention at the
+context of ``max_seq_len``). GEMM and attention kernels have
 tasks; kernels of templates with no schedule space yet (gather, norms, pointwise) are counted,
 not tuned.
 
@@ -108,10 +109,11 @@ def fused_module(src: Any, dtype: str | None = None) -> ModuleOp:
 
 def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
                   weighting: str = "roofline", batches: tuple[int, ...] = (1,)) -> Extraction:
-    """The distinct tuning tasks of a fused module (``fused_module``), heaviest first. A decode
-    GEMM or decode attention kernel gives one task per batch bucket in ``batches`` (the compiler
-    generates a kernel per bucket for GPU targets: ``driver._row_buckets``)."""
-    from inferx.compiler.driver import _decode_kernel, select_schedule
+    """The distinct tuning tasks of a fused module (``fused_module``), heaviest first. A kernel
+    gives one task per row bucket the compiler generates it for on GPU targets
+    (``driver.kernel_row_buckets``): a decode GEMM or decode attention each batch bucket in
+    ``batches``, a prefill GEMM short prompts and ``max_seq_len``."""
+    from inferx.compiler.driver import kernel_row_buckets, select_schedule
 
     if weighting not in WEIGHTINGS:
         raise ValueError(f"unknown weighting {weighting!r}: {', '.join(WEIGHTINGS)}")
@@ -120,8 +122,7 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
     for func in (op for op in module.ops if isinstance(op, FuncOp)):
         entry = func.sym_name.data
         for kop in (op for op in func.body.block.ops if isinstance(op, KernelOp)):
-            decode = _per_batch(kop, _decode_kernel)
-            for rows in batches if decode else (None,):
+            for rows in _row_buckets(kop, kernel_row_buckets, batches, max_seq_len):
                 choice = select_schedule(kop, None, max_seq_len, rows)
                 if choice.task is None:
                     untuned[f"{kop.template.data}: {choice.reason}"] += 1
@@ -152,14 +153,16 @@ def heuristic_baseline(tt: TuningTask) -> dict[str, int] | None:
         return None
     if tt.task.template == "attention":
         return attention.heuristic_schedule(tt.kernel, "sm_90").to_dict()
-    return heuristic_schedule(tt.kernel, "sm_90", tt.task.rows if tt.task.shape == "decode" else None).to_dict()
+    return heuristic_schedule(tt.kernel, "sm_90", tt.task.rows).to_dict()
 
 
-def _per_batch(kop: KernelOp, decode_kernel: Callable[[KernelOp], bool]) -> bool:
-    """Whether the compiler generates ``kop`` per batch bucket (a decode GEMM or attention)."""
+def _row_buckets(kop: KernelOp, buckets: Callable[[KernelOp, tuple[int, ...], int], list[int | None]],
+                 batches: tuple[int, ...], max_seq_len: int) -> list[int | None]:
+    """The row buckets the compiler generates ``kop`` for (``driver.kernel_row_buckets``); [None]
+    for a kernel it cannot tell (``select_schedule`` then reports why it has no task)."""
     from inferx.autotune.task import TaskError
 
     try:
-        return decode_kernel(kop)
+        return buckets(kop, batches, max_seq_len)
     except TaskError:
-        return False
+        return [None]

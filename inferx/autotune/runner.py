@@ -264,7 +264,7 @@ class LocalRunner:
         if isinstance(task, AttentionTask):
             sched: Any = attention.heuristic_schedule(kop, self.target)
         else:
-            sched = heuristic_schedule(kop, self.target, task.rows if task.shape == "decode" else None)
+            sched = heuristic_schedule(kop, self.target, task.rows)
         return generate(kop, f"ref_{task.template}", self.target, sched, grid_dependency=False)
 
     def _outputs(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import hashlib
 import json
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, SCHEDULE_FORMS, Database, Record
-from inferx.autotune.task import AnyTask, TaskError, attention_task, gemm_task, shape_of
+from inferx.autotune.task import AnyTask, TaskError, attention_task, gemm_task, rows_bucket, shape_of
 from inferx.compiler.codegen import attention, gemm, generate
 from inferx.compiler.codegen.tile import dim_code
 from inferx.compiler.interpreter.context import KernelContext
@@ -136,7 +136,8 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
                 if name not in kernels:
                     kernels[name] = _generate(kop, name, choice, sched_target, target, rows)
                     choices[name] = choice
-                variants.setdefault(kop, []).append((rows or 0, name))
+                bound = rows if rows is not None else options.max_batch * options.max_seq_len
+                variants.setdefault(kop, []).append((bound, name))
             named.append((kop, variants[kop][0][1]))
         per_func_kernels[fname] = named
     say(f"        {sum(len(v) for v in per_func_kernels.values())} launches, {len(kernels)} distinct kernels")
@@ -222,15 +223,27 @@ def tuning_database(options: CompileOptions, say: Callable[[str], None] = lambda
 
 
 def _row_buckets(kop: KernelOp, options: CompileOptions) -> list[int | None]:
-    """The row buckets a kernel is generated for: each batch bucket for a decode GEMM or decode
-    attention on a GPU target (one row streams weights best as a GEMV, many rows want the dot
-    path; split-KV attention wants fewer context slices as the batch fills the chip), so each
-    bucket gets its own schedule and the launch plan picks by bucket; [None] (one kernel for every
-    shape) otherwise. Buckets whose schedules agree generate the same source, so they share one
-    kernel and the launch lists no variants."""
-    if (options.schedules or options.target) == "cpu" or not _decode_kernel(kop):
+    """The row buckets a kernel is generated for on a GPU target (``kernel_row_buckets``); [None]
+    (one kernel for every shape) for the cpu target."""
+    if (options.schedules or options.target) == "cpu":
         return [None]
-    return list(_batch_buckets(options))
+    return kernel_row_buckets(kop, _batch_buckets(options), options.max_seq_len)
+
+
+def kernel_row_buckets(kop: KernelOp, batches: Sequence[int], max_seq_len: int) -> list[int | None]:
+    """The row buckets a kernel is generated for, each with its own schedule; the launch plan
+    picks by rows (batch x seq). A decode GEMM or decode attention: each batch bucket (one row
+    streams weights best as a GEMV, many rows want the dot path; split-KV attention wants fewer
+    context slices as the batch fills the chip). A prefill GEMM: prompts of up to
+    ``gemm.SHORT_PREFILL_ROWS`` rows (tiles that fill the SMs at few rows) and None (any longer
+    prompt, keyed at ``max_seq_len``), when prompts can be longer than that. Anything else:
+    [None]. Buckets whose schedules agree generate the same source, so they share one kernel and
+    the launch lists no variants."""
+    if _decode_kernel(kop):
+        return list(batches)
+    if kop.template.data == "gemm" and gemm.applies(kop) is None and rows_bucket(max_seq_len) > gemm.SHORT_PREFILL_ROWS:
+        return [gemm.SHORT_PREFILL_ROWS, None]
+    return [None]
 
 
 def _decode_kernel(kop: KernelOp) -> bool:
@@ -267,7 +280,7 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: 
 def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
               rows: int | None = None) -> KernelSource:
     schedule = choice.schedule
-    if schedule is None and rows is not None and kop.template.data == "gemm":
+    if schedule is None and kop.template.data == "gemm" and gemm.applies(kop) is None:
         schedule = gemm.heuristic_schedule(kop, sched_target, rows)
     ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu")
     return ks if choice.schedule is None else replace(ks, schedule_origin="tuned")
@@ -492,9 +505,10 @@ def _binding(v: SSAValue, buffers: dict[SSAValue, str], weights: _WeightFolder) 
 
 def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: _WeightFolder,
                 variants: Mapping[KernelOp, list[tuple[int, str]]]) -> dict[str, Any]:
-    """The launch plan of one entry. A launch whose kernel has per-batch-bucket variants lists
-    them as ``by_batch``: [[bucket, kernel], ...] ascending; a runtime takes the first bucket
-    that holds its batch (``kernel`` is the first's)."""
+    """The launch plan of one entry. A launch whose kernel has per-bucket variants lists them as
+    ``by_rows``: [[rows, kernel], ...] ascending, rows counting batch x seq (a decode step's
+    batch bucket, a prompt's tokens); a runtime takes the first bucket that holds its rows, else
+    the last (``kernel`` is the first's)."""
     buffers: dict[SSAValue, str] = {}
     buffer_types: dict[str, dict[str, Any]] = {}
     launches = []
@@ -510,7 +524,7 @@ def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: _Wei
             outs.append({"kind": "buffer", "name": bname})
         launch: dict[str, Any] = {"kernel": name, "inputs": ins, "outputs": outs}
         if len({n for _, n in variants.get(kop, [])}) > 1:
-            launch["by_batch"] = [[b, n] for b, n in variants[kop]]
+            launch["by_rows"] = [[b, n] for b, n in variants[kop]]
         launches.append(launch)
     ret = func.body.block.last_op
     assert isinstance(ret, ReturnOp)

@@ -17,7 +17,8 @@ A JSON object, written canonically: UTF-8, keys sorted, two-space indent, ``", "
 separators, no NaN or infinity, a trailing newline. Loading refuses bytes that are not the
 canonical rendering of what they parse to. Keys:
 
-- ``magic``: ``"inferx-artifact"``; ``format_version``: int, ``FORMAT_VERSION`` (1);
+- ``magic``: ``"inferx-artifact"``; ``format_version``: int, ``FORMAT_VERSION`` (2: launches list
+  their kernel variants by rows, ``by_rows``, where 1 listed them by batch);
 - ``compiler_version``, ``triton_version``, ``target`` (``"sm_90"``, ``"cpu"``): non-empty strings;
 - ``files``: ``{relative path: {"size": bytes, "sha256": lowercase hex}}`` for every file but the
   manifest; in the packed form each entry also has ``"offset"`` (see below);
@@ -87,7 +88,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 MAGIC = "inferx-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 PACKED_MAGIC = b"\x89IXA\r\n\x1a\n"
 PACKED_SUFFIX = ".ixa"
 HEADER_LEN = 64
@@ -596,7 +597,8 @@ def _parse_manifest(where: Path, raw: bytes, packed: bool) -> dict[str, Any]:
         raise _fail(where, f"artifact format version {version} is newer than this runtime's {FORMAT_VERSION}: "
                            "upgrade inferx")
     if version < FORMAT_VERSION:
-        raise _fail(where, f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION})")
+        raise _fail(where, f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION}): "
+                           "compile the model again")
     try:
         canonical = canonical_json(manifest)
     except (TypeError, ValueError, RecursionError) as e:
@@ -743,7 +745,8 @@ def _read_packed(path: Path, f: BinaryIO, size: int, target: str | None, full: b
         raise _fail(path, f"artifact format version {version} is newer than this runtime's {FORMAT_VERSION}: "
                           "upgrade inferx")
     if version < FORMAT_VERSION:
-        raise _fail(path, f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION})")
+        raise _fail(path, f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION}): "
+                          "compile the model again")
     if header_len != HEADER_LEN:
         raise _fail(path, f"header: header length {header_len}, expected {HEADER_LEN}")
     if reserved != bytes(24):

@@ -193,7 +193,7 @@ class CudaSession(DecoderSession):
         args = self._inputs[akey] + self.caches
         launches: list[_Launch] = []
         for step in plan["launches"]:
-            ks, k = self.kernels[kernel_for(step, alloc["batch"])]
+            ks, k = self.kernels[kernel_for(step, alloc["batch"] * seq)]
             ins = [self._resolve(b, args, buffers) for b in step["inputs"]]
             outs = []
             for i, b in enumerate(step["outputs"]):

@@ -30,13 +30,14 @@ def eval_dim(expr: str, env: Mapping[str, int]) -> int:
     return int(eval(expr, {"__builtins__": {}}, {f"S_{k}": v for k, v in env.items()}))  # noqa: S307
 
 
-def kernel_for(step: Mapping[str, Any], batch: int) -> str:
-    """The kernel a launch runs at ``batch``: the variant of the smallest batch bucket that holds
-    it when the launch has per-bucket variants (``by_batch``), else its one kernel."""
-    for bound, name in step.get("by_batch", ()):
-        if batch <= bound:
+def kernel_for(step: Mapping[str, Any], rows: int) -> str:
+    """The kernel a launch runs at ``rows`` (batch x seq: a decode step's batch bucket, a
+    prompt's tokens): the variant of the smallest row bucket that holds it when the launch has
+    per-bucket variants (``by_rows``), else the last variant, else its one kernel."""
+    for bound, name in step.get("by_rows", ()):
+        if rows <= bound:
             return str(name)
-    return str(step["by_batch"][-1][1] if "by_batch" in step else step["kernel"])
+    return str(step["by_rows"][-1][1] if "by_rows" in step else step["kernel"])
 
 
 def bind(plan: Mapping[str, Any], kernels: Mapping[str, tuple[KernelSource, Any]], args: Sequence[Any],
@@ -55,7 +56,7 @@ def bind(plan: Mapping[str, Any], kernels: Mapping[str, tuple[KernelSource, Any]
 
     launches: list[Launch] = []
     for step in plan["launches"]:
-        ks, fn = kernels[kernel_for(step, env["batch"])]
+        ks, fn = kernels[kernel_for(step, env["batch"] * env["seq"])]
         ins = [resolve(b) for b in step["inputs"]]
         outs = []
         for i, b in enumerate(step["outputs"]):

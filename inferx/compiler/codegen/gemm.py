@@ -31,6 +31,12 @@ from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 # it, the dot path (tensor cores, BM >= 16).
 GEMV_MAX_ROWS = 8
 
+# A prefill GEMM of at most this many rows (batch x seq) streams its weights about as often as it
+# multiplies them: on GPU targets the compiler generates a second variant of each prefill GEMM for
+# such short prompts, whose tiles fill the SMs at few rows (see ``heuristic_schedule``), and the
+# launch plan picks it by rows. A power of ``autotune.task.ROWS_BASE``, so it is a task bucket.
+SHORT_PREFILL_ROWS = 256
+
 NORMS = (*nn.RMS_NORMS, nn.LayerNormOp)
 
 
@@ -67,9 +73,10 @@ def applies(kernel: KernelOp) -> str | None:
     return None
 
 
-def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | None = None) -> GemmSchedule:
-    """The schedule when the tuning database has none. ``batch``: the batch bucket of a decode
-    GEMM generated per bucket (None: batch 1).
+def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> GemmSchedule:
+    """The schedule when the tuning database has none. ``rows``: the row bucket the kernel is
+    generated for: a decode GEMM's batch bucket (None: batch 1), a prefill GEMM's bucket of
+    batch x seq (None: any number of rows).
 
     A decode GEMM for more than one row on sm_90 takes the dot path (GEMV mode would stream the
     weights once per row: measured on an H200, a Llama-3.2-1B-shaped step took 7.3 ms at batch
@@ -85,14 +92,18 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
     interpreter, where each program costs a Python-level step) decode takes the dot path with
     BM=16, BN=64: far fewer programs, the same results.
     Prefill-shaped GEMMs (rows include ``seq``): BM=64 so that the dot runs on wgmma (128 x 128
-    tiles on 8 warps for sm_90, below); narrow or shallow weights shrink BN/BK to 32."""
+    tiles on 8 warps for sm_90, below); narrow or shallow weights shrink BN/BK to 32. A short
+    prompt (``rows`` <= SHORT_PREFILL_ROWS) on sm_90 takes 64 x 64 tiles (BN = head_dim under
+    RoPE) on one warpgroup, 4 stages: at 128 rows the large tiles left 16-48 programs on 132 SMs
+    (Llama-3-8B o/down/qkv at 0.23-0.28x cuBLAS,
+    benchmarks/results/gemm_vs_cublas_8b_h200_2026-11-30c.json); 64 x 64 gives 128-192."""
     lin = next(o for o in kernel.body.block.ops if isinstance(o, nn.LinearOp))
     x = lin.input.type
     assert isinstance(x, TensorType)
-    rows = sy.product(x.shape[:-1])
+    row_dims = sy.product(x.shape[:-1])
     n = lin.result.type.shape[-1]  # type: ignore[attr-defined]
     k = x.shape[-1]
-    if "seq" in sy.symbols_of(rows):
+    if "seq" in sy.symbols_of(row_dims):
         bn = 64 if isinstance(n, int) and n >= 64 else 32
         bk = 64 if isinstance(k, int) and k >= 64 else 32
         if target == "cpu" or not isinstance(n, int) or n < 128:
@@ -104,7 +115,10 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
         # against 517; benchmarks/results/prefill_sweep_h200_2026-11-30.json).
         ops = list(kernel.body.block.ops)
         epilogue = ops[ops.index(lin) + 1 :]
+        short = rows is not None and rows <= SHORT_PREFILL_ROWS
         if not any(isinstance(o, nn.RopeOp) for o in epilogue):
+            if short:
+                return GemmSchedule(64, 64, bk, num_warps=4, num_stages=4)
             wide = _gated_split(lin, epilogue) is None and n >= 256
             return GemmSchedule(128, 256 if wide else 128, bk, num_warps=8, num_stages=3)
         # A RoPE GEMM tiles one head per program (BN = head_dim, 64 or 128), so partners are a
@@ -115,12 +129,14 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", batch: int | Non
         except CodegenError:  # generate() reports it
             heads = set()
         bn = heads.pop() if len(heads) == 1 and heads <= {64, 128} else 128
+        if short:
+            return GemmSchedule(64, bn, bk, num_warps=4, num_stages=4)
         return GemmSchedule(128, bn, bk, num_warps=8, num_stages=3)
     if target == "cpu":
         return GemmSchedule(16, 64 if isinstance(n, int) and n >= 64 else 32, 32)
-    if batch is not None and batch > 1:
+    if rows is not None and rows > 1:
         bk = 128 if isinstance(k, int) and k >= 128 else 32
-        return GemmSchedule(16 if batch <= 16 else 64, 32, bk, num_warps=4, num_stages=4)
+        return GemmSchedule(16 if rows <= 16 else 64, 32, bk, num_warps=4, num_stages=4)
     bk = min(512, 1 << max(4, (k - 1).bit_length())) if isinstance(k, int) else 512
     return GemmSchedule(1, 8, bk, num_warps=4, num_stages=2)
 
