@@ -289,3 +289,28 @@ def test_a_lost_gpu_stops_the_run_and_leaves_untried_candidates_untried(tmp_path
     assert result.new_trials == 5  # four measured, one failed; three never tried
     assert len(Database.load(tmp_path, "h200").records) == 4
     assert len(FailureLog(tmp_path, "h200").load().failed(task, "replay")) == 1
+
+
+def test_a_time_budget_starts_no_round_that_would_outlast_it(tmp_path: Path) -> None:
+    """Rounds of a large task take 50 s, of a small one 5 s: with 100 s, the large task's second
+    round is not started past the point where it would end late; the small one goes on until its
+    own rounds no longer fit, and the run ends within the budget."""
+    small, large = gemm(4096, 4096, 1, "decode"), gemm(4096, 128256, 4096, "prefill", "plain")
+    now = [0.0]
+    rounds: list[str] = []
+
+    class Timed(ReplayRunner):
+        def measure(self, task: Task, schedules):  # type: ignore[no-untyped-def, override]
+            took = 50.0 if task == large else 5.0
+            now[0] += took
+            rounds.append("large" if task == large else "small")
+            return [MeasureResult(took / 10 + i, (took / 10 + i,)) for i in range(len(schedules))]
+
+    space = GemmSpace()
+    tuner = Tuner([tuning_task(small), tuning_task(large, launches=1000)], Timed([]), RandomSearch(space, seed=0),
+                  RoundRobin(), space, batch=2, clock=lambda: now[0])
+    result = tuner.run(Budget(seconds=100.0))
+    assert result.elapsed <= 100.0, (result.elapsed, rounds)
+    assert rounds[:2] == ["small", "large"] and rounds.count("large") == 1, rounds
+    assert rounds.count("small") == 10  # 10 x 5 + 50 = 100
+    assert result.stopped.startswith("budget spent")

@@ -162,6 +162,7 @@ class TaskState:
     new_trials: int = 0
     history: list[tuple[int, float]] = field(default_factory=list)  # (trials of this task, best ms)
     exhausted: bool = False
+    round_s: float = 0.0  # wall time of this task's last round (build, check, measure)
 
     @property
     def trials(self) -> int:
@@ -230,7 +231,9 @@ class GradientScheduler:
 @dataclass(frozen=True)
 class Budget:
     """Stop after ``trials`` new measurements or ``seconds`` of wall time, whichever comes first
-    (None: no limit on that count)."""
+    (None: no limit on that count). A round is not started where the task's last round took
+    longer than the time left (a round of a large prefill task takes most of a minute), so a run
+    ends within its time budget, give or take one round of a task not measured before."""
 
     trials: int | None = None
     seconds: float | None = None
@@ -238,6 +241,10 @@ class Budget:
     def spent(self, trials: int, elapsed: float) -> bool:
         return (self.trials is not None and trials >= self.trials) or (
             self.seconds is not None and elapsed >= self.seconds)
+
+    def fits(self, st: TaskState, elapsed: float) -> bool:
+        """Whether another round of ``st``, as long as its last, ends within the time budget."""
+        return self.seconds is None or elapsed + st.round_s <= self.seconds
 
     def eta(self, trials: int, elapsed: float) -> float:
         """Seconds left: the time budget's rest, or the trial budget's rest at the rate so far."""
@@ -298,14 +305,20 @@ class Tuner:
             if budget.spent(new, elapsed):
                 stopped = "budget spent"
                 break
-            i = self.scheduler.pick(states)
-            st = states[i]
+            fitting = [s for s in states if not s.exhausted and budget.fits(s, elapsed)]
+            if not fitting:
+                stopped = "budget spent (no task's next round fits in the time left)"
+                break
+            st = fitting[self.scheduler.pick(fitting)]
+            i = next(k for k, s in enumerate(states) if s is st)
             n = self.batch if budget.trials is None else min(self.batch, budget.trials - new)
             schedules = self._with_baseline(st, self.strategy.propose(st.tt.task, st.measured, n), n)
             if not schedules:
                 st.exhausted = True
                 continue
+            began = self.clock()
             results = self.runner.measure(st.tt.task, schedules)
+            st.round_s = self.clock() - began
             tried = [(s, r) for s, r in zip(schedules, results, strict=True) if r.tried]
             schedules = [s for s, _ in tried]
             records = self._record(st, schedules, [r for _, r in tried])
