@@ -276,3 +276,28 @@ def test_llama_3_8b_decode_picks_the_fastest_record(tmp_path: Path) -> None:
     for kop in kernels(module, "prefill"):
         choice = select_schedule(kop, db, 2048)
         assert choice.origin == "heuristic" and choice.reason == "no record"
+
+
+@pytest.mark.parametrize("shape", ["8b"])
+def test_shipped_records_cover_every_task_of_llama_3_8b(shape: str, tmp_path: Path) -> None:
+    """Compiling the Llama-3-8B shape for the H200 at the tuner's defaults (batch 1, prompts up to
+    2048 tokens) with the shipped database picks a tuned schedule for every GEMM and attention
+    kernel, in every row bucket it is generated for: nothing falls back to a heuristic."""
+    from inferx.autotune.extract import fused_module
+    from inferx.benchmark.shapes import make_config
+    from inferx.compiler.driver import kernel_row_buckets
+
+    make_config(shape).save_pretrained(tmp_path)
+    module = fused_module(str(tmp_path), "bf16")
+    db = Database.load(Path(__file__).resolve().parent.parent / "tuning_logs", "h200")
+    fallbacks, tuned = [], 0
+    for kop in (op for op in module.walk() if isinstance(op, KernelOp)):
+        if kop.template.data not in ("gemm", "attention"):
+            continue
+        for rows in kernel_row_buckets(kop, [1], 2048):
+            choice = select_schedule(kop, db, 2048, rows)
+            if choice.origin == "tuned":
+                tuned += 1
+            else:
+                fallbacks.append(f"{choice.task}: {choice.reason}")
+    assert tuned and not fallbacks, "\n".join(sorted(set(fallbacks)))
