@@ -352,14 +352,16 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write every measurement as JSON here.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Keep checkpoints and artifacts here and reuse them (default: a temporary directory).")
+@click.option("--pdl", is_flag=True,
+              help="Launch InferX's kernels with programmatic dependent launch (each starts as the one before ends).")
 def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
-                  warmup: int, device: str, out: str | None, workdir: str | None) -> None:
+                  warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
     from inferx.benchmark.main import BenchError, bench, options
 
     try:
-        opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir)
+        opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl)
         bench(opts, Path(out) if out else None)
     except BenchError as e:
         raise UserError(str(e)) from None

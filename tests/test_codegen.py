@@ -100,3 +100,14 @@ def test_reshape_keeps_shared_leading_and_trailing_coordinates() -> None:
     assert merged[:2] == ["i", "j"] and "S_" not in "\n".join(em.lines)
     unit = em.reshape_coords(["i", "k"], [b, 8], [b, 1, 8])
     assert unit == ["i", "0", "k"]
+
+
+def test_grid_dependency_waits_first_and_releases_the_next_kernel_last() -> None:
+    """With PDL a kernel reads nothing before its predecessor has finished (the wait is its first
+    statement) and lets the next kernel's programs be scheduled only at its end."""
+    for entry, kernels in _fused_kernels(64).items():
+        for i, k in enumerate(kernels):
+            ks = generate(k, f"{entry}_{i}", "sm_90", grid_dependency=True)
+            body = ks.source.split(f"def {ks.name}(", 1)[1].split("):\n", 1)[1].rstrip("\n").split("\n")
+            assert body[0] == "    gdc_wait()" and body[-1] == "    gdc_launch_dependents()", (entry, i)
+            assert ks.source.count("gdc_wait()") == 1 and ks.source.count("gdc_launch_dependents()") == 1

@@ -63,6 +63,7 @@ class BenchOptions:
     kernels: bool = True
     jobs: int = field(default_factory=lambda: min(8, os.cpu_count() or 2))
     seed: int = 0
+    pdl: bool = False  # InferX's CUDA session launches with programmatic dependent launch
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -75,6 +76,8 @@ class BenchOptions:
             raise ValueError("batches, contexts, prefill lengths and --iters must be positive, --warmup not negative")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"unknown device {self.device!r}: use cuda or cpu")
+        if self.pdl and self.device != "cuda":
+            raise ValueError("--pdl (programmatic dependent launch) needs --device cuda")
 
     @property
     def max_seq_len(self) -> int:
@@ -99,10 +102,10 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
                           max_batch=max(opts.batches), jobs=opts.jobs, progress=lambda line: say(f"  {line}"))
 
 
-def _load_inferx(art: Path, device: str) -> Any:
+def _load_inferx(art: Path, device: str, pdl: bool = False) -> Any:
     import inferx
 
-    return inferx.load(str(art), device=device)
+    return inferx.load(str(art), device=device, **({"pdl": True} if pdl else {}))
 
 
 def _one_line(e: BaseException) -> str:
@@ -231,7 +234,7 @@ def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, h
                 shutil.rmtree(ckpt, ignore_errors=True)  # the model stays in memory; free the disk
         clock = time.perf_counter()
         say(f"{shape}: loading the artifact")
-        session = (hooks.load or _load_inferx)(art, opts.device)
+        session = hooks.load(art, opts.device) if hooks.load else _load_inferx(art, opts.device, opts.pdl)
         out["setup_s"]["inferx_load"] = time.perf_counter() - clock
     except Exception as e:  # noqa: BLE001 - the peers still run; the error is reported
         out["notes"].append(f"InferX not measured: {_one_line(e)}")
