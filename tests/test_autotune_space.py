@@ -87,6 +87,20 @@ def test_split_k_is_a_knob_of_the_dot_path() -> None:
                                                                       "split_k": 8}) or "")
 
 
+def test_tma_is_a_knob_of_prefill_tiles_of_contiguous_rows() -> None:
+    space = GemmSpace()
+    on = dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=4, tma=1)
+    assert space.why_invalid(PREFILL, on) is None and space.emit(on)["tma"] == 1
+    assert "tma" not in space.emit({**on, "tma": 0}) and gemm_schedule(space.emit(on)).tma == 1
+    assert "tma" not in {k.name for k in space.knobs_for(DECODE16)}
+    assert "interleaved gate and up rows" in (space.why_invalid(GATED, on) or "")
+    assert "16-byte aligned rows" in (space.why_invalid(gemm(4100, 4096, 4096, "prefill"), {**on, "bk": 16}) or "")
+    rope = gemm(4096, 6144, 4096, "prefill", "kv_write+rope")
+    assert space.why_invalid(rope, on) is None
+    assert "one whole head" in (space.why_invalid(rope, {**on, "bn": 256, "num_stages": 2}) or "")
+    assert any(s.get("tma") == 1 for s in space.all_valid(PREFILL))
+
+
 def test_sampling_mutation_and_crossover_stay_valid_and_are_seeded() -> None:
     space, rng = GemmSpace(), random.Random(1)
     samples = space.sample(DECODE16, rng, 50)

@@ -302,3 +302,34 @@ def test_short_prompts_take_their_own_prefill_gemms(tmp_path: Path) -> None:
         with torch.no_grad():
             want = model(ids).logits.numpy()
         np.testing.assert_allclose(session.prefill(ids), want, atol=1e-4, err_msg=f"{seq} tokens; {repro}")
+
+
+def test_tma_loads_from_the_tuning_database(tmp_path: Path) -> None:
+    """Prefill GEMMs whose tiles read contiguous W rows (qkv on one-head tiles with RoPE and KV
+    writes, o and down with the residual and row statistics, lm_head) on TMA schedules from tuning
+    records: x and W tiles through tensor descriptors, rows past M and N read as zeros. Against HF
+    in Triton's interpreter; the gated gate/up GEMM keeps its pointer loads."""
+    schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, "tma": 1}
+    model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill" and "gated" not in t.epilogue, schedule)
+    assert n == 5  # qkv (first layer, later layers), o, down, lm_head
+    art = _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k tma_loads")
+    a = load_artifact(art)
+    tma = [k for k in a.manifest["kernels"].values() if "make_tensor_descriptor" in a.file_bytes(k["file"]).decode()]
+    assert len(tma) == n and all(k["constexprs"] == {"BM": 16, "BN": 16, "BK": 16} for k in tma)
+
+
+def test_tma_is_refused_where_tiles_gather_rows() -> None:
+    """A TMA schedule on a GEMM whose tiles gather W rows (the gated gate/up split interleaves gate
+    and up rows) is a clear codegen error naming why, never a silent fallback."""
+    from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.compiler.codegen import CodegenError, generate
+    from inferx.compiler.codegen.gemm import GemmSchedule
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=70, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    tasks = extract_tasks(fused_module(T.LlamaForCausalLM(cfg).eval(), "fp32"), 24).tasks
+    gated = next(t for t in tasks if "gated" in t.task.epilogue and t.task.shape == "prefill")
+    assert gated.kernel is not None
+    with pytest.raises(CodegenError, match="TMA loads: the tiles gather W rows"):
+        generate(gated.kernel, "k", "sm_90", GemmSchedule(16, 16, 16, tma=1))

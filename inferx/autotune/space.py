@@ -210,10 +210,34 @@ def split_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     return None
 
 
+def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """TMA loads take whole tiles of contiguous rows: W in [N, K] layout, no gated split (its tiles
+    interleave gate and up rows), K rows 16-byte aligned, and a RoPE GEMM only on tiles of one
+    whole head (other tiles gather partner columns; the template refuses a BN other than the head
+    dim, and the candidate fails). Prefill tasks only: decode's few rows are
+    GEMV mode or split-K's short K ranges."""
+    if not s.get("tma", 0):
+        return None
+    if task.shape != "prefill":
+        return "TMA loads are tuned for prefill tasks"
+    if task.w_layout != "nk":
+        return f"TMA loads need W in [N, K] layout, not {task.w_layout}"
+    if task.tile_n != task.n:
+        return "TMA loads do not gather a gated split's interleaved gate and up rows"
+    if task.prologue == "layernorm":
+        return "TMA loads with a LayerNorm prologue are not generated"
+    if (task.k * DTYPE_BYTES.get(task.x_dtype, 4)) % 16 or (task.k * DTYPE_BYTES.get(task.w_dtype, 4)) % 16:
+        return f"TMA needs 16-byte aligned rows: K={task.k} is not"
+    if "rope" in task.epilogue.split("+") and s["bn"] not in (64, 128):
+        return "TMA loads of a RoPE GEMM need tiles of one whole head (BN = head_dim, 64 or 128)"
+    return None
+
+
 Constraint = Callable[[Task, Mapping[str, int], Hopper], "str | None"]
 GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
     gemv_only_for_decode,
     split_k_fits,
+    tma_fits,
     tile_fits_problem,
     dot_tile_shape,
     shared_memory_fits,
@@ -227,7 +251,7 @@ def _gemv(s: Mapping[str, int]) -> bool:
 
 # Knob values that mean "off" and are left out of a schedule's key, so a record written before the
 # knob existed and the same schedule with the knob spelled out are one schedule.
-OFF_VALUES = {"split_k": 1}
+OFF_VALUES = {"split_k": 1, "tma": 0}
 
 
 def schedule_key(s: Mapping[str, int]) -> str:
@@ -247,6 +271,7 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("num_warps", (4, 1, 2, 8, 16)),
     Knob("num_stages", (2, 1, 3, 4, 5, 6)),
     Knob("split_k", (1, 2, 4, 8)),
+    Knob("tma", (0, 1)),
 )
 
 
@@ -353,7 +378,7 @@ class GemmSpace(_KnobSearch):
     hw: Hopper = H200
     knobs: tuple[Knob, ...] = GEMM_KNOBS
     constraints: tuple[Constraint, ...] = GEMM_CONSTRAINTS
-    template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k"})
+    template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k", "tma"})
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "gemm"
@@ -362,6 +387,9 @@ class GemmSpace(_KnobSearch):
         return self
 
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
+        """Every knob; TMA only for prefill tasks (``tma_fits``)."""
+        if isinstance(task, Task) and task.shape != "prefill":
+            return tuple(k for k in self.knobs if k.name != "tma")
         return self.knobs
 
     def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:

@@ -47,7 +47,9 @@ class Kernel:
     function: Any
     num_warps: int
     shared: int
-    extra_params: int  # trailing pointer parameters the compiler appends (scratch space), passed as NULL
+    extra_params: int  # trailing pointer parameters the compiler appends (scratch space)
+    global_scratch: int = 0  # bytes per program behind the first of them (TMA descriptors); 0: NULL
+    global_scratch_align: int = 1
 
 
 def pack_args(values: Sequence[int], kinds: Sequence[str]) -> tuple[Any, list[Any]]:

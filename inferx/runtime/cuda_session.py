@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -116,11 +116,10 @@ class CudaSession(DecoderSession):
         self.kernels: dict[str, tuple[KernelSource, Kernel]] = {}
         for name, meta in sorted(m["kernels"].items()):
             ks = KernelSource.from_json({**meta, "source": artifact.file_bytes(meta["file"]).decode()})
-            if meta.get("global_scratch", 0):
-                raise SessionError(f"kernel {name} needs {meta['global_scratch']} bytes of compiler scratch per "
-                                   "program, which this runtime does not provide")
             cubin = artifact.file_bytes(meta["cubin"]) if "cubin" in meta else b""
             k = self.drv.load_kernel(cubin, ks, shared=meta.get("shared", 0), extra_params=meta.get("extra_params", 2))
+            k = replace(k, global_scratch=int(meta.get("global_scratch", 0)),
+                        global_scratch_align=int(meta.get("global_scratch_align", 1) or 1))
             self.kernels[name] = (ks, k)
         self.weights: dict[str, tuple[int, int]] = {}  # name -> (address, bytes)
         for name, w in m["weights"].items():
@@ -213,7 +212,14 @@ class CudaSession(DecoderSession):
             by_kind = {"in": ins, "out": outs, "scratch": scratch}
             values = [by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in ks.params]
             kinds = [PTR if p.kind in by_kind else I32 for p in ks.params]
-            params, storage = pack_args(values + [0] * k.extra_params, kinds + [PTR] * k.extra_params)
+            extra = [0] * k.extra_params
+            if k.global_scratch and extra:  # the compiler's per-program scratch (TMA descriptors)
+                sname = f"{step['kernel']}#global_scratch@{len(launches)}"
+                nbytes = k.global_scratch * int(np.prod(grid_of(ks, alloc)))  # the bucket's largest grid
+                if sname not in buffers:
+                    buffers[sname] = self.drv.alloc(nbytes + k.global_scratch_align, sname)
+                extra[0] = -(-buffers[sname] // k.global_scratch_align) * k.global_scratch_align
+            params, storage = pack_args(values + extra, kinds + [PTR] * k.extra_params)
             moved, flops = self._cost(plan, step, ks, env, context if context is not None else self.max_context)
             launches.append(_Launch(k, ks, grid_of(ks, env), params, storage, moved, flops))
         ret = plan["returns"][0]

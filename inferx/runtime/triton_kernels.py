@@ -34,8 +34,28 @@ def _interpret(on: bool):
             os.environ["TRITON_INTERPRET"] = old
 
 
+_ALLOCATOR: list[Any] = []
+
+
+def _scratch_allocator() -> None:
+    """Triton's launcher asks an allocator for a kernel's global scratch (the TMA descriptors a
+    program makes on the device); torch's caching allocator serves it, inside graph capture too."""
+    if _ALLOCATOR:
+        return
+    import torch
+    import triton
+
+    def alloc(size: int, alignment: int, stream: Any) -> Any:
+        return torch.empty(size, dtype=torch.int8, device="cuda")  # 512-byte aligned
+
+    triton.set_allocator(alloc)
+    _ALLOCATOR.append(alloc)
+
+
 def load_kernel(ks: KernelSource, *, interpret: bool) -> Any:
     """The kernel function of ``ks`` (a fresh module per source text and mode)."""
+    if not interpret and "make_tensor_descriptor" in ks.source:
+        _scratch_allocator()
     digest = hashlib.sha256(ks.source.encode()).hexdigest()[:16]
     _CACHE.mkdir(parents=True, exist_ok=True)
     path = _CACHE / f"{ks.name}_{digest}.py"

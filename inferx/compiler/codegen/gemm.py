@@ -51,15 +51,24 @@ class GemmSchedule:
     # into fp32 partials; the last to arrive sums them and runs the prologue's scaling and the
     # epilogue. More programs for few-row GEMMs whose N alone does not fill 132 SMs.
     split_k: int = 1
+    # TMA (dot path): x and W tiles come through tensor descriptors made on the device (the copy
+    # engine fills shared memory, no address arithmetic per element); each program keeps its two
+    # 128-byte descriptors in the compiler's global scratch. For contiguous W rows only (see
+    # ``tma_applies``).
+    tma: int = 0
 
     @property
     def gemv(self) -> bool:
         return self.bm <= GEMV_MAX_ROWS
 
     def to_dict(self) -> dict[str, int]:
-        """The schedule as the tuning database stores it (split_k only when it is on)."""
+        """The schedule as the tuning database stores it (split_k and tma only when on)."""
         d = {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps, "num_stages": self.num_stages}
-        return {**d, "split_k": self.split_k} if self.split_k != 1 else d
+        if self.split_k != 1:
+            d["split_k"] = self.split_k
+        if self.tma:
+            d["tma"] = self.tma
+        return d
 
 
 def applies(kernel: KernelOp) -> str | None:
@@ -232,6 +241,14 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             em.emit("gw = tl.zeros((BN,), dtype=tl.float32)")
             em.emit("bw = tl.zeros((BN,), dtype=tl.float32)")
     x_ptr, w_ptr = f"in{_idx(x_val)}", f"in{_idx(lin.weight)}"
+    if sched.tma:
+        why = tma_applies(sched, layout, interleaved or bool(second), paired, norm, k_dim, x_t.dtype, lin)
+        if why is not None:
+            raise em.error(lin, f"TMA loads: {why} ({sched})")
+        em.emit(f"x_desc = tl.make_tensor_descriptor({x_ptr}, shape=[M, {k_dim}], strides=[{k_dim}, 1], "
+                "block_shape=[BM, BK])")
+        em.emit(f"w_desc = tl.make_tensor_descriptor({w_ptr}, shape=[{n_dim}, {k_dim}], strides=[{k_dim}, 1], "
+                "block_shape=[BN, BK])")
     g = _norm_scale(kernel, norm) if norm is not None else None
     folded = isinstance(norm, nn.RMSNormOp) and g is None and not gemv
     if folded:
@@ -256,7 +273,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     # No K masks where BK divides K (measured: 5% of the Llama-3-8B gate/up GEMM at 2048 rows)
     ragged = k_dim % sched.bk != 0
     kmx, kmw = (" & km[None, :]", " & km[:, None]") if ragged else ("", "")
-    em.emit(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None]{kmx}, other=0)")
+    if sched.tma:  # rows past M and columns past K read as zeros
+        em.emit("a = x_desc.load([pid_m * BM, k0])")
+    else:
+        em.emit(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None]{kmx}, other=0)")
     if norm is not None and not folded and not (pre and g is None):
         em.emit("a = a.to(tl.float32)")
         if not pre:
@@ -301,6 +321,9 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if interleaved:
         em.emit(f"w = {w_tile('cw', 'cwn')}")
         accumulate("acc2", "w")
+    elif sched.tma:  # [BN, BK] rows of W, K contiguous, taken transposed by the dot
+        em.emit("w = w_desc.load([pid_n * BN, k0]).T")
+        accumulate("acc", "w")
     else:
         em.emit(f"w = {w_tile('c')}")
         accumulate("acc", "w")
@@ -681,6 +704,33 @@ def _paired_columns(regions: list[_RopeRegion], bn: int) -> str | None:
 
 
 HEADER = "import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice  # noqa: F401\n\n"
+
+
+def tma_applies(sched: GemmSchedule, layout: str, gathered: bool, paired: str | None, norm: Operation | None,
+                k_dim: int, x_dtype: DType, lin: nn.LinearOp) -> str | None:
+    """Why TMA loads cannot feed this GEMM's dot, or None: they need the dot path, tile dims up to
+    256 (a TMA box), W in [N, K] layout with each tile's rows contiguous (no gated interleave, no
+    second accumulator, no permuted RoPE columns), no LayerNorm prologue, and 16-byte aligned rows
+    of x and W."""
+    w_t = lin.weight.type
+    assert isinstance(w_t, TensorType)
+    itemsize = {DType.f32: 4, DType.f16: 2, DType.bf16: 2}
+    if sched.gemv:
+        return "GEMV mode loads rows of W itself"
+    if max(sched.bm, sched.bn, sched.bk) > 256:
+        return "a TMA box is at most 256 elements per dim"
+    if layout != "nk":
+        return f"W is stored {layout}, not [N, K]"
+    if gathered:
+        return "the tiles gather W rows (a gated split or RoPE partners)"
+    if paired not in (None, "t"):
+        return "the tiles hold permuted RoPE columns"
+    if isinstance(norm, nn.LayerNormOp):
+        return "a LayerNorm prologue is not generated with TMA"
+    for what, dt in (("x", x_dtype), ("W", w_t.dtype)):
+        if dt not in itemsize or (k_dim * itemsize[dt]) % 16:
+            return f"rows of {what} ({k_dim} x {dt.value}) are not a multiple of 16 bytes"
+    return None
 
 
 def _module(name: str, args: str, lines: list[str]) -> str:
