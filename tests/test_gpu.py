@@ -145,3 +145,54 @@ def test_torch_outputs_stay_on_the_device(compiled) -> None:
     assert y.is_cuda and y.dtype == torch.bfloat16
     np.testing.assert_array_equal(x, y.float().cpu().numpy())
     np.testing.assert_array_equal(a.decode([[4]]), b.decode(torch.tensor([[4]], device="cuda")).float().cpu().numpy())
+
+
+def test_pdl_launches_equal_plain_ones(compiled) -> None:
+    """Programmatic dependent launch (each kernel waits for its predecessor first, and releases
+    the next at its end) changes when kernels start, never what they compute."""
+    family, _, art = compiled
+    plain, pdl = inferx.load(art, device="cuda"), inferx.load(art, device="cuda", pdl=True)
+    assert pdl.pdl and not plain.pdl
+    ids = [[3, 1, 4, 1, 5, 9, 2, 6], [5, 3, 5, 8, 9, 7, 9, 3]]
+    repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'pdl and {family}'"
+    np.testing.assert_array_equal(pdl.prefill(ids), plain.prefill(ids), err_msg=repro)
+    for step in range(5):
+        tok = [[step + 7], [step + 11]]
+        np.testing.assert_array_equal(pdl.decode(tok), plain.decode(tok), err_msg=f"step {step}; {repro}")
+
+
+def test_tma_gemms_and_short_prompt_variants_match_hf(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Prefill GEMMs on TMA schedules from tuning records, in both row buckets (prompts of up to
+    256 tokens and longer ones), against HF in bf16: a 40-token and a 290-token prompt, then
+    decode steps."""
+    from inferx.autotune.database import Database, Record
+    from inferx.autotune.extract import extract_tasks, fused_module
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=160, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    model = T.LlamaForCausalLM(cfg).eval()
+    db = Database.load(tmp_path / "logs", "h200")
+    for t in extract_tasks(fused_module(model, "bf16"), 320).tasks:
+        task = t.task
+        if task.template == "gemm" and task.shape == "prefill" and "gated" not in task.epilogue:
+            db.append(Record.make(task, {"bm": 64, "bn": 32, "bk": 64, "num_warps": 4, "num_stages": 3, "tma": 1},
+                                  [1.0], {}, "2026-12-01", "test"))
+    art = inferx.compile(model, target="h200", output=tmp_path / "a.ixa", dtype="bf16", max_seq_len=320,
+                         max_batch=1, tuning_logs=tmp_path / "logs", jobs=os.cpu_count() or 4)
+    model = model.to("cuda", torch.bfloat16)
+    session = inferx.load(art, device="cuda")
+    repro = "repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k tma_gemms"
+    gen = torch.Generator().manual_seed(2)
+    for n in (40, 290):
+        session.reset()
+        ids = torch.randint(0, 160, (1, n), generator=gen)
+        with torch.no_grad():
+            ref = model(ids.cuda()).logits.float().cpu().numpy()
+        got = session.prefill(ids)
+        assert _rel(got, ref) < 2e-2, f"prefill of {n} tokens: rel err {_rel(got, ref):.3g}; {repro}"
+        nxt = torch.from_numpy(ref[:, -1].argmax(-1))[:, None]
+        with torch.no_grad():
+            ref = model(torch.cat([ids, nxt], 1).cuda()).logits.float().cpu().numpy()
+        err = _rel(session.decode(nxt)[:, 0], ref[:, -1])
+        assert err < 2e-2, f"decode after {n} tokens: rel err {err:.3g}; {repro}"
