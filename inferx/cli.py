@@ -244,7 +244,9 @@ def tune_command(model: str, target: str, budget: str, trials: int | None, runne
         options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,
                               replay=replay, max_seq_len=max_seq_len, max_batch=max_batch, dtype=dtype, seed=seed,
                               jobs=jobs, strategy=strategy, out=Path(out) if out else DEFAULT_ROOT, only=only)
-        tune(model, options, say=lambda line: click.echo(line, err=True))
+        result = tune(model, options, say=lambda line: click.echo(line, err=True))
+    if result.stopped.startswith("interrupted"):
+        raise SystemExit(130 if "SIGINT" in result.stopped else 143)
 
 
 # --- run ------------------------------------------------------------------------------------

@@ -314,3 +314,37 @@ def test_a_time_budget_starts_no_round_that_would_outlast_it(tmp_path: Path) -> 
     assert rounds[:2] == ["small", "large"] and rounds.count("large") == 1, rounds
     assert rounds.count("small") == 10  # 10 x 5 + 50 = 100
     assert result.stopped.startswith("budget spent")
+
+
+def test_sigterm_ends_a_tune_with_its_summary_and_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM in the middle of a round (``timeout`` on a tuning job): the round under way is
+    dropped, the rounds before it stay in the database, the summary and convergence files are
+    written, and the command exits 143."""
+    import os
+    import signal
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
+    ex = extract_tasks(fused_module(model, "bf16"), 128)
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([t.task for t in ex.tasks[:2]])))
+    calls = [0]
+    measure = ReplayRunner.measure
+
+    def measure_then_die(self, task, schedules):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return measure(self, task, schedules)
+
+    monkeypatch.setattr(ReplayRunner, "measure", measure_then_die)
+    out = tmp_path / "logs"
+    res = CliRunner().invoke(main, ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials",
+                                    "200", "--out", str(out), "--max-seq-len", "128", "--dtype", "bf16",
+                                    "--only", "decode"])
+    assert res.exit_code == 143, res.output
+    assert any(ln.startswith("stopped: interrupted (SIGTERM); run again to resume") for ln in res.output.splitlines())
+    assert len(Database.load(out, "h200").records) == 16  # two rounds of 8, the third dropped
+    assert list((out / "h200" / "runs").glob("tune-*.json"))
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is put back

@@ -228,6 +228,11 @@ class GradientScheduler:
 # --- the tuner -----------------------------------------------------------------------------------
 
 
+class Interrupted(Exception):
+    """Raised inside a run (by a signal handler: Ctrl-C, SIGTERM) to end it early; the round under
+    way is dropped, everything recorded before it is kept."""
+
+
 @dataclass(frozen=True)
 class Budget:
     """Stop after ``trials`` new measurements or ``seconds`` of wall time, whichever comes first
@@ -300,6 +305,15 @@ class Tuner:
         start, new = self.clock(), 0
         curve = [(0, 0.0, _objective(states))]
         stopped = "every task's space is exhausted"
+        try:
+            stopped, new = self._rounds(budget, states, start, curve, stopped)
+        except Interrupted as e:  # what was recorded before stays; a new run resumes from it
+            stopped, new = f"interrupted ({e}); run again to resume", sum(st.new_trials for st in states)
+        return TuneResult(states, new, self.clock() - start, curve, stopped)
+
+    def _rounds(self, budget: Budget, states: list[TaskState], start: float,
+                curve: list[tuple[int, float, float]], stopped: str) -> tuple[str, int]:
+        new = 0
         while any(not s.exhausted for s in states):
             elapsed = self.clock() - start
             if budget.spent(new, elapsed):
@@ -335,7 +349,7 @@ class Tuner:
             if lost:  # what was measured is recorded; a new run resumes from it
                 stopped = f"{lost}; run again to resume"
                 break
-        return TuneResult(states, new, self.clock() - start, curve, stopped)
+        return stopped, new
 
     def _with_baseline(self, st: TaskState, schedules: list[Schedule], n: int) -> list[Schedule]:
         base = self.baseline(st.tt) if self.baseline is not None else None

@@ -10,11 +10,13 @@ when matplotlib is importable (it is not a dependency; the JSON says when the PN
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from inferx.autotune.search import (
     Budget,
     EvolutionarySearch,
     GradientScheduler,
+    Interrupted,
     Progress,
     RandomSearch,
     RoundRobin,
@@ -115,7 +118,8 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
         f"({strategy.name} search, {scheduler.name} task scheduler), budget "
         + ", ".join(x for x in (_budget_text(options)) if x))
     try:
-        result = tuner.run(Budget(options.trials, options.budget_s))
+        with _interrupted_by_signals():
+            result = tuner.run(Budget(options.trials, options.budget_s))
     finally:
         close = getattr(runner, "close", None)
         if close is not None:
@@ -126,6 +130,26 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     written = write_convergence(result, options, model_)
     say("convergence: " + ", ".join(str(p) for p in written))
     return result
+
+
+@contextlib.contextmanager
+def _interrupted_by_signals() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (``timeout``, a job scheduler) end the run as its budget would: the
+    measured records are already in the database, and the summary and convergence plot are
+    still written."""
+    def stop(signum: int, frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    try:
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _runner(options: TuneOptions, kernels: dict[str, Any]) -> Runner:
