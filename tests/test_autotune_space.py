@@ -101,6 +101,18 @@ def test_tma_is_a_knob_of_prefill_tiles_of_contiguous_rows() -> None:
     assert any(s.get("tma") == 1 for s in space.all_valid(PREFILL))
 
 
+def test_persistent_grids_are_a_knob_of_prefill_without_split_k() -> None:
+    from inferx.autotune.space import programs
+
+    space = GemmSpace()
+    on = dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=3, persistent=2)
+    assert space.why_invalid(PREFILL, on) is None and gemm_schedule(space.emit(on)).persistent == 2
+    assert programs(PREFILL, on) == 264 and programs(PREFILL, {**on, "persistent": 0}) == 1024
+    assert "persistent" not in {k.name for k in space.knobs_for(DECODE16)}
+    assert "without split-K" in (space.why_invalid(gemm(4096, 4096, 128, "prefill"), {**on, "split_k": 2}) or "")
+    assert "persistent must be 0, 1 or 2" in (space.why_invalid(PREFILL, {**on, "persistent": 3}) or "")
+
+
 def test_sampling_mutation_and_crossover_stay_valid_and_are_seeded() -> None:
     space, rng = GemmSpace(), random.Random(1)
     samples = space.sample(DECODE16, rng, 50)

@@ -333,3 +333,22 @@ def test_tma_is_refused_where_tiles_gather_rows() -> None:
     assert gated.kernel is not None
     with pytest.raises(CodegenError, match="TMA loads: the tiles gather W rows"):
         generate(gated.kernel, "k", "sm_90", GemmSchedule(16, 16, 16, tma=1))
+
+
+@pytest.mark.parametrize("tma", [0, 1])
+def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefill GEMMs on persistent schedules (every one, the gated split and the row statistics
+    included; with TMA loads where they apply): two programs loop over all the tiles, so each
+    program runs many tiles' loads, epilogues and last-arrival reductions. Against HF."""
+    from inferx.compiler.codegen import gemm
+
+    monkeypatch.setattr(gemm, "PERSISTENT_SMS", 2)  # 1 x 2 programs in all, for a handful of tiles
+    schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, "persistent": 1}
+    tma_ok = lambda t: "gated" not in t.epilogue  # noqa: E731
+    _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill" and not (tma and tma_ok(t)), schedule)
+    model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill" and bool(tma) and tma_ok(t),
+                            {**schedule, "tma": 1})
+    art = _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'persistent and {tma}'")
+    kernels = load_artifact(art).manifest["kernels"]
+    persistent = [k for k in kernels.values() if k["template"] == "gemm" and k["grid"][0].startswith("min(")]
+    assert len(persistent) == 6 and all(k["grid"][0].endswith(", 2)") and len(k["grid"]) == 1 for k in persistent)

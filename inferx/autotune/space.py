@@ -32,7 +32,7 @@ from typing import Protocol
 
 from inferx.autotune.database import ScheduleError, attention_schedule, gemm_schedule
 from inferx.autotune.task import AnyTask, AttentionTask, Task
-from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
+from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, PERSISTENT_SMS
 
 Schedule = dict[str, int]
 
@@ -116,9 +116,11 @@ def grid(task: Task, s: Mapping[str, int]) -> tuple[int, int]:
 
 
 def programs(task: Task, s: Mapping[str, int]) -> int:
-    """Programs of one launch: the M x N tile grid, times SPLIT_K."""
+    """Programs of one launch: the M x N tile grid, times SPLIT_K; a persistent grid's count
+    where that is fewer."""
     gm, gn = grid(task, s)
-    return gm * gn * s.get("split_k", 1)
+    n = gm * gn * s.get("split_k", 1)
+    return min(n, s["persistent"] * PERSISTENT_SMS) if s.get("persistent", 0) else n
 
 
 def blocks_per_sm(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> int:
@@ -251,7 +253,7 @@ def _gemv(s: Mapping[str, int]) -> bool:
 
 # Knob values that mean "off" and are left out of a schedule's key, so a record written before the
 # knob existed and the same schedule with the knob spelled out are one schedule.
-OFF_VALUES = {"split_k": 1, "tma": 0}
+OFF_VALUES = {"split_k": 1, "tma": 0, "persistent": 0}
 
 
 def schedule_key(s: Mapping[str, int]) -> str:
@@ -272,7 +274,10 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("num_stages", (2, 1, 3, 4, 5, 6)),
     Knob("split_k", (1, 2, 4, 8)),
     Knob("tma", (0, 1)),
+    Knob("persistent", (0, 1, 2)),
 )
+# Knobs of prefill tasks alone (decode GEMMs are GEMVs or split-K over few rows).
+PREFILL_KNOBS = frozenset({"tma", "persistent"})
 
 
 class Space(Protocol):
@@ -378,7 +383,8 @@ class GemmSpace(_KnobSearch):
     hw: Hopper = H200
     knobs: tuple[Knob, ...] = GEMM_KNOBS
     constraints: tuple[Constraint, ...] = GEMM_CONSTRAINTS
-    template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k", "tma"})
+    template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k", "tma",
+                                                 "persistent"})
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "gemm"
@@ -387,9 +393,9 @@ class GemmSpace(_KnobSearch):
         return self
 
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
-        """Every knob; TMA only for prefill tasks (``tma_fits``)."""
+        """Every knob; TMA and persistent grids only for prefill tasks."""
         if isinstance(task, Task) and task.shape != "prefill":
-            return tuple(k for k in self.knobs if k.name != "tma")
+            return tuple(k for k in self.knobs if k.name not in PREFILL_KNOBS)
         return self.knobs
 
     def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:

@@ -75,4 +75,5 @@ def load_kernel(ks: KernelSource, *, interpret: bool) -> Any:
 def grid(ks: KernelSource, env: Mapping[str, int]) -> tuple[int, ...]:
     names = {f"S_{k}": v for k, v in env.items()}
     names["cdiv"] = lambda a, b: -(-a // b)  # type: ignore[assignment]
+    names["min"] = min  # type: ignore[assignment]  # a persistent grid: min(tiles, programs)
     return tuple(max(1, int(eval(g, {"__builtins__": {}}, names))) for g in ks.grid)  # noqa: S307

@@ -37,6 +37,9 @@ GEMV_MAX_ROWS = 8
 # launch plan picks it by rows. A power of ``autotune.task.ROWS_BASE``, so it is a task bucket.
 SHORT_PREFILL_ROWS = 256
 
+# Programs per unit of a persistent schedule: the SMs of an H100 or H200.
+PERSISTENT_SMS = 132
+
 NORMS = (*nn.RMS_NORMS, nn.LayerNormOp)
 
 
@@ -56,6 +59,10 @@ class GemmSchedule:
     # 128-byte descriptors in the compiler's global scratch. For contiguous W rows only (see
     # ``tma_applies``).
     tma: int = 0
+    # Persistent grid (dot path, no split-K): PERSISTENT x 132 programs (an H100/H200 has 132
+    # SMs) loop over the output tiles, the loop flattened where Triton can (so the next tile's
+    # loads may start under this one's epilogue). 0: one program per tile.
+    persistent: int = 0
 
     @property
     def gemv(self) -> bool:
@@ -68,6 +75,8 @@ class GemmSchedule:
             d["split_k"] = self.split_k
         if self.tma:
             d["tma"] = self.tma
+        if self.persistent:
+            d["persistent"] = self.persistent
         return d
 
 
@@ -193,8 +202,21 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             raise em.error(lin, f"split-K {split} x BK {sched.bk} must divide K={k_dim}")
         k_range = f"k_lo, k_lo + {k_dim // split}"
 
-    em.emit("pid_m = tl.program_id(0)")
-    em.emit("pid_n = tl.program_id(1)")
+    n_tiles = -(-n_tile // sched.bn)
+    if sched.persistent:
+        if gemv or split > 1:
+            raise em.error(lin, f"a persistent grid is generated for the dot path without split-K: {sched}")
+        em.emit(f"num_m = tl.cdiv({em.dim(sy.product(x_t.shape[:-1]))}, BM)")
+        # Flattened (the next tile's loads may start under this one's epilogue), except around the
+        # row-sum reduction's branch and loop, which Triton 3.6 does not flatten
+        flatten = ", flatten=True" if not row_sums else ""
+        em.emit(f"for tile in tl.range(tl.program_id(0), num_m * {n_tiles}, tl.num_programs(0){flatten}):")
+        em.indent += 1  # the rest of the kernel is one tile's work
+        em.emit("pid_m = tile % num_m")
+        em.emit("pid_n = tile // num_m")
+    else:
+        em.emit("pid_m = tl.program_id(0)")
+        em.emit("pid_n = tl.program_id(1)")
     if split > 1:
         em.emit("pid_k = tl.program_id(2)")
         em.emit(f"k_lo = pid_k * {k_dim // split}")
@@ -341,7 +363,6 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             bk = f"tl.load(in{_idx(b)} + kk, mask=km, other=0).to(tl.float32)"
             em.emit(f"bw += tl.sum({bk}{bk_axis[0]} * wf, {bk_axis[1]})")
     em.indent -= 1
-    n_tiles = -(-n_tile // sched.bn)
     if interleaved:
         em.emit("acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))")
     if split > 1:
@@ -391,6 +412,8 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     for op in row_sums:
         row_scratch += _row_sum_squares(em, op, yields, n_tiles, m_code, sched.bm)
     grid: tuple[str, ...] = (f"cdiv({m_code}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
+    if sched.persistent:
+        grid = (f"min(cdiv({m_code}, {sched.bm}) * {n_tiles}, {sched.persistent * PERSISTENT_SMS})",)
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
     scratch: tuple[Scratch, ...] = ()
     if split > 1:
