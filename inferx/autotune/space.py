@@ -9,8 +9,10 @@ is not a constraint: a schedule that leaves SMs idle in the last wave works, it 
 so it is a score (``wave_efficiency``) the cost models use.
 
 Split-K is a knob of the dot path (``split_k``, 1 = off, left out of stored schedules and keys,
-so records written before it existed still match). New knobs (group-M swizzle, TMA, persistent
-grids) are added as ``Knob``s with the value that means "off" listed first;
+so records written before it existed still match); so are TMA loads (``tma``) and persistent grids
+(``persistent``, programs per SM), for prefill tasks only. Warp specialization has no knob: Triton
+3.6 offers it (``tl.range(warp_specialize=True)``) on Blackwell only. New knobs (group-M swizzle)
+are added as ``Knob``s with the value that means "off" listed first;
 ``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is handed
 to the template without knobs it does not know only when they are off (see ``GemmSpace.emit``),
 so a space can grow before the template does.
