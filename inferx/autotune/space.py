@@ -215,19 +215,17 @@ def split_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
 
 
 def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
-    """TMA loads take whole tiles of contiguous rows: W in [N, K] layout, no gated split (its tiles
-    interleave gate and up rows), K rows 16-byte aligned, and a RoPE GEMM only on tiles of one
-    whole head (other tiles gather partner columns; the template refuses a BN other than the head
-    dim, and the candidate fails). Prefill tasks only: decode's few rows are
-    GEMV mode or split-K's short K ranges."""
+    """TMA loads take whole tiles of contiguous rows: W in [N, K] layout (a gated split takes its
+    gate and up rows as two boxes, into two accumulators), K rows 16-byte aligned, a RoPE GEMM
+    only on tiles of one whole head (other tiles gather partner columns; the template refuses a
+    BN other than the head dim, and the candidate fails). Prefill tasks only: decode's few rows
+    are GEMV mode or split-K's short K ranges."""
     if not s.get("tma", 0):
         return None
     if task.shape != "prefill":
         return "TMA loads are tuned for prefill tasks"
     if task.w_layout != "nk":
         return f"TMA loads need W in [N, K] layout, not {task.w_layout}"
-    if task.tile_n != task.n:
-        return "TMA loads do not gather a gated split's interleaved gate and up rows"
     if task.prologue == "layernorm":
         return "TMA loads with a LayerNorm prologue are not generated"
     if (task.k * DTYPE_BYTES.get(task.x_dtype, 4)) % 16 or (task.k * DTYPE_BYTES.get(task.w_dtype, 4)) % 16:

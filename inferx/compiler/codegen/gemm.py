@@ -56,8 +56,8 @@ class GemmSchedule:
     split_k: int = 1
     # TMA (dot path): x and W tiles come through tensor descriptors made on the device (the copy
     # engine fills shared memory, no address arithmetic per element); each program keeps its two
-    # 128-byte descriptors in the compiler's global scratch. For contiguous W rows only (see
-    # ``tma_applies``).
+    # 128-byte descriptors in the compiler's global scratch. For boxes of contiguous W rows only
+    # (see ``tma_applies``); a gated split loads gate and up rows as two boxes.
     tma: int = 0
     # Persistent grid (dot path, no split-K): PERSISTENT x 132 programs (an H100/H200 has 132
     # SMs) loop over the output tiles, the loop flattened where Triton can (so the next tile's
@@ -234,7 +234,9 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     # column 2j is gate column j and 2j+1 up column j (W rows gathered in that order), split in
     # registers after the loop. One wide dot instead of two narrow ones: on an H200, the
     # Llama-3-8B gate/up GEMM at 2048 rows took 850 -> 708 us (no norm statistics in either).
-    interleaved = bool(gated) and not gemv and split == 1
+    # Under TMA each tile is one box of contiguous rows: the gate and up rows come as two boxes
+    # into two accumulators instead.
+    interleaved = bool(gated) and not gemv and split == 1 and not sched.tma
     if interleaved:
         em.emit("t2 = tl.arange(0, 2 * BN)")
         em.emit("cj = pid_n * BN + t2 // 2")
@@ -264,7 +266,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             em.emit("bw = tl.zeros((BN,), dtype=tl.float32)")
     x_ptr, w_ptr = f"in{_idx(x_val)}", f"in{_idx(lin.weight)}"
     if sched.tma:
-        why = tma_applies(sched, layout, interleaved or bool(second), paired, norm, k_dim, x_t.dtype, lin)
+        why = tma_applies(sched, layout, bool(partner and not paired), paired, norm, k_dim, x_t.dtype, lin)
         if why is not None:
             raise em.error(lin, f"TMA loads: {why} ({sched})")
         em.emit(f"x_desc = tl.make_tensor_descriptor({x_ptr}, shape=[M, {k_dim}], strides=[{k_dim}, 1], "
@@ -349,7 +351,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     else:
         em.emit(f"w = {w_tile('c')}")
         accumulate("acc", "w")
-    if second:
+    if second and sched.tma:  # the up half's rows: the same box n_tile rows further on
+        em.emit(f"wp = w_desc.load([{n_tile} + pid_n * BN, k0]).T")
+        accumulate("accp", "wp")
+    elif second:
         em.emit(f"wp = {w_tile('pc')}")
         accumulate("accp", "wp")
     if isinstance(norm, nn.LayerNormOp):
@@ -732,9 +737,9 @@ HEADER = "import triton\nimport triton.language as tl\nfrom triton.language.extr
 def tma_applies(sched: GemmSchedule, layout: str, gathered: bool, paired: str | None, norm: Operation | None,
                 k_dim: int, x_dtype: DType, lin: nn.LinearOp) -> str | None:
     """Why TMA loads cannot feed this GEMM's dot, or None: they need the dot path, tile dims up to
-    256 (a TMA box), W in [N, K] layout with each tile's rows contiguous (no gated interleave, no
-    second accumulator, no permuted RoPE columns), no LayerNorm prologue, and 16-byte aligned rows
-    of x and W."""
+    256 (a TMA box), W in [N, K] layout with each tile's rows contiguous (a gated split takes its
+    gate and up rows as two boxes; RoPE partners outside the tile and permuted RoPE columns are
+    not boxes), no LayerNorm prologue, and 16-byte aligned rows of x and W."""
     w_t = lin.weight.type
     assert isinstance(w_t, TensorType)
     itemsize = {DType.f32: 4, DType.f16: 2, DType.bf16: 2}
@@ -745,7 +750,7 @@ def tma_applies(sched: GemmSchedule, layout: str, gathered: bool, paired: str | 
     if layout != "nk":
         return f"W is stored {layout}, not [N, K]"
     if gathered:
-        return "the tiles gather W rows (a gated split or RoPE partners)"
+        return "the tiles gather W rows (RoPE partners in other tiles)"
     if paired not in (None, "t"):
         return "the tiles hold permuted RoPE columns"
     if isinstance(norm, nn.LayerNormOp):
