@@ -344,7 +344,7 @@ def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, mon
     runs many tiles' loads, epilogues and last-arrival reductions. Against HF."""
     from inferx.compiler.codegen import gemm
 
-    monkeypatch.setattr(gemm, "PERSISTENT_SMS", 2)  # 1 x 2 programs in all, for a handful of tiles
+    monkeypatch.setattr(gemm, "HOPPER_SMS", 2)  # 1 x 2 programs in all, for a handful of tiles
     schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, "persistent": 1}
     model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill", {**schedule, "tma": tma} if tma
                             else schedule)

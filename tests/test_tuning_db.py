@@ -301,3 +301,15 @@ def test_shipped_records_cover_every_task_of_llama_3_8b(shape: str, tmp_path: Pa
             else:
                 fallbacks.append(f"{choice.task}: {choice.reason}")
     assert tuned and not fallbacks, "\n".join(sorted(set(fallbacks)))
+
+
+def test_short_prompt_heuristic_fills_the_sms() -> None:
+    """At a short prompt's 256 rows the 8B o GEMM on 128 x 256 tiles would have 32 programs for
+    132 SMs: it takes 64 x 64 tiles; the lm_head (1002 large tiles) and gate/up (224) keep the
+    large ones, which were faster there."""
+    module = fused(LLAMA_3_8B)
+    by_n = {gemm_task(k, 256).n: k for k in kernels(module, "prefill")}
+    assert gemm.heuristic_schedule(by_n[4096], "sm_90", 256) == gemm.GemmSchedule(64, 64, 64, 4, 4)
+    assert gemm.heuristic_schedule(by_n[128256], "sm_90", 256) == gemm.GemmSchedule(128, 256, 64, 8, 3)
+    assert gemm.heuristic_schedule(by_n[28672], "sm_90", 256) == gemm.GemmSchedule(128, 128, 64, 8, 3)
+    assert gemm.heuristic_schedule(by_n[128256], "sm_90", 4096) == gemm.GemmSchedule(128, 256, 64, 8, 3)

@@ -34,7 +34,7 @@ from typing import Protocol
 
 from inferx.autotune.database import ScheduleError, attention_schedule, gemm_schedule
 from inferx.autotune.task import AnyTask, AttentionTask, Task
-from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, PERSISTENT_SMS
+from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, HOPPER_SMS
 
 Schedule = dict[str, int]
 
@@ -122,7 +122,7 @@ def programs(task: Task, s: Mapping[str, int]) -> int:
     where that is fewer."""
     gm, gn = grid(task, s)
     n = gm * gn * s.get("split_k", 1)
-    return min(n, s["persistent"] * PERSISTENT_SMS) if s.get("persistent", 0) else n
+    return min(n, s["persistent"] * HOPPER_SMS) if s.get("persistent", 0) else n
 
 
 def blocks_per_sm(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> int:

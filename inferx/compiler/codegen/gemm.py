@@ -37,8 +37,9 @@ GEMV_MAX_ROWS = 8
 # launch plan picks it by rows. A power of ``autotune.task.ROWS_BASE``, so it is a task bucket.
 SHORT_PREFILL_ROWS = 256
 
-# Programs per unit of a persistent schedule: the SMs of an H100 or H200.
-PERSISTENT_SMS = 132
+# The SMs of an H100 or H200: a persistent schedule's programs per unit, and the grid the
+# heuristic wants to fill.
+HOPPER_SMS = 132
 
 NORMS = (*nn.RMS_NORMS, nn.LayerNormOp)
 
@@ -112,9 +113,12 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     Prefill-shaped GEMMs (rows include ``seq``): BM=64 so that the dot runs on wgmma (128 x 128
     tiles on 8 warps for sm_90, below); narrow or shallow weights shrink BN/BK to 32. A short
     prompt (``rows`` <= SHORT_PREFILL_ROWS) on sm_90 takes 64 x 64 tiles (BN = head_dim under
-    RoPE) on one warpgroup, 4 stages: at 128 rows the large tiles left 16-48 programs on 132 SMs
-    (Llama-3-8B o/down/qkv at 0.23-0.28x cuBLAS,
-    benchmarks/results/gemm_vs_cublas_8b_h200_2026-11-30c.json); 64 x 64 gives 128-192."""
+    RoPE) on one warpgroup, 4 stages, where the large tiles would leave SMs idle at its rows: at
+    128 rows they left 16-48 programs on 132 SMs (Llama-3-8B o/down/qkv at 0.23-0.28x cuBLAS,
+    benchmarks/results/gemm_vs_cublas_8b_h200_2026-11-30c.json; 64 x 64 gives 128-192 programs
+    and 0.51-0.57x). Where they fill the SMs anyway (the 8B gate/up and lm_head) the large tiles
+    stay: gate/up at 128 rows took 71.4 us on them against 77.1 on 64 x 64
+    (gemm_vs_cublas_8b_heuristic_h200_2026-12-01.json)."""
     lin = next(o for o in kernel.body.block.ops if isinstance(o, nn.LinearOp))
     x = lin.input.type
     assert isinstance(x, TensorType)
@@ -135,10 +139,13 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         epilogue = ops[ops.index(lin) + 1 :]
         short = rows is not None and rows <= SHORT_PREFILL_ROWS
         if not any(isinstance(o, nn.RopeOp) for o in epilogue):
-            if short:
+            gated = _gated_split(lin, epilogue) is not None
+            wide = not gated and n >= 256
+            large = GemmSchedule(128, 256 if wide else 128, bk, num_warps=8, num_stages=3)
+            tiles = -(-SHORT_PREFILL_ROWS // large.bm) * -(-(n // 2 if gated else n) // large.bn)
+            if short and tiles < HOPPER_SMS:  # the large tiles would leave SMs idle
                 return GemmSchedule(64, 64, bk, num_warps=4, num_stages=4)
-            wide = _gated_split(lin, epilogue) is None and n >= 256
-            return GemmSchedule(128, 256 if wide else 128, bk, num_warps=8, num_stages=3)
+            return large
         # A RoPE GEMM tiles one head per program (BN = head_dim, 64 or 128), so partners are a
         # swap of halves, not a second dot. Tiles of two 64-wide heads pair up too
         # (_paired_columns) but are not yet timed against one-head tiles: the tuner may take them.
@@ -418,7 +425,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         row_scratch += _row_sum_squares(em, op, yields, n_tiles, m_code, sched.bm)
     grid: tuple[str, ...] = (f"cdiv({m_code}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
     if sched.persistent:
-        grid = (f"min(cdiv({m_code}, {sched.bm}) * {n_tiles}, {sched.persistent * PERSISTENT_SMS})",)
+        grid = (f"min(cdiv({m_code}, {sched.bm}) * {n_tiles}, {sched.persistent * HOPPER_SMS})",)
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
     scratch: tuple[Scratch, ...] = ()
     if split > 1:
