@@ -70,7 +70,7 @@ class GemmSchedule:
         return self.bm <= GEMV_MAX_ROWS
 
     def to_dict(self) -> dict[str, int]:
-        """The schedule as the tuning database stores it (split_k and tma only when on)."""
+        """The schedule as the tuning database stores it (split_k, tma and persistent only when on)."""
         d = {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.split_k != 1:
             d["split_k"] = self.split_k
