@@ -178,8 +178,11 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
               help="Write the IR after each of the first five phases into DIR.")
 @click.option("--jobs", type=int, default=None, metavar="N",
               help="Worker processes building cubins (default: the CPU count, at most 8).")
+@click.option("--pdl", is_flag=True,
+              help="Build for programmatic dependent launch (GEMVs prefetch their first weight tiles before "
+                   "waiting for the kernel before them); sessions then launch with it.")
 def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
-                    dump_ir: str | None, jobs: int | None) -> None:
+                    dump_ir: str | None, jobs: int | None, pdl: bool) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
     Progress goes to stderr; the artifact's path to stdout."""
@@ -199,7 +202,7 @@ def compile_command(model: str, output: str, target: str, dtype: str | None, max
     options = CompileOptions(
         target=target, dtype=dtype, max_seq_len=max_seq_len, max_batch=max_batch,
         dump_ir=Path(dump_ir) if dump_ir else None, progress=lambda line: click.echo(line, err=True),
-        jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2),
+        jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2), pdl=pdl,
     )
     with _user_errors(_compile_errors()):
         out = compile_model(path, Path(output), options)

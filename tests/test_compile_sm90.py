@@ -114,3 +114,34 @@ def test_tma_kernels_build_and_get_their_global_scratch(tmp_path: Path) -> None:
             assert scratch and scratch % align == 0, ln.source.name
         else:
             assert not scratch, ln.source.name
+
+
+def test_pdl_artifacts_prefetch_weights_and_launch_with_pdl(tmp_path: Path) -> None:
+    """Compiled with ``pdl``, the decode GEMVs' cubins prefetch weights into L2 before the grid
+    dependency wait (PTX order), the manifest says to launch with PDL and a CUDA session does so
+    unless told otherwise; without it, neither."""
+    from inferx.runtime.cuda_session import CudaSession
+    from tests.fake_cuda import FakeDriver
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    model = T.LlamaForCausalLM(cfg).eval()
+    art = inferx.compile(model, target="h200", output=tmp_path / "a", dtype="bf16", max_seq_len=64, max_batch=1,
+                         pdl=True, tuning_logs=None, jobs=os.cpu_count() or 2)
+    a = load_artifact(art)
+    assert a.manifest["launch"] == {"pdl": True}
+    kernels = a.manifest["kernels"].values()
+    prefetching = [k for k in kernels if "prefetch.global.L2" in a.file_bytes(k["file"]).decode()]
+    assert len(prefetching) == 5  # the decode qkv, o, gate/up, down and lm_head GEMVs
+    tool = _cuobjdump()
+    if tool is not None:
+        cubin = tmp_path / "k.cubin"
+        cubin.write_bytes(a.file_bytes(prefetching[0]["cubin"]))
+        sass = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+        assert "CCTL" in sass or "PREFETCH" in sass.upper()
+    assert CudaSession(a, driver=FakeDriver()).pdl  # type: ignore[arg-type]
+    assert not CudaSession(a, driver=FakeDriver(), pdl=False).pdl  # type: ignore[arg-type]
+    plain = load_artifact(inferx.compile(model, target="cpu", output=tmp_path / "b", dtype="fp32", max_seq_len=64,
+                                         max_batch=1, pdl=True))
+    assert plain.manifest["launch"] == {"pdl": False}

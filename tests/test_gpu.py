@@ -198,3 +198,19 @@ def test_tma_gemms_and_short_prompt_variants_match_hf(tmp_path, persistent) -> N
             ref = model(torch.cat([ids, nxt], 1).cuda()).logits.float().cpu().numpy()
         err = _rel(session.decode(nxt)[:, 0], ref[:, -1])
         assert err < 2e-2, f"decode after {n} tokens: rel err {err:.3g}; {repro}"
+
+
+def test_pdl_artifact_with_weight_prefetch_equals_the_plain_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An artifact built for PDL (decode GEMVs prefetch weights before their wait; launched with
+    PDL) computes what the plain artifact computes, step for step."""
+    model = _model("llama")
+    arts = {pdl: inferx.compile(model, target="h200", output=tmp_path / f"{pdl}.ixa", dtype="bf16", max_seq_len=128,
+                                max_batch=4, pdl=pdl, jobs=os.cpu_count() or 4) for pdl in (False, True)}
+    plain, pdl = inferx.load(arts[False], device="cuda"), inferx.load(arts[True], device="cuda")
+    assert pdl.pdl and not plain.pdl
+    repro = "repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k pdl_artifact"
+    ids = [[3, 1, 4, 1, 5, 9, 2, 6]] * 3
+    np.testing.assert_array_equal(pdl.prefill(ids), plain.prefill(ids), err_msg=repro)
+    for step in range(5):
+        tok = [[step + 7], [step + 11], [step + 13]]
+        np.testing.assert_array_equal(pdl.decode(tok), plain.decode(tok), err_msg=f"step {step}; {repro}")

@@ -99,7 +99,8 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
     import inferx
 
     return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
-                          max_batch=max(opts.batches), jobs=opts.jobs, progress=lambda line: say(f"  {line}"))
+                          max_batch=max(opts.batches), jobs=opts.jobs, pdl=opts.pdl,
+                          progress=lambda line: say(f"  {line}"))
 
 
 def _load_inferx(art: Path, device: str, pdl: bool = False) -> Any:
@@ -216,8 +217,9 @@ def _configs(opts: BenchOptions) -> list[tuple[str, int, int, int]]:
 
 def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, hooks: Hooks,
                     out: dict[str, Any], say: Callable[[str], None]) -> None:
-    ckpt, art = workdir / "checkpoint", workdir / "artifact"
-    marker = workdir / "artifact.complete"
+    form = "artifact-pdl" if opts.pdl else "artifact"  # a reused work directory keeps both forms apart
+    ckpt, art = workdir / "checkpoint", workdir / form
+    marker = workdir / f"{form}.complete"
     try:
         if not marker.is_file():
             if not is_complete(ckpt):

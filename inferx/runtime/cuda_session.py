@@ -81,8 +81,8 @@ class _Bound:
 class CudaSession(DecoderSession):
     """prefill/decode/generate over an artifact's cubins on one CUDA device."""
 
-    def __init__(self, artifact: Artifact, *, max_batch: int | None = None, graphs: bool = True, pdl: bool = False,
-                 device: int = 0, driver: Any = None, outputs: str = "numpy"):
+    def __init__(self, artifact: Artifact, *, max_batch: int | None = None, graphs: bool = True,
+                 pdl: bool | None = None, device: int = 0, driver: Any = None, outputs: str = "numpy"):
         """``driver``: what runs the kernels, a ``Driver`` on ``device`` unless given (tests give
         one that runs the kernels' sources in Triton's interpreter instead of their cubins).
         ``outputs``: "numpy" (fp32 logits on the host) or "torch" (torch tensors on the device in
@@ -106,10 +106,12 @@ class CudaSession(DecoderSession):
             raise SessionError(f"{artifact.path} holds cubins for {artifact.target}; device {device} "
                                f"({self.drv.name()}) is sm_{cc[0]}{cc[1]}")
         self.use_graphs = graphs
-        # Programmatic dependent launch, only for kernels built to wait for their predecessor. Off
-        # by default: measured on an H200 (Llama-3.2-1B shape, batch 1, context 512) the step took
-        # 1.19 ms with it and 1.10 ms without (benchmarks/NOTES.md).
-        self.pdl = pdl and all(meta.get("grid_dependency", False) for meta in m["kernels"].values())
+        # Programmatic dependent launch, only for kernels built to wait for their predecessor; by
+        # default as the artifact was compiled (``--pdl``). Measured on an H200 with kernels that
+        # released the next one at their start (Llama-3.2-1B shape, batch 1, context 512): 1.19 ms
+        # with it and 1.10 ms without (benchmarks/NOTES.md).
+        wanted = bool(m.get("launch", {}).get("pdl", False)) if pdl is None else pdl
+        self.pdl = wanted and all(meta.get("grid_dependency", False) for meta in m["kernels"].values())
         self.entries = m["entries"]
         self.batch_buckets = buckets_of(m, "batch", m["limits"]["max_batch"])
         self.seq_buckets = buckets_of(m, "seq", max_context)
