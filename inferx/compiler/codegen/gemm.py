@@ -216,6 +216,15 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         k_range = f"k_lo, k_lo + {k_dim // split}"
 
     n_tiles = -(-n_tile // sched.bn)
+    x_ptr, w_ptr = f"in{_idx(x_val)}", f"in{_idx(lin.weight)}"
+    if sched.tma:  # made once per program, before any tile loop
+        why = tma_applies(sched, layout, bool(partner and not paired), paired, norm, k_dim, x_t.dtype, lin)
+        if why is not None:
+            raise em.error(lin, f"TMA loads: {why} ({sched})")
+        em.emit(f"x_desc = tl.make_tensor_descriptor({x_ptr}, shape=[{em.dim(sy.product(x_t.shape[:-1]))}, "
+                f"{k_dim}], strides=[{k_dim}, 1], block_shape=[BM, BK])")
+        em.emit(f"w_desc = tl.make_tensor_descriptor({w_ptr}, shape=[{n_dim}, {k_dim}], strides=[{k_dim}, 1], "
+                "block_shape=[BN, BK])")
     if sched.persistent:
         if gemv or split > 1:
             raise em.error(lin, f"a persistent grid is generated for the dot path without split-K: {sched}")
@@ -280,15 +289,6 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             em.emit("s1 = tl.zeros((BM,), dtype=tl.float32)")
             em.emit("gw = tl.zeros((BN,), dtype=tl.float32)")
             em.emit("bw = tl.zeros((BN,), dtype=tl.float32)")
-    x_ptr, w_ptr = f"in{_idx(x_val)}", f"in{_idx(lin.weight)}"
-    if sched.tma:
-        why = tma_applies(sched, layout, bool(partner and not paired), paired, norm, k_dim, x_t.dtype, lin)
-        if why is not None:
-            raise em.error(lin, f"TMA loads: {why} ({sched})")
-        em.emit(f"x_desc = tl.make_tensor_descriptor({x_ptr}, shape=[M, {k_dim}], strides=[{k_dim}, 1], "
-                "block_shape=[BM, BK])")
-        em.emit(f"w_desc = tl.make_tensor_descriptor({w_ptr}, shape=[{n_dim}, {k_dim}], strides=[{k_dim}, 1], "
-                "block_shape=[BN, BK])")
     g = _norm_scale(kernel, norm) if norm is not None else None
     folded = isinstance(norm, nn.RMSNormOp) and g is None and not gemv
     if folded:
