@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from inferx.autotune.cost_model import LearnedModel, bound_ms
 from inferx.autotune.database import Database, Record
-from inferx.autotune.extract import TuningTask, extract_tasks, fused_module, heuristic_baseline
+from inferx.autotune.extract import Extraction, TuningTask, extract_tasks, fused_module, heuristic_baseline
 from inferx.autotune.failures import FailureLog
 from inferx.autotune.runner import MeasureResult, ReplayRunner, bench_env, launches_per_graph, rotation_count
 from inferx.autotune.search import (
@@ -153,13 +153,21 @@ def test_tuning_resumes_from_the_database(tmp_path: Path) -> None:
     assert len(Database.load(tmp_path, "h200").records) + len(failures) == 72
 
 
-def test_tune_cli_with_the_replay_runner(tmp_path: Path) -> None:
+def _tiny_with_replay(tmp_path: Path, recorded: int) -> tuple[Path, Extraction, Path]:
+    """A tiny bf16 Llama checkpoint, its tasks (max_seq_len 128), and a replay file holding a
+    synthetic landscape for the first ``recorded`` of them."""
     model = tmp_path / "tiny"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
     ex = extract_tasks(fused_module(model, "bf16"), 128)
     replay = tmp_path / "replay.jsonl"
-    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([t.task for t in ex.tasks[:4]])))
+    records = landscape([t.task for t in ex.tasks[:recorded]])
+    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    return model, ex, replay
+
+
+def test_tune_cli_with_the_replay_runner(tmp_path: Path) -> None:
+    model, ex, replay = _tiny_with_replay(tmp_path, 4)
     out = tmp_path / "logs"
     args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "96", "--out", str(out),
             "--max-seq-len", "128", "--dtype", "bf16"]
@@ -323,12 +331,7 @@ def test_sigterm_ends_a_tune_with_its_summary_and_records(tmp_path: Path, monkey
     import os
     import signal
 
-    model = tmp_path / "tiny"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
-    ex = extract_tasks(fused_module(model, "bf16"), 128)
-    replay = tmp_path / "replay.jsonl"
-    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([t.task for t in ex.tasks[:2]])))
+    model, _, replay = _tiny_with_replay(tmp_path, 2)
     calls = [0]
     measure = ReplayRunner.measure
 

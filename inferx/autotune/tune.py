@@ -16,7 +16,7 @@ import math
 import re
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from inferx.autotune.search import (
     TuneResult,
 )
 from inferx.autotune.space import HARDWARE, spaces_for
+from inferx.signals import raising_on
 
 RUNNERS = ("local", "replay")
 STRATEGIES = ("evolutionary", "random")
@@ -132,24 +133,11 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     return result
 
 
-@contextlib.contextmanager
-def _interrupted_by_signals() -> Iterator[None]:
+def _interrupted_by_signals() -> contextlib.AbstractContextManager[None]:
     """Ctrl-C and SIGTERM (``timeout``, a job scheduler) end the run as its budget would: the
     measured records are already in the database, and the summary and convergence plot are
     still written."""
-    def stop(signum: int, frame: object) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
-    try:
-        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return raising_on((signal.SIGINT, signal.SIGTERM), lambda sig: Interrupted(sig.name))
 
 
 def _runner(options: TuneOptions, kernels: dict[str, Any]) -> Runner:

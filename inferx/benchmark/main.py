@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from inferx.benchmark import report
 from inferx.benchmark.run import BenchOptions, Hooks, Progress, run_bench
+from inferx.signals import raising_on
 
 
 class BenchError(ValueError):
@@ -74,20 +74,8 @@ def bench(opts: BenchOptions, out: Path | None, hooks: Hooks | None = None) -> d
     return results
 
 
-@contextlib.contextmanager
-def _exit_on_sigterm() -> Iterator[None]:
+def _exit_on_sigterm() -> contextlib.AbstractContextManager[None]:
     """SIGTERM (``timeout``, a job scheduler) ends the run as an exception would: the work
     directory with its checkpoint and artifact (16 GB for the 8B shape) is removed, not left to
     fill the disk of the next run."""
-    def stop(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    try:
-        previous = signal.signal(signal.SIGTERM, stop)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return raising_on((signal.SIGTERM,), lambda sig: SystemExit(128 + sig.value))
