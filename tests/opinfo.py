@@ -735,10 +735,7 @@ def rmsnorm_samples() -> list[Sample]:
 def sum_squares_samples() -> list[Sample]:
     out = []
     for i in range(10):
-        rng = np.random.default_rng(6450 + i)
-        (bb, ss), h = BS[i], HIDDEN[i]
-        dt = {2: "f16", 6: "bf16"}.get(i, "f32")
-        x = rand(rng, (bb, ss, h), dt, scale=2.0)
+        _, _, h, _, dt, x, _ = _rms_case(i, 6450)  # the RMSNorm samples' inputs, drawn from other seeds
         out.append(
             Sample(
                 f"ix.sum_squares-{i}-{dt}",

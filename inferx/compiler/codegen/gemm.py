@@ -18,11 +18,12 @@ from typing import Any
 from xdsl.ir import Operation, SSAValue
 
 from inferx.compiler.codegen.errors import CodegenError
+from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, rope_regions
 from inferx.compiler.codegen.tile import SIG_DTYPE, Emitter, Tile, attr_str
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
-from inferx.compiler.ir.ops_base import get_float, get_int, get_ints, get_str
+from inferx.compiler.ir.ops_base import get_float, get_int
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource, Param, Scratch
@@ -149,9 +150,9 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
             return large
         # A RoPE GEMM tiles one head per program (BN = head_dim, 64 or 128), so partners are a
         # swap of halves, not a second dot. Tiles of two 64-wide heads pair up too
-        # (_paired_columns) but are not yet timed against one-head tiles: the tuner may take them.
+        # (``gemm_rope.paired_columns``) but are not yet timed against one-head tiles: the tuner may take them.
         try:
-            heads = {g.head_dim for g in _rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
+            heads = {g.head_dim for g in rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
         except CodegenError:  # generate() reports it
             heads = set()
         bn = heads.pop() if len(heads) == 1 and heads <= {64, 128} else 128
@@ -196,9 +197,9 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         raise em.error(row_sums[1], "one row-sum output per GEMM is generated")
     epilogue = [o for o in epilogue if not isinstance(o, nn.SumSquaresOp)]
     pre = isinstance(norm, nn.RMSNormSumSquaresOp)  # the statistics come as an input
-    regions = _rope_regions(em, lin, epilogue)
-    partner = _partner_expr(regions)
-    paired = _pairing(regions, sched.bn) if partner else None
+    regions = rope_regions(em, lin, epilogue)
+    partner = partner_expr(regions)
+    paired = pairing(regions, sched.bn) if partner else None
     gated = _gated_split(lin, epilogue)
     n_tile = n_dim // 2 if gated else n_dim
     if gated:
@@ -411,7 +412,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     row_inputs = _row_inputs(epilogue, rows_shape)
     for v in row_inputs:
         em.emit(f"row{_idx(v)} = tl.load(in{_idx(v)} + r, mask=rm, other=0)")
-    hoisted = _hoisted_rope(em, epilogue, regions, row_inputs) if paired else None
+    hoisted = hoisted_rope(em, epilogue, regions, row_inputs) if paired else None
     lead = em.unravel("r[:, None]", y_t.shape[:-1])
     for v in row_inputs:
         em.row_values[v] = (f"row{_idx(v)}[:, None]", list(lead))
@@ -581,93 +582,6 @@ def _gated_split(lin: nn.LinearOp, epilogue: list[Operation]) -> t.SplitOp | Non
     return None
 
 
-@dataclass(frozen=True)
-class _RopeRegion:
-    """Columns ``[off, off + n_cols)`` of a GEMM output that one rope rotates, head by head."""
-
-    off: int
-    n_cols: int
-    head_dim: int
-    rot: int
-    style: str
-
-
-def _rope_regions(em: Emitter, lin: nn.LinearOp, epilogue: list[Operation]) -> list[_RopeRegion]:
-    """The GEMM output columns each rope of the epilogue rotates.
-
-    Every rope in the epilogue must reach the linear through split (last dim), reshape (that
-    splits the last dim into heads) and transpose (that keeps the last dim last); then its
-    head_dim axis is a contiguous, aligned run of the linear's columns."""
-    regions: list[_RopeRegion] = []
-    for op in epilogue:
-        if not isinstance(op, nn.RopeOp):
-            continue
-        off, value = 0, op.input
-        head_dim = op.input.type.shape[-1]  # type: ignore[attr-defined]
-        while value != lin.result:
-            owner = value.owner
-            if isinstance(owner, t.TransposeOp):
-                perm = get_ints(owner.attributes, "perm")
-                if perm[-1] != len(perm) - 1:
-                    raise em.error(op, "RoPE input's transpose moves the head_dim axis")
-            elif isinstance(owner, t.ReshapeOp):
-                src, dst = owner.input.type, owner.result.type
-                assert isinstance(src, TensorType) and isinstance(dst, TensorType)
-                if tuple(src.shape[:-1]) != tuple(dst.shape[:-2]) or dst.shape[-1] != head_dim:
-                    raise em.error(op, "RoPE input's reshape must split only the last dim into heads")
-            elif isinstance(owner, t.SplitOp):
-                dim = get_int(owner.attributes, "dim")
-                if dim not in (-1, owner.input.type.rank - 1):  # type: ignore[attr-defined]
-                    raise em.error(op, "RoPE input's split must cut the last dim")
-                for r in owner.results:
-                    if r == value:
-                        break
-                    off += r.type.shape[-1]  # type: ignore[attr-defined]
-            else:
-                raise em.error(
-                    op, f"RoPE must follow its GEMM through layout ops only, found {getattr(owner, 'name', owner)}"
-                )
-            value = owner.operands[0]  # type: ignore[union-attr]
-        size = op.input.type  # type: ignore[attr-defined]
-        assert isinstance(size, TensorType)
-        n_cols = int(size.shape[1]) * head_dim if isinstance(size.shape[1], int) else None
-        if n_cols is None:
-            raise em.error(op, "RoPE heads must be static")
-        rot = get_int(op.attributes, "rotary_dim", head_dim)
-        style = get_str(op.attributes, "style", ("rotate_half", "interleaved"), "rotate_half")
-        regions.append(_RopeRegion(off, n_cols, head_dim, rot, style))
-    return regions
-
-
-def _partner_expr(regions: list[_RopeRegion]) -> str | None:
-    """The offset from each column ``c`` to its RoPE partner, as a Triton expression."""
-    terms = []
-    for g in regions:
-        d = f"((c - {g.off}) % {g.head_dim})"
-        inside = f"((c >= {g.off}) & (c < {g.off + g.n_cols}))"
-        if g.style == "rotate_half":
-            delta = f"tl.where({d} < {g.rot // 2}, {g.rot // 2}, tl.where({d} < {g.rot}, -{g.rot // 2}, 0))"
-        else:
-            delta = f"tl.where({d} < {g.rot}, tl.where({d} % 2 == 0, 1, -1), 0)"
-        terms.append(f"tl.where({inside}, {delta}, 0)")
-    return " + ".join(terms) if terms else None
-
-
-def _pairing(regions: list[_RopeRegion], bn: int) -> str | None:
-    """How tiles hold RoPE partners, so that the partner accumulator is a swap of the halves of
-    ``acc``: the columns of a tile. Where each tile is one whole head (BN == head_dim == rot, heads
-    aligned) the columns are the natural ``t``; else the permutation of ``_paired_columns`` (also
-    for tiles of several whole heads). None where neither holds (the template then keeps a second
-    accumulator). Natural columns over several heads would need a flip within groups of a 4-D
-    reshape of the accumulator: on an H200 (Triton 3.6) that gave other results from the AOT cubin
-    than from the JIT, so it is not generated; the permutation keeps the one swap of halves."""
-    if not regions or any(g.style != "rotate_half" for g in regions):
-        return None
-    if all(g.head_dim == bn and g.rot == bn and g.off % bn == 0 for g in regions):
-        return "t"
-    return _paired_columns(regions, bn)
-
-
 def _row_inputs(epilogue: list[Operation], rows_shape: list[sy.Dim]) -> list[SSAValue]:
     """Kernel inputs of the epilogue with one value per row (the positions RoPE and kv_write
     read, when shaped like the rows): loaded once per row, ``[BM]``, not once per element."""
@@ -682,69 +596,6 @@ def _row_inputs(epilogue: list[Operation], rows_shape: list[sy.Dim]) -> list[SSA
                     and v not in out):
                 out.append(v)
     return out
-
-
-def _hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[_RopeRegion],
-                  row_inputs: list[SSAValue]) -> list[Operation] | None:
-    """Rotates ``acc`` for every RoPE of the epilogue at once, before the epilogue runs, and returns
-    the ropes (which then pass their tile through); None where they differ in anything but the
-    columns they cover or read positions not loaded per row. One cos and one sin per element
-    (instead of one pair per rope)."""
-    ropes = [o for o in epilogue if isinstance(o, nn.RopeOp)]
-    if not ropes or len(ropes) != len(regions):
-        return None
-    first = ropes[0]
-    same = dict(first.attributes)
-    if any(o.positions != first.positions or dict(o.attributes) != same for o in ropes):
-        return None
-    if first.positions not in row_inputs or len({(g.rot, g.head_dim) for g in regions}) != 1:
-        return None
-    if get_str(first.attributes, "scaling", ("none", "linear", "dynamic", "llama3"), "none") == "dynamic":
-        return None  # the emitter's rope says why it is not generated
-    rot = regions[0].rot
-    d = "-1"
-    for g in regions:
-        d = f"tl.where((c >= {g.off}) & (c < {g.off + g.n_cols}), (c - {g.off}) % {g.head_dim}, {d})"
-    em.emit(f"rd = {d}")
-    pos = f"row{_idx(first.positions)}"
-    inv, sign = em.rope_frequencies(first, "rd", rot)
-    em.emit(f"ang = {pos}.to(tl.float32)[:, None] * ({inv})[None, :]")
-    cos, sin = em.sincos("ang")
-    em.emit(f"acc = tl.where(((rd >= 0) & (rd < {rot}))[None, :], "
-            f"acc * {cos} + ({sign})[None, :] * accp * {sin}, acc)")
-    return list(ropes)
-
-
-def _paired_columns(regions: list[_RopeRegion], bn: int) -> str | None:
-    """Columns of each tile so that a tile holds BN/2 rotate-half columns and their partners: the
-    partner accumulator then re-reads rows this program just read (cache hits), instead of rows
-    another program reads, so q/k weights cross DRAM once. A tile within one head (BN divides
-    head_dim) takes BN/2 columns of its first half and their partners; a tile of several whole
-    heads (head_dim divides BN, all of each head rotated) takes the first halves of its heads,
-    then their second halves, in the same order. An expression in the natural index ``t``; None
-    where a region is not aligned to the tile (natural order is still correct)."""
-    expr = "t"
-    half = bn // 2
-    for g in regions:
-        if g.style != "rotate_half":
-            continue
-        u = f"(t - {g.off})"
-        if not (g.head_dim % bn or g.off % bn or g.rot % bn or (g.rot // 2) % half):
-            dt = f"({u} % {g.head_dim})"
-            blk, w = f"({dt} // {bn})", f"({dt} % {bn})"
-            d = f"tl.where({w} < {half}, {blk} * {half} + {w}, {g.rot // 2} + {blk} * {half} + {w} - {half})"
-            inside = f"(t >= {g.off}) & (t < {g.off + g.n_cols}) & ({dt} < {g.rot})"
-            expr = f"tl.where({inside}, {g.off} + ({u} // {g.head_dim}) * {g.head_dim} + {d}, {expr})"
-        elif not (bn % g.head_dim or g.rot != g.head_dim or g.off % bn or g.n_cols % bn):
-            q = g.rot // 2
-            w = f"({u} % {bn})"
-            hh = f"({w} % {half})"
-            head = f"({hh} // {q}) * {g.head_dim}"
-            col = f"{g.off} + ({u} // {bn}) * {bn} + {head} + {hh} % {q} + tl.where({w} < {half}, 0, {q})"
-            expr = f"tl.where((t >= {g.off}) & (t < {g.off + g.n_cols}), {col}, {expr})"
-        else:
-            return None
-    return None if expr == "t" else expr
 
 
 HEADER = "import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice  # noqa: F401\n\n"
