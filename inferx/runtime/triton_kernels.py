@@ -7,6 +7,7 @@ written to a cache file first because Triton reads a kernel's source through ``i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -34,14 +35,11 @@ def _interpret(on: bool):
             os.environ["TRITON_INTERPRET"] = old
 
 
-_ALLOCATOR: list[Any] = []
-
-
+@functools.cache
 def _scratch_allocator() -> None:
     """Triton's launcher asks an allocator for a kernel's global scratch (the TMA descriptors a
-    program makes on the device); torch's caching allocator serves it, inside graph capture too."""
-    if _ALLOCATOR:
-        return
+    program makes on the device); torch's caching allocator serves it, inside graph capture too.
+    Set once per process."""
     import torch
     import triton
 
@@ -49,7 +47,6 @@ def _scratch_allocator() -> None:
         return torch.empty(size, dtype=torch.int8, device="cuda")  # 512-byte aligned
 
     triton.set_allocator(alloc)
-    _ALLOCATOR.append(alloc)
 
 
 def load_kernel(ks: KernelSource, *, interpret: bool) -> Any:

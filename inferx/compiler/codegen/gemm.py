@@ -119,8 +119,9 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     128 rows they left 16-48 programs on 132 SMs (Llama-3-8B o/down/qkv at 0.23-0.28x cuBLAS,
     benchmarks/results/gemm_vs_cublas_8b_h200_2026-11-30c.json; 64 x 64 gives 128-192 programs
     and 0.51-0.57x). Where they fill the SMs anyway (the 8B gate/up and lm_head) the large tiles
-    stay: gate/up at 128 rows took 71.4 us on them against 77.1 on 64 x 64
-    (gemm_vs_cublas_8b_heuristic_h200_2026-12-01.json)."""
+    stay: gate/up at 128 rows took 71.4 us on them (gemm_vs_cublas_8b_h200_2026-11-30c.json)
+    against 77.1 on 64 x 64 (gemm_vs_cublas_8b_heuristic_h200_2026-12-01.json), and for the
+    lm_head at 256 rows the tuner, which measures the heuristic first, found 128 x 256 best."""
     lin = next(o for o in kernel.body.block.ops if isinstance(o, nn.LinearOp))
     x = lin.input.type
     assert isinstance(x, TensorType)
