@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -113,6 +112,7 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
     gives one task per row bucket the compiler generates it for on GPU targets
     (``driver.kernel_row_buckets``): a decode GEMM or decode attention each batch bucket in
     ``batches``, a prefill GEMM short prompts and ``max_seq_len``."""
+    from inferx.autotune.task import TaskError
     from inferx.compiler.driver import kernel_row_buckets, select_schedule
 
     if weighting not in WEIGHTINGS:
@@ -122,7 +122,11 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
     for func in (op for op in module.ops if isinstance(op, FuncOp)):
         entry = func.sym_name.data
         for kop in (op for op in func.body.block.ops if isinstance(op, KernelOp)):
-            for rows in _row_buckets(kop, kernel_row_buckets, batches, max_seq_len):
+            try:
+                buckets = kernel_row_buckets(kop, batches, max_seq_len)
+            except TaskError:  # select_schedule says why the kernel has no task
+                buckets = [None]
+            for rows in buckets:
                 choice = select_schedule(kop, None, max_seq_len, rows)
                 if choice.task is None:
                     untuned[f"{kop.template.data}: {choice.reason}"] += 1
@@ -154,15 +158,3 @@ def heuristic_baseline(tt: TuningTask) -> dict[str, int] | None:
     if tt.task.template == "attention":
         return attention.heuristic_schedule(tt.kernel, "sm_90").to_dict()
     return heuristic_schedule(tt.kernel, "sm_90", tt.task.rows).to_dict()
-
-
-def _row_buckets(kop: KernelOp, buckets: Callable[[KernelOp, tuple[int, ...], int], list[int | None]],
-                 batches: tuple[int, ...], max_seq_len: int) -> list[int | None]:
-    """The row buckets the compiler generates ``kop`` for (``driver.kernel_row_buckets``); [None]
-    for a kernel it cannot tell (``select_schedule`` then reports why it has no task)."""
-    from inferx.autotune.task import TaskError
-
-    try:
-        return buckets(kop, batches, max_seq_len)
-    except TaskError:
-        return [None]
