@@ -240,7 +240,7 @@ def test_each_task_measures_the_heuristic_first() -> None:
     runner's first round of every task measures that schedule."""
     ex = extract_tasks(fused_module(_tiny_dir(), "bf16"), 128, batches=(1, 4))
     rows = {(t.task.shape, t.task.rows) for t in ex.tasks}
-    assert {("decode", 1), ("decode", 4), ("prefill", 256)} <= rows, rows
+    assert {("decode", 1), ("decode", 4), ("prefill", 128)} <= rows, rows
     asked: dict[str, list[dict[str, int]]] = {}
 
     class Fixed(ReplayRunner):

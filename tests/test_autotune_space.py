@@ -155,6 +155,6 @@ def test_extraction_gives_the_compilers_tasks_with_weights() -> None:
     o = next(t for t in gemms if t.task.shape == "decode" and t.task.k == t.task.n == 128)  # type: ignore[union-attr]
     assert (head.launches, o.launches, o.launches_per_token) == (1, 2, 2.0)
     pre = next(t for t in gemms if t.task.shape == "prefill" and t.task.k == t.task.n == 128)  # type: ignore[union-attr]
-    assert pre.tokens == pre.task.rows == 256 and pre.launches_per_token == 2 / 256
+    assert pre.tokens == pre.task.rows == 128 and pre.launches_per_token == 2 / 128
     flat = extract_tasks(module, max_seq_len=128, weighting="launches")
-    assert {t.weight for t in flat.tasks} == {1.0, 2.0, 1 / 256, 2 / 256}
+    assert {t.weight for t in flat.tasks} == {1.0, 2.0, 1 / 128, 2 / 128}

@@ -50,8 +50,8 @@ def test_heuristic_schedules() -> None:
     # decode per batch bucket: GEMV for one row, the dot path (BM 16, then 64) above
     assert {heuristic_schedule(k, rows=4).bm for k in decode} == {16}
     assert {heuristic_schedule(k, rows=64).bm for k in decode} == {64}
-    # a short prompt (<= 256 rows): 64-row tiles on one warpgroup, 64 wide (a head under RoPE)
-    short = {heuristic_schedule(k, rows=256) for k in prefill}
+    # a short prompt (<= 512 rows): 64-row tiles on one warpgroup, 64 wide (a head under RoPE)
+    short = {heuristic_schedule(k, rows=512) for k in prefill}
     assert short <= {GemmSchedule(64, 64, 64, 4, 4), GemmSchedule(64, 64, 64, 4, 2)}, short
     assert GemmSchedule(64, 64, 64, 4, 4) in short
     assert {heuristic_schedule(k, rows=1024) for k in prefill} == got

@@ -12,6 +12,7 @@ import torch
 import transformers as T
 
 import inferx
+from inferx.runtime.artifact import load_artifact
 from inferx.runtime.session import SessionError
 
 pytestmark = [
@@ -164,29 +165,33 @@ def test_pdl_launches_equal_plain_ones(compiled) -> None:
 @pytest.mark.parametrize("persistent", [0, 1])
 def test_tma_gemms_and_short_prompt_variants_match_hf(tmp_path, persistent) -> None:  # type: ignore[no-untyped-def]
     """Every prefill GEMM on TMA schedules from tuning records (the gated gate/up GEMM as two
-    boxes), on persistent grids or not, in both row buckets (prompts of up to 256 tokens and
-    longer ones), against HF in bf16: a 40-token and a 290-token prompt, then decode steps."""
+    boxes), on persistent grids or not, in every row bucket (prompts of up to 128 tokens, up to
+    512, and longer ones), against HF in bf16: prompts of 40, 290 and 560 tokens, then decode steps."""
     from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module
 
     torch.manual_seed(0)
     cfg = T.LlamaConfig(vocab_size=160, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
     model = T.LlamaForCausalLM(cfg).eval()
     db = Database.load(tmp_path / "logs", "h200")
-    for t in extract_tasks(fused_module(model, "bf16"), 320).tasks:
+    for t in extract_tasks(fused_module(model, "bf16"), 600).tasks:
         task = t.task
         if task.template == "gemm" and task.shape == "prefill":
-            schedule = {"bm": 64, "bn": 32, "bk": 64, "num_warps": 4, "num_stages": 3, "tma": 1}
+            # a schedule of its own per row bucket, so that each is a kernel of its own
+            bm, stages = {128: (64, 3), 512: (128, 3)}.get(task.rows, (64, 4))
+            schedule = {"bm": bm, "bn": 32, "bk": 64, "num_warps": 4, "num_stages": stages, "tma": 1}
             db.append(Record.make(task, {**schedule, **({"persistent": 1} if persistent else {})}, [1.0], {},
                                   "2026-12-01", "test"))
-    art = inferx.compile(model, target="h200", output=tmp_path / "a.ixa", dtype="bf16", max_seq_len=320,
+    art = inferx.compile(model, target="h200", output=tmp_path / "a.ixa", dtype="bf16", max_seq_len=600,
                          max_batch=1, tuning_logs=tmp_path / "logs", jobs=os.cpu_count() or 4)
+    launches = load_artifact(art).manifest["entries"]["prefill"]["launches"]
+    assert {len(s.get("by_rows", [])) for s in launches} == {0, 3}, launches  # gathers; every GEMM
     model = model.to("cuda", torch.bfloat16)
     session = inferx.load(art, device="cuda")
     repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'tma_gemms and {persistent}'"
     gen = torch.Generator().manual_seed(2)
-    for n in (40, 290):
+    for n in (40, 290, 560):
         session.reset()
         ids = torch.randint(0, 160, (1, n), generator=gen)
         with torch.no_grad():

@@ -274,8 +274,9 @@ def test_a_candidate_that_fails_to_assemble_leaves_one_line() -> None:
 
 
 def test_short_prompts_take_their_own_prefill_gemms(tmp_path: Path) -> None:
-    """Where prompts may exceed 256 tokens, each prefill GEMM has two variants: 64-row tiles for
-    prompts of up to 256 tokens and the large tiles beyond; the session picks by the prompt's
+    """Where prompts may exceed 128 tokens, each prefill GEMM has a variant of 64-row tiles for
+    prompts of up to 128 tokens (and one for up to 512 where prompts may be longer) and the large
+    tiles beyond; the session picks by the prompt's
     rows, and both match HF."""
     from inferx.runtime.plan import kernel_for
 
@@ -290,7 +291,7 @@ def test_short_prompts_take_their_own_prefill_gemms(tmp_path: Path) -> None:
     # qkv, o, gate|up, down; the lm_head (N = 70) takes the same 64-row tiles either way
     assert [len(s.get("by_rows", [])) for s in gemms] == [2, 2, 2, 2, 0], gemms
     gemms = gemms[:4]
-    assert all([b for b, _ in s["by_rows"]] == [256, 320] for s in gemms), gemms
+    assert all([b for b, _ in s["by_rows"]] == [128, 320] for s in gemms), gemms
     bm = {tuple(m["kernels"][n]["constexprs"]["BM"] for _, n in s["by_rows"]) for s in gemms}
     assert bm == {(64, 128)}, bm
     assert {kernel_for(s, 300) for s in gemms} == {s["by_rows"][1][1] for s in gemms}

@@ -105,7 +105,9 @@ def test_keys_are_canonical_json_and_bucket_rows(tiny: ModuleOp) -> None:
     pre = gemm_task(o_pre, 512)
     assert pre.shape == "prefill" and pre.key != gemm_task(o_pre, 1).key != t.key
     assert gemm_task(o_dec, 3).rows == 4 and gemm_task(o_dec, 3).key != t.key
-    assert [rows_bucket(r) for r in (1, 2, 4, 5, 16, 17, 64, 65)] == [1, 4, 4, 16, 16, 64, 64, 256]
+    # powers of two up to 512 rows, powers of four above
+    assert [rows_bucket(r) for r in (1, 2, 3, 5, 17, 65, 129, 300, 513, 1025, 2048)] == \
+        [1, 2, 4, 8, 32, 128, 256, 512, 1024, 4096, 4096]
     assert gemm_task(kernels(fused(TINY, "f32"), "decode")[1], 1).key != t.key  # dtypes are in the key
 
 
@@ -304,12 +306,13 @@ def test_shipped_records_cover_every_task_of_llama_3_8b(shape: str, tmp_path: Pa
 
 
 def test_short_prompt_heuristic_fills_the_sms() -> None:
-    """At a short prompt's 256 rows the 8B o GEMM on 128 x 256 tiles would have 32 programs for
-    132 SMs: it takes 64 x 64 tiles; the lm_head (1002 large tiles) and gate/up (224) keep the
-    large ones, which were faster there."""
+    """At a short prompt's 128 or 512 rows the 8B o GEMM on 128 x 256 tiles would have 16 or 64
+    programs for 132 SMs: it takes 64 x 64 tiles; the lm_head (501 large tiles at 128 rows) and
+    gate/up (112) keep the large ones, which were faster there."""
     module = fused(LLAMA_3_8B)
     by_n = {gemm_task(k, 256).n: k for k in kernels(module, "prefill")}
-    assert gemm.heuristic_schedule(by_n[4096], "sm_90", 256) == gemm.GemmSchedule(64, 64, 64, 4, 4)
-    assert gemm.heuristic_schedule(by_n[128256], "sm_90", 256) == gemm.GemmSchedule(128, 256, 64, 8, 3)
-    assert gemm.heuristic_schedule(by_n[28672], "sm_90", 256) == gemm.GemmSchedule(128, 128, 64, 8, 3)
+    for rows in gemm.PREFILL_ROW_BUCKETS:
+        assert gemm.heuristic_schedule(by_n[4096], "sm_90", rows) == gemm.GemmSchedule(64, 64, 64, 4, 4)
+        assert gemm.heuristic_schedule(by_n[128256], "sm_90", rows) == gemm.GemmSchedule(128, 256, 64, 8, 3)
+        assert gemm.heuristic_schedule(by_n[28672], "sm_90", rows) == gemm.GemmSchedule(128, 128, 64, 8, 3)
     assert gemm.heuristic_schedule(by_n[128256], "sm_90", 4096) == gemm.GemmSchedule(128, 256, 64, 8, 3)

@@ -37,8 +37,10 @@ ATTENTION_VERSION = 1  # the attention key's own version: bumping it leaves GEMM
 # Ops of a GEMM epilogue that only move data between the accumulator and the store: no cost tag.
 _LAYOUT_OPS = (t.SplitOp, t.ReshapeOp, t.TransposeOp)
 # Rows buckets: the smallest power of ROWS_BASE >= rows (1, 4, 16, 64, ... as the memory plan's
-# batch buckets are).
+# batch buckets are), and below FINE_ROWS also every power of two: a short prompt's tiling is a
+# question of its own at 128 rows (1 or 2 row tiles against 132 SMs), a long prompt's is not.
 ROWS_BASE = 4
+FINE_ROWS = 512
 
 
 class TaskError(ValueError):
@@ -260,9 +262,15 @@ def attention_task(kernel: KernelOp, rows: int, max_seq_len: int) -> AttentionTa
 
 
 def rows_bucket(rows: int) -> int:
-    """The smallest power of ``ROWS_BASE`` that is >= ``rows`` (rows >= 1)."""
+    """The smallest bucket that is >= ``rows`` (rows >= 1): a power of two up to ``FINE_ROWS``,
+    a power of ``ROWS_BASE`` above (1, 2, 4, ..., 256, 512, 1024, 4096, 16384, ...)."""
     if rows < 1:
         raise ValueError(f"rows must be positive, got {rows}")
+    b = 1
+    while b < min(rows, FINE_ROWS):
+        b *= 2
+    if b >= rows:
+        return b
     b = 1
     while b < rows:
         b *= ROWS_BASE

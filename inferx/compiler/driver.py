@@ -238,15 +238,15 @@ def kernel_row_buckets(kop: KernelOp, batches: Sequence[int], max_seq_len: int) 
     """The row buckets a kernel is generated for, each with its own schedule; the launch plan
     picks by rows (batch x seq). A decode GEMM or decode attention: each batch bucket (one row
     streams weights best as a GEMV, many rows want the dot path; split-KV attention wants fewer
-    context slices as the batch fills the chip). A prefill GEMM: prompts of up to
-    ``gemm.SHORT_PREFILL_ROWS`` rows (tiles that fill the SMs at few rows) and None (any longer
-    prompt, keyed at ``max_seq_len``), when prompts can be longer than that. Anything else:
+    context slices as the batch fills the chip). A prefill GEMM: prompts of up to each of
+    ``gemm.PREFILL_ROW_BUCKETS`` rows below ``max_seq_len``'s bucket (tiles that fill the SMs at
+    few rows) and None (any longer prompt, keyed at ``max_seq_len``). Anything else:
     [None]. Buckets whose schedules agree generate the same source, so they share one kernel and
     the launch lists no variants."""
     if _decode_kernel(kop):
         return list(batches)
-    if kop.template.data == "gemm" and gemm.applies(kop) is None and rows_bucket(max_seq_len) > gemm.SHORT_PREFILL_ROWS:
-        return [gemm.SHORT_PREFILL_ROWS, None]
+    if kop.template.data == "gemm" and gemm.applies(kop) is None:
+        return [b for b in gemm.PREFILL_ROW_BUCKETS if b < rows_bucket(max_seq_len)] + [None]
     return [None]
 
 

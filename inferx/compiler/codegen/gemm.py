@@ -33,11 +33,12 @@ from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 # it, the dot path (tensor cores, BM >= 16).
 GEMV_MAX_ROWS = 8
 
-# A prefill GEMM of at most this many rows (batch x seq) streams its weights about as often as it
-# multiplies them: on GPU targets the compiler generates a second variant of each prefill GEMM for
-# such short prompts, whose tiles fill the SMs at few rows (see ``heuristic_schedule``), and the
-# launch plan picks it by rows. A power of ``autotune.task.ROWS_BASE``, so it is a task bucket.
-SHORT_PREFILL_ROWS = 256
+# Prefill GEMMs of few rows (batch x seq) stream their weights about as often as they multiply
+# them: on GPU targets the compiler generates a variant of each prefill GEMM for prompts of up to
+# each of these many rows, whose tiles fill the SMs at its rows (see ``heuristic_schedule``; the
+# tuner measures each at its rows), and the launch plan picks one by rows. Each is a task bucket
+# (``autotune.task.rows_bucket``).
+PREFILL_ROW_BUCKETS = (128, 512)
 
 # The SMs of an H100 or H200: a persistent schedule's programs per unit, and the grid the
 # heuristic wants to fill.
@@ -114,14 +115,15 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     BM=16, BN=64: far fewer programs, the same results.
     Prefill-shaped GEMMs (rows include ``seq``): BM=64 so that the dot runs on wgmma (128 x 128
     tiles on 8 warps for sm_90, below); narrow or shallow weights shrink BN/BK to 32. A short
-    prompt (``rows`` <= SHORT_PREFILL_ROWS) on sm_90 takes 64 x 64 tiles (BN = head_dim under
-    RoPE) on one warpgroup, 4 stages, where the large tiles would leave SMs idle at its rows: at
-    128 rows they left 16-48 programs on 132 SMs (Llama-3-8B o/down/qkv at 0.23-0.28x cuBLAS,
-    benchmarks/results/gemm_vs_cublas_8b_h200_2026-11-30c.json; 64 x 64 gives 128-192 programs
-    and 0.51-0.57x). Where they fill the SMs anyway (the 8B gate/up and lm_head) the large tiles
-    stay: gate/up at 128 rows took 71.4 us on them (gemm_vs_cublas_8b_h200_2026-11-30c.json)
-    against 77.1 on 64 x 64 (gemm_vs_cublas_8b_heuristic_h200_2026-12-01.json), and for the
-    lm_head at 256 rows the tuner, which measures the heuristic first, found 128 x 256 best."""
+    prompt (``rows`` <= max(PREFILL_ROW_BUCKETS)) on sm_90 takes 64 x 64 tiles (BN = head_dim under
+    RoPE) on one warpgroup, 4 stages, where the large tiles would leave most SMs idle at its rows
+    (fewer programs than half the 132 SMs): at 128 rows they left 16-48 programs (Llama-3-8B
+    o/down/qkv at 0.23-0.28x cuBLAS, benchmarks/results/gemm_vs_cublas_8b_h200_2026-11-30c.json;
+    64 x 64 gives 128-192 programs and 0.51-0.57x). Where they come near filling the SMs (the 8B
+    gate/up: 112 programs at 128 rows; the lm_head) the large tiles stay: gate/up at 128 rows took
+    71.4 us on them (gemm_vs_cublas_8b_h200_2026-11-30c.json) against 77.1 on 64 x 64
+    (gemm_vs_cublas_8b_heuristic_h200_2026-12-01.json), and for the lm_head at 256 rows the
+    tuner, which measures the heuristic first, found 128 x 256 best."""
     lin = next(o for o in kernel.body.block.ops if isinstance(o, nn.LinearOp))
     x = lin.input.type
     assert isinstance(x, TensorType)
@@ -140,13 +142,13 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         # against 517; benchmarks/results/prefill_sweep_h200_2026-11-30.json).
         ops = list(kernel.body.block.ops)
         epilogue = ops[ops.index(lin) + 1 :]
-        short = rows is not None and rows <= SHORT_PREFILL_ROWS
+        short = rows is not None and rows <= max(PREFILL_ROW_BUCKETS)
         if not any(isinstance(o, nn.RopeOp) for o in epilogue):
             gated = _gated_split(lin, epilogue) is not None
             wide = not gated and n >= 256
             large = GemmSchedule(128, 256 if wide else 128, bk, num_warps=8, num_stages=3)
-            tiles = -(-SHORT_PREFILL_ROWS // large.bm) * -(-(n // 2 if gated else n) // large.bn)
-            if short and tiles < HOPPER_SMS:  # the large tiles would leave SMs idle
+            tiles = -(-(rows or 0) // large.bm) * -(-(n // 2 if gated else n) // large.bn)
+            if short and 2 * tiles < HOPPER_SMS:  # the large tiles would leave most SMs idle
                 return GemmSchedule(64, 64, bk, num_warps=4, num_stages=4)
             return large
         # A RoPE GEMM tiles one head per program (BN = head_dim, 64 or 128), so partners are a
