@@ -163,7 +163,7 @@ def test_tuned_split_kv_decode_and_prefill_match_hf(tmp_path: Path) -> None:
     model = llama()
     db = Database.load(tmp_path / "logs", "sm_90")
     chosen = {("decode", 1): {"splits": 4, "bn": 16, "num_warps": 2, "num_stages": 1},
-              ("decode", 4): {"splits": 8, "bn": 16, "num_warps": 4, "num_stages": 3},
+              ("decode", 2): {"splits": 8, "bn": 16, "num_warps": 4, "num_stages": 3},
               ("prefill", 64): {"bm": 16, "bn": 64, "num_warps": 4, "num_stages": 2}}
     for t in extract_tasks(fused_module(model, "fp32"), 64, batches=(1, 2)).tasks:
         if t.task.template == "attention":
