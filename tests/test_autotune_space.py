@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from inferx.autotune.database import gemm_schedule
+from inferx.autotune.database import ScheduleError, gemm_schedule
 from inferx.autotune.extract import extract_tasks, fused_module
 from inferx.autotune.space import GemmSpace, Knob, schedule_key, space_for, wave_efficiency
 from inferx.autotune.task import Task
@@ -55,7 +55,8 @@ def test_valid_schedules_pass_and_the_template_accepts_every_one() -> None:
     assert space.why_invalid(DECODE, dict(bm=1, bn=8, bk=512, num_warps=4, num_stages=2)) is None  # the heuristic
     for task in (DECODE, DECODE16, PREFILL, GATED):
         valid = space.all_valid(task)
-        assert 500 < len(valid) < 20000, (task, len(valid))  # GEMV rows 1-8 and split-K widen decode spaces
+        # GEMV rows 1-8 and split-K widen decode spaces; TMA, persistent grids and tile orders prefill ones
+        assert 500 < len(valid) < 40000, (task, len(valid))
         for s in valid:
             gemm_schedule(s)  # raises if the template would refuse it
         assert (any(s["bm"] == 1 for s in valid)) == (task.shape == "decode")
@@ -63,11 +64,11 @@ def test_valid_schedules_pass_and_the_template_accepts_every_one() -> None:
 
 def test_new_knobs_are_emitted_only_when_off() -> None:
     knobs = set(GemmSpace().complete(S))
-    space = replace(GemmSpace(), knobs=(*GemmSpace().knobs, Knob("group_m", (1, 8))))
-    s = {**S, "split_k": 1, "group_m": 1}
+    space = replace(GemmSpace(), knobs=(*GemmSpace().knobs, Knob("swizzle", (1, 8))))
+    s = {**S, "split_k": 1, "swizzle": 1}
     assert space.emit(s) == S and space.why_invalid(PREFILL, s) is None
-    assert "group_m=8 is not implemented" in (space.why_invalid(PREFILL, {**s, "group_m": 8}) or "")
-    assert all(set(x) == knobs | {"group_m"} for x in space.sample(PREFILL, random.Random(0), 20))
+    assert "swizzle=8 is not implemented" in (space.why_invalid(PREFILL, {**s, "swizzle": 8}) or "")
+    assert all(set(x) == knobs | {"swizzle"} for x in space.sample(PREFILL, random.Random(0), 20))
 
 
 def test_split_k_is_a_knob_of_the_dot_path() -> None:
@@ -112,6 +113,19 @@ def test_persistent_grids_are_a_knob_of_prefill_without_split_k() -> None:
     assert "without split-K" in (space.why_invalid(gemm(4096, 4096, 128, "prefill"), {**on, "split_k": 2}) or "")
     assert "persistent must be 0, 1 or 2" in (space.why_invalid(PREFILL, {**on, "persistent": 3}) or "")
 
+
+
+def test_grouped_tile_order_is_a_knob_of_prefill_with_several_row_tiles() -> None:
+    space = GemmSpace()
+    on = dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=3, group_m=8)
+    assert space.why_invalid(PREFILL, on) is None and gemm_schedule(space.emit(on)).group_m == 8
+    assert "group_m" not in space.emit({**on, "group_m": 0}) and schedule_key({**on, "group_m": 0}) == \
+        schedule_key({k: v for k, v in on.items() if k != "group_m"})  # off: the key of older records
+    assert "group_m" not in {k.name for k in space.knobs_for(DECODE16)}
+    assert "covers all" in (space.why_invalid(gemm(4096, 4096, 512, "prefill"), on) or "")  # 4 row tiles
+    assert "power of two up to 64" in (space.why_invalid(PREFILL, {**on, "group_m": 3}) or "")
+    assert "not in GEMV mode" in str(pytest.raises(ScheduleError, gemm_schedule, {**on, "bm": 1}).value)
+    assert any(s.get("group_m") for s in space.sample(PREFILL, random.Random(0), 40))
 
 def test_sampling_mutation_and_crossover_stay_valid_and_are_seeded() -> None:
     space, rng = GemmSpace(), random.Random(1)

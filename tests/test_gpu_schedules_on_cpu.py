@@ -353,3 +353,21 @@ def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, mon
     kernels = load_artifact(art).manifest["kernels"]
     persistent = [k for k in kernels.values() if k["template"] == "gemm" and k["grid"][0].startswith("min(")]
     assert len(persistent) == 6 and all(k["grid"][0].endswith(", 2)") and len(k["grid"]) == 1 for k in persistent)
+
+
+@pytest.mark.parametrize("extra", [{"group_m": 1, "split_k": 2}, {"group_m": 4, "persistent": 1}])
+def test_grouped_tile_orders_from_the_tuning_database(extra: dict, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefill GEMMs walking their tiles in groups of row tiles: one row tile per group with
+    split-K (a three-dimensional grid), and a group of four over fewer row tiles (a partial last
+    group) on a persistent grid. Against HF."""
+    from inferx.compiler.codegen import gemm
+
+    monkeypatch.setattr(gemm, "HOPPER_SMS", 2)
+    schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, **extra}
+    model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill", schedule)
+    art = _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'grouped and {extra['group_m']}'")
+    kernels = load_artifact(art).manifest["kernels"]
+    grouped = [k for k in kernels.values() if k["template"] == "gemm" and k["grid"][0].startswith("min(")
+               or "split_k" in extra and k["template"] == "gemm" and k["grid"][1:] == ["1", "2"]]
+    assert n and len(grouped) == 6, [k["grid"] for k in kernels.values()]

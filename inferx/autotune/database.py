@@ -58,15 +58,16 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
     persistent; tile sizes powers of two; BM <= 8 (GEMV mode) or every tile dim >= 16 (tl.dot's
     minimum); 1, 2, 4, 8 or 16 warps; 1 to 8 stages; split_k a power of two up to 16, above 1 only
     on the dot path; tma 0 or 1, 1 only on the dot path with tile dims up to 256 (a TMA box's
-    limit); persistent 0, 1 or 2 (programs per SM), on the dot path without split-K."""
+    limit); persistent 0, 1 or 2 (programs per SM), on the dot path without split-K; group_m 0 or
+    a power of two up to 64 (row tiles per group), on the dot path."""
     want = {"bm", "bn", "bk", "num_warps", "num_stages"}
-    optional = {"split_k", "tma", "persistent"}
+    optional = {"split_k", "tma", "persistent", "group_m"}
     if not want <= set(d) or set(d) - want - optional:
         raise ScheduleError(
             f"gemm schedule fields must be {sorted(want)} (and optionally {', '.join(sorted(optional))}), "
             f"got {sorted(d)}")
     s = GemmSchedule(**{k: d[k] for k in want}, split_k=d.get("split_k", 1), tma=d.get("tma", 0),
-                     persistent=d.get("persistent", 0))
+                     persistent=d.get("persistent", 0), group_m=d.get("group_m", 0))
     if not (_pow2(s.split_k) and s.split_k <= 16):
         raise ScheduleError(f"split_k must be a power of two up to 16: {s}")
     if s.split_k > 1 and s.gemv:
@@ -79,6 +80,10 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
         raise ScheduleError(f"persistent must be 0, 1 or 2 (programs per SM): {s}")
     if s.persistent and (s.gemv or s.split_k > 1):
         raise ScheduleError(f"a persistent grid runs on the dot path without split-K: {s}")
+    if s.group_m and not (_pow2(s.group_m) and s.group_m <= 64):
+        raise ScheduleError(f"group_m must be 0 or a power of two up to 64: {s}")
+    if s.group_m and s.gemv:
+        raise ScheduleError(f"a grouped tile order runs on the dot path (BM >= 16), not in GEMV mode: {s}")
     if not all(_pow2(v) for v in (s.bm, s.bn, s.bk)):
         raise ScheduleError(f"tile sizes must be powers of two: {s}")
     if not s.gemv and min(s.bm, s.bn, s.bk) < 16:

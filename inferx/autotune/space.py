@@ -10,9 +10,10 @@ so it is a score (``wave_efficiency``) the cost models use.
 
 Split-K is a knob of the dot path (``split_k``, 1 = off, left out of stored schedules and keys,
 so records written before it existed still match); so are TMA loads (``tma``) and persistent grids
-(``persistent``, programs per SM), for prefill tasks only. Warp specialization has no knob: Triton
-3.6 offers it (``tl.range(warp_specialize=True)``) on Blackwell only. New knobs (group-M swizzle)
-are added as ``Knob``s with the value that means "off" listed first;
+(``persistent``, programs per SM) and the grouped tile order (``group_m``, row tiles per group),
+for prefill tasks only. Warp specialization has no knob: Triton 3.6 offers it
+(``tl.range(warp_specialize=True)``) on Blackwell only. New knobs are added as ``Knob``s with the
+value that means "off" listed first;
 ``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is handed
 to the template without knobs it does not know only when they are off (see ``GemmSpace.emit``),
 so a space can grow before the template does.
@@ -235,11 +236,21 @@ def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     return None
 
 
+def group_m_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """A grouped tile order needs more row tiles than one group: with GROUP_M >= the task's row
+    tiles every group is all of them, the order of ``group_m`` 0 with another grid."""
+    g = s.get("group_m", 0)
+    if g and g >= grid(task, s)[0]:
+        return f"GROUP_M={g} covers all {grid(task, s)[0]} row tiles: the order of group_m 0"
+    return None
+
+
 Constraint = Callable[[Task, Mapping[str, int], Hopper], "str | None"]
 GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
     gemv_only_for_decode,
     split_k_fits,
     tma_fits,
+    group_m_fits,
     tile_fits_problem,
     dot_tile_shape,
     shared_memory_fits,
@@ -253,7 +264,7 @@ def _gemv(s: Mapping[str, int]) -> bool:
 
 # Knob values that mean "off" and are left out of a schedule's key, so a record written before the
 # knob existed and the same schedule with the knob spelled out are one schedule.
-OFF_VALUES = {"split_k": 1, "tma": 0, "persistent": 0}
+OFF_VALUES = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0}
 
 
 def schedule_key(s: Mapping[str, int]) -> str:
@@ -275,9 +286,10 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("split_k", (1, 2, 4, 8)),
     Knob("tma", (0, 1)),
     Knob("persistent", (0, 1, 2)),
+    Knob("group_m", (0, 8)),
 )
 # Knobs of prefill tasks alone (decode GEMMs are GEMVs or split-K over few rows).
-PREFILL_KNOBS = frozenset({"tma", "persistent"})
+PREFILL_KNOBS = frozenset({"tma", "persistent", "group_m"})
 
 
 class Space(Protocol):
@@ -384,7 +396,7 @@ class GemmSpace(_KnobSearch):
     knobs: tuple[Knob, ...] = GEMM_KNOBS
     constraints: tuple[Constraint, ...] = GEMM_CONSTRAINTS
     template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k", "tma",
-                                                 "persistent"})
+                                                 "persistent", "group_m"})
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "gemm"
@@ -393,7 +405,7 @@ class GemmSpace(_KnobSearch):
         return self
 
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
-        """Every knob; TMA and persistent grids only for prefill tasks."""
+        """Every knob; TMA, persistent grids and grouped tile orders only for prefill tasks."""
         if isinstance(task, Task) and task.shape != "prefill":
             return tuple(k for k in self.knobs if k.name not in PREFILL_KNOBS)
         return self.knobs

@@ -3,8 +3,8 @@ the search and the cost models are exercised on the CPU through ``ReplayRunner``
 
 The landscape is not the roofline model: it bends the roofline (its square root of the ratio to
 the best roofline time, so the model's ranking is only partly right) and multiplies in structure
-the roofline does not see (a preferred warp count, pipeline depth and tile area per task, from a
-hash of the task), a few percent of out-of-resource failures, and noise. A search that only
+the roofline does not see (a preferred warp count, pipeline depth, tile area and tile order per
+task, from a hash of the task), a few percent of out-of-resource failures, and noise. A search that only
 trusts the roofline does not find the best; one that learns from measurements does.
 """
 
@@ -43,6 +43,8 @@ def synthetic_ms(task: AnyTask, s: Mapping[str, int], floor_ms: float) -> float:
     area = 10 + int(_unit(task.key, "area") * 6)  # log2 of the preferred BN x BK
     shape = (1 + 0.12 * abs(math.log2(s["num_warps"]) - warps)) * (1 + 0.08 * abs(s["num_stages"] - stages))
     shape *= 1 + 0.06 * abs(math.log2(area_of) - area)
+    if s.get("group_m", 0):  # grouped tile order: 4% faster than the plain order on half the tasks
+        shape *= 0.96 if _unit(task.key, "order") < 0.5 else 1.04
     noise = math.exp(0.06 * (_unit(task.key, key, "noise") - 0.5))
     return floor_ms * math.sqrt(roofline_ms(task, s) / floor_ms) * shape * noise
 

@@ -67,13 +67,19 @@ class GemmSchedule:
     # SMs) loop over the output tiles, the loop flattened where Triton can (so the next tile's
     # loads may start under this one's epilogue). 0: one program per tile.
     persistent: int = 0
+    # Tile order (dot path): 0 walks every row tile of one column of W tiles before the next
+    # column (W tiles reused across all rows, x re-read per column); GROUP_M > 0 walks GROUP_M row
+    # tiles across all the columns before the next group (x tiles of the group stay in L2 while
+    # the W columns stream past), the grid one-dimensional.
+    group_m: int = 0
 
     @property
     def gemv(self) -> bool:
         return self.bm <= GEMV_MAX_ROWS
 
     def to_dict(self) -> dict[str, int]:
-        """The schedule as the tuning database stores it (split_k, tma and persistent only when on)."""
+        """The schedule as the tuning database stores it (split_k, tma, persistent and group_m only
+        when on)."""
         d = {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.split_k != 1:
             d["split_k"] = self.split_k
@@ -81,6 +87,8 @@ class GemmSchedule:
             d["tma"] = self.tma
         if self.persistent:
             d["persistent"] = self.persistent
+        if self.group_m:
+            d["group_m"] = self.group_m
         return d
 
 
@@ -229,6 +237,8 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 f"{k_dim}], strides=[{k_dim}, 1], block_shape=[BM, BK])")
         em.emit(f"w_desc = tl.make_tensor_descriptor({w_ptr}, shape=[{n_dim}, {k_dim}], strides=[{k_dim}, 1], "
                 "block_shape=[BN, BK])")
+    if sched.group_m and gemv:
+        raise em.error(lin, f"a grouped tile order is generated for the dot path: {sched}")
     if sched.persistent:
         if gemv or split > 1:
             raise em.error(lin, f"a persistent grid is generated for the dot path without split-K: {sched}")
@@ -238,8 +248,11 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         flatten = ", flatten=True" if not row_sums else ""
         em.emit(f"for tile in tl.range(tl.program_id(0), num_m * {n_tiles}, tl.num_programs(0){flatten}):")
         em.indent += 1  # the rest of the kernel is one tile's work
-        em.emit("pid_m = tile % num_m")
-        em.emit("pid_n = tile // num_m")
+        _tile_coords(em, sched.group_m, n_tiles)
+    elif sched.group_m:
+        em.emit(f"num_m = tl.cdiv({em.dim(sy.product(x_t.shape[:-1]))}, BM)")
+        em.emit("tile = tl.program_id(0)")
+        _tile_coords(em, sched.group_m, n_tiles)
     else:
         em.emit("pid_m = tl.program_id(0)")
         em.emit("pid_n = tl.program_id(1)")
@@ -439,6 +452,8 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     grid: tuple[str, ...] = (f"cdiv({m_code}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
     if sched.persistent:
         grid = (f"min(cdiv({m_code}, {sched.bm}) * {n_tiles}, {sched.persistent * HOPPER_SMS})",)
+    elif sched.group_m:
+        grid = (f"cdiv({m_code}, {sched.bm}) * {n_tiles}", "1")
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
     scratch: tuple[Scratch, ...] = ()
     if split > 1:
@@ -471,6 +486,20 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         num_warps=sched.num_warps,
         num_stages=sched.num_stages,
     )
+
+
+def _tile_coords(em: Emitter, group_m: int, n_tiles: int) -> None:
+    """``pid_m``, ``pid_n`` of the linear tile index ``tile`` over ``num_m`` row tiles: row tiles
+    first (one column of W tiles at a time), or with ``group_m`` groups of that many row tiles,
+    each walked across every column (row tiles first within a column of the group)."""
+    if not group_m:
+        em.emit("pid_m = tile % num_m")
+        em.emit("pid_n = tile // num_m")
+        return
+    em.emit(f"first_m = (tile // {group_m * n_tiles}) * {group_m}")
+    em.emit(f"group_rows = tl.minimum(num_m - first_m, {group_m})")
+    em.emit(f"pid_m = first_m + (tile % {group_m * n_tiles}) % group_rows")
+    em.emit(f"pid_n = (tile % {group_m * n_tiles}) // group_rows")
 
 
 def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None:
