@@ -351,3 +351,34 @@ def test_sigterm_ends_a_tune_with_its_summary_and_records(tmp_path: Path, monkey
     assert len(Database.load(out, "h200").records) == 16  # two rounds of 8, the third dropped
     assert list((out / "h200" / "runs").glob("tune-*.json"))
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is put back
+
+
+def test_a_new_row_bucket_starts_from_its_nearest_neighbours_best(tmp_path: Path) -> None:
+    """A task the database has never seen measures, in its first round, the fallback schedule and
+    the fastest records of the same task at the nearest other row bucket that are valid at its
+    own rows (a record with BM above the new bucket's rows is skipped); a task with records of its
+    own does not."""
+    new, near, far = (gemm(4096, 4096, rows, "prefill") for rows in (128, 256, 4096))
+    db = Database.load(tmp_path, "h200")
+    plain = dict(bk=64, num_warps=8, num_stages=3)
+    db.append(Record.make(far, {**plain, "bm": 128, "bn": 128}, [0.1], {}, "-"))  # a farther bucket
+    db.append(Record.make(near, {**plain, "bm": 256, "bn": 64}, [0.5], {}, "-"))  # BM 256 > 128 rows
+    db.append(Record.make(near, {**plain, "bm": 64, "bn": 64}, [1.0], {}, "-"))
+    db.append(Record.make(near, {**plain, "bm": 64, "bn": 128}, [2.0], {}, "-"))
+    db.append(Record.make(near, {**plain, "bm": 128, "bn": 64}, [3.0], {}, "-"))
+    asked: list[dict[str, int]] = []
+
+    class Fixed(ReplayRunner):
+        def measure(self, task: Task, schedules):  # type: ignore[no-untyped-def, override]
+            asked.extend(schedules)
+            return [MeasureResult(1.0, (1.0,)) for _ in schedules]
+
+    space = spaces_for("h200")
+    tt = TuningTask(new, None, "", 1, 128, 1.0)
+    tuner = Tuner([tt], Fixed([]), RandomSearch(space, seed=0), RoundRobin(), space, database=db, batch=4)
+    tuner.run(Budget(trials=4))
+    assert [(s["bm"], s["bn"]) for s in asked[:2]] == [(64, 64), (64, 128)], asked
+    asked.clear()  # the 4096-row task has a record: nothing of the 256-row records (BM 256 first) is seeded
+    Tuner([TuningTask(far, None, "", 1, 4096, 1.0)], Fixed([]), RandomSearch(space, seed=0), RoundRobin(), space,
+          database=db, batch=4).run(Budget(trials=4))
+    assert len(asked) == 4 and {**plain, "bm": 256, "bn": 64} not in [space.of(far).emit(s) for s in asked], asked

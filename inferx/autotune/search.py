@@ -13,7 +13,9 @@
 - ``Tuner`` runs rounds (pick a task, propose a batch, measure, record) until a ``Budget`` of
   trials or seconds is spent or every task's space is exhausted. It is resumable: records of a
   task already in the database, and failures already logged for this runner, count as measured
-  and are never proposed again.
+  and are never proposed again. A task's first round measures the compiler's fallback schedule
+  and, for a task the database has never seen, the best schedules of the same task at its
+  nearest other row bucket (transfer, as a warm start).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Protocol
 
@@ -33,7 +35,7 @@ from inferx.autotune.database import Database, Record
 from inferx.autotune.extract import TuningTask
 from inferx.autotune.failures import FailureLog
 from inferx.autotune.runner import MeasureResult, Runner
-from inferx.autotune.space import Schedule, Space, complete, schedule_key
+from inferx.autotune.space import Schedule, Space, complete, dedupe, schedule_key
 from inferx.autotune.task import AnyTask
 
 # --- strategies ----------------------------------------------------------------------------------
@@ -297,6 +299,11 @@ class Tuner:
     # The schedule a task gets without a record (the template's heuristic): measured in the task's
     # first round, so a tuned record is never chosen over a fallback it did not beat.
     baseline: Callable[[TuningTask], Schedule | None] | None = None
+    # A task with no measurement starts from what worked for the same task at other rows: the
+    # fastest ``transfer`` distinct schedules of the database's nearest other row bucket (a new
+    # bucket, such as a short prompt's, starts where its neighbour ended), measured in its first
+    # round after the baseline.
+    transfer: int = 2
 
     def run(self, budget: Budget) -> TuneResult:
         states = [self._resume(tt) for tt in self.tasks]
@@ -326,7 +333,7 @@ class Tuner:
             st = fitting[self.scheduler.pick(fitting)]
             i = next(k for k, s in enumerate(states) if s is st)
             n = self.batch if budget.trials is None else min(self.batch, budget.trials - new)
-            schedules = self._with_baseline(st, self.strategy.propose(st.tt.task, st.measured, n), n)
+            schedules = self._first_round(st, self.strategy.propose(st.tt.task, st.measured, n), n)
             if not schedules:
                 st.exhausted = True
                 continue
@@ -351,13 +358,38 @@ class Tuner:
                 break
         return stopped, new
 
-    def _with_baseline(self, st: TaskState, schedules: list[Schedule], n: int) -> list[Schedule]:
-        base = self.baseline(st.tt) if self.baseline is not None else None
+    def _first_round(self, st: TaskState, schedules: list[Schedule], n: int) -> list[Schedule]:
+        """``schedules`` led by the baseline (until it is measured) and, for a task not yet
+        measured at all, the transfer seeds; ``n`` at most."""
         space = self.space.of(st.tt.task)
-        if base is None or n < 1 or schedule_key(complete(space, base)) in st.measured:
+        base = self.baseline(st.tt) if self.baseline is not None else None
+        first = [complete(space, base)] if base is not None else []
+        if not st.measured:
+            first += self._transferred(st)
+        first = [s for s in dedupe(first) if schedule_key(s) not in st.measured]
+        if not first or n < 1:
             return schedules
-        base = complete(space, base)
-        return [base] + [x for x in schedules if schedule_key(x) != schedule_key(base)][: n - 1]
+        keys = {schedule_key(s) for s in first}
+        return (first + [x for x in schedules if schedule_key(x) not in keys])[:n]
+
+    def _transferred(self, st: TaskState) -> list[Schedule]:
+        """The fastest ``transfer`` distinct schedules, valid for this task, of the same task at
+        the nearest other row bucket in the database."""
+        task = st.tt.task
+        if self.database is None or self.transfer < 1:
+            return []
+        space = self.space.of(task)
+        siblings: dict[int, list[Record]] = {}
+        for r in self.database.records:
+            if r.task.rows != task.rows and math.isfinite(r.median_ms) and type(r.task) is type(task) \
+                    and replace(r.task, rows=task.rows).key == task.key:
+                siblings.setdefault(r.task.rows, []).append(r)
+        for rows in sorted(siblings, key=lambda b: (abs(math.log2(b / task.rows)), b)):
+            done = [complete(space, r.schedule) for r in sorted(siblings[rows], key=lambda r: r.median_ms)]
+            valid = [s for s in dedupe(done) if space.why_invalid(task, s) is None][: self.transfer]
+            if valid:
+                return valid
+        return []
 
     def _resume(self, tt: TuningTask) -> TaskState:
         st = TaskState(tt)
