@@ -54,6 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="8b")
     ap.add_argument("--max-seq-len", type=int, default=4096)
+    ap.add_argument("--batches", default="1", help="decode batch buckets whose tasks are swept, e.g. 1,4,16")
     ap.add_argument("--only", action="append", default=[], help="tasks whose line contains TEXT (repeat to narrow)")
     ap.add_argument("--skip", action="append", default=[], help="leave out tasks whose line contains TEXT")
     ap.add_argument("--knob", action="append", default=[], help="NAME=V1,V2,... (repeat)")
@@ -70,6 +71,10 @@ def main() -> None:
         sys.exit(f"knob_sweep: {e}")
     if not knobs:
         sys.exit("knob_sweep: name at least one --knob NAME=V1,V2,...")
+    try:
+        batches = tuple(int(b) for b in args.batches.split(","))
+    except ValueError:
+        sys.exit(f"knob_sweep: --batches {args.batches!r}: expected positive integers, e.g. 1,4,16")
 
     from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
@@ -79,7 +84,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as d:
         make_config(args.shape).save_pretrained(d)
-        tasks = [t for t in extract_tasks(fused_module(d, "bf16"), args.max_seq_len, batches=(1,)).tasks
+        tasks = [t for t in extract_tasks(fused_module(d, "bf16"), args.max_seq_len, batches=batches).tasks
                  if all(o in str(t.task) for o in args.only) and not any(s in str(t.task) for s in args.skip)]
     if not tasks:
         sys.exit(f"knob_sweep: no task of the {args.shape} shape matches {args.only}")
