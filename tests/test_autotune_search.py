@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -382,3 +383,42 @@ def test_a_new_row_bucket_starts_from_its_nearest_neighbours_best(tmp_path: Path
     Tuner([TuningTask(far, None, "", 1, 4096, 1.0)], Fixed([]), RandomSearch(space, seed=0), RoundRobin(), space,
           database=db, batch=4).run(Budget(trials=4))
     assert len(asked) == 4 and {**plain, "bm": 256, "bn": 64} not in [space.of(far).emit(s) for s in asked], asked
+
+
+def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/knob_sweep.py: the best record of a task with each combination of the knob
+    values, those the space accepts measured (here by a fake runner) and appended; a new row
+    bucket starts from another bucket's records and the heuristic."""
+    import runpy
+    import sys
+
+    from inferx.autotune import runner as runner_mod
+
+    def fake(self, task, schedules):  # type: ignore[no-untyped-def]
+        return [MeasureResult(0.5 + 0.01 * i, (0.5,), "", {"triton": "fake"}, "fake") for i in range(len(schedules))]
+
+    monkeypatch.setattr(runner_mod.LocalRunner, "measure", fake)
+    monkeypatch.setattr(runner_mod.LocalRunner, "close", lambda self: None)
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "knob_sweep.py"
+    from inferx.benchmark.shapes import make_config
+
+    make_config("tiny").save_pretrained(tmp_path / "tiny")
+    ex = extract_tasks(fused_module(str(tmp_path / "tiny"), "bf16"), 4096, batches=(1,))
+    o = next(t.task for t in ex.tasks if isinstance(t.task, Task) and t.task.shape == "prefill" and t.task.rows == 4096
+             and t.task.k == t.task.n == 64)
+    db = Database.load(tmp_path, "h200")
+    db.append(Record.make(o, dict(bm=64, bn=64, bk=64, num_warps=4, num_stages=3), [1.0], {}, "-"))
+    for extra in (["--only", "rows<=4096", "--knob", "tma=0,1", "--knob", "num_stages=3,4"],
+                  ["--only", "rows<=128", "--bases-from-rows", "4096", "--knob", "split_k=1,2"]):
+        monkeypatch.setattr(sys, "argv", ["knob_sweep.py", "--shape", "tiny", "--only", "K=64 N=64", "--only",
+                                          "prefill", "--db", str(tmp_path), *extra])
+        runpy.run_path(str(script), run_name="__main__")
+    got = Database.load(tmp_path, "h200").records
+    swept = [r.schedule for r in got if r.task == o][1:]
+    assert sorted((s.get("tma", 0), s["num_stages"]) for s in swept) == [(0, 4), (1, 3), (1, 4)], swept
+    short = [r for r in got if r.task == replace(o, rows=128)]
+    assert short and all(r.source == "benchmarks/knob_sweep.py (local)" for r in short)
+    # from the 4096-row record and the heuristic at 128 rows; split-K 2 x BK 64 does not divide K=64
+    assert {(r.schedule["num_stages"], r.schedule.get("split_k", 1)) for r in short} >= {(3, 1), (4, 1)}, short
+    assert all(r.schedule.get("split_k", 1) == 1 for r in short)
