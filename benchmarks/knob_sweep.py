@@ -95,6 +95,11 @@ def main() -> None:
         for tt in tasks:
             task = tt.task
             space = space_for(task.template, "sm_90")
+            names = [k.name for k in getattr(space, "knobs", None) or space.knobs_for(task)]
+            unknown = sorted({n for n, _ in knobs} - set(names))
+            if unknown:
+                sys.exit(f"knob_sweep: the {task.template} space has no knob {unknown[0]!r}; its knobs: "
+                         f"{', '.join(names)}")
             recs = records_of(db, task.key)
             source = records_of(db, replace(task, rows=args.bases_from_rows).key) if args.bases_from_rows else recs
             bases = dedupe([space.complete(r.schedule) for r in source])[: args.top]
@@ -121,6 +126,8 @@ def main() -> None:
                 if r.ok:
                     db.append(Record.make(task, s, r.times_ms or (r.median_ms,), r.toolchain, today,
                                           f"benchmarks/knob_sweep.py ({runner.name})", r.note))
+            if runner.lost:  # a candidate left the CUDA context unusable: what was measured is kept
+                sys.exit(f"knob_sweep: {runner.lost}; the records measured before it are kept")
     finally:
         runner.close()
 

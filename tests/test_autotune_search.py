@@ -422,3 +422,7 @@ def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(tmp_path: P
     # from the 4096-row record and the heuristic at 128 rows; split-K 2 x BK 64 does not divide K=64
     assert {(r.schedule["num_stages"], r.schedule.get("split_k", 1)) for r in short} >= {(3, 1), (4, 1)}, short
     assert all(r.schedule.get("split_k", 1) == 1 for r in short)
+    monkeypatch.setattr(sys, "argv", ["knob_sweep.py", "--shape", "tiny", "--only", "gemm", "--db", str(tmp_path),
+                                      "--knob", "stage=3"])
+    with pytest.raises(SystemExit, match="the gemm space has no knob 'stage'; its knobs: bm, bn"):
+        runpy.run_path(str(script), run_name="__main__")
