@@ -266,11 +266,8 @@ def rows_bucket(rows: int) -> int:
     a power of ``ROWS_BASE`` above (1, 2, 4, ..., 256, 512, 1024, 4096, 16384, ...)."""
     if rows < 1:
         raise ValueError(f"rows must be positive, got {rows}")
-    b = 1
-    while b < min(rows, FINE_ROWS):
-        b *= 2
-    if b >= rows:
-        return b
+    if rows <= FINE_ROWS:
+        return 1 << (rows - 1).bit_length()
     b = 1
     while b < rows:
         b *= ROWS_BASE

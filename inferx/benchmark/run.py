@@ -265,23 +265,22 @@ def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, h
             except Exception as e:  # noqa: BLE001
                 out["measurements"].append(report.measurement(entry, batch, seq, context, "inferx",
                                                               error=_one_line(e)))
-        if opts.kernels:
-            if opts.contexts:  # a prefill-only run (--context '') has no decode step to break down
-                batch, context = min(opts.batches), min(opts.contexts)
-                say(f"{shape}: inferx kernels, decode batch {batch} context {context}")
-                try:
-                    out["kernels"] = [dict(k) for k in session.time_kernels("decode", batch, 1, context)]
-                    out["kernels_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
-                except Exception as e:  # noqa: BLE001
-                    out["notes"].append(f"kernel breakdown failed: {_one_line(e)}")
-            if opts.prefills:  # the longest prompt's kernels too: where prefill time goes
-                seq = max(opts.prefills)
-                say(f"{shape}: inferx kernels, prefill batch 1 seq {seq}")
-                try:
-                    out["prefill_kernels"] = [dict(k) for k in session.time_kernels("prefill", 1, seq, seq)]
-                    out["prefill_kernels_config"] = {"entry": "prefill", "batch": 1, "seq": seq, "context": seq}
-                except Exception as e:  # noqa: BLE001
-                    out["notes"].append(f"prefill kernel breakdown failed: {_one_line(e)}")
+        if opts.kernels and opts.contexts:  # a prefill-only run (--context '') has no decode step
+            batch, context = min(opts.batches), min(opts.contexts)
+            say(f"{shape}: inferx kernels, decode batch {batch} context {context}")
+            try:
+                out["kernels"] = [dict(k) for k in session.time_kernels("decode", batch, 1, context)]
+                out["kernels_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
+            except Exception as e:  # noqa: BLE001
+                out["notes"].append(f"kernel breakdown failed: {_one_line(e)}")
+        if opts.kernels and opts.prefills:  # the longest prompt's kernels too: where prefill time goes
+            seq = max(opts.prefills)
+            say(f"{shape}: inferx kernels, prefill batch 1 seq {seq}")
+            try:
+                out["prefill_kernels"] = [dict(k) for k in session.time_kernels("prefill", 1, seq, seq)]
+                out["prefill_kernels_config"] = {"entry": "prefill", "batch": 1, "seq": seq, "context": seq}
+            except Exception as e:  # noqa: BLE001
+                out["notes"].append(f"prefill kernel breakdown failed: {_one_line(e)}")
         out["host_ms"] = _host_ms(session, model.config.vocab_size, opts)
     finally:
         close = getattr(session, "close", None)
