@@ -24,15 +24,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from inferx.runtime.artifact import (
-    FORMAT_VERSION,
-    ArtifactError,
-    canonical_json,
-    load_artifact,
-    pack,
-    unpack,
-    write_artifact,
-)
+from inferx.runtime.artifact import FORMAT_VERSION, ArtifactError, canonical_json, load_artifact
+from inferx.runtime.artifact_write import pack, unpack, write_artifact
 
 SECTIONS: dict[str, Any] = {
     "compiler_version": "0.1.0",
@@ -140,7 +133,7 @@ def test_arrays_are_stored_as_their_bytes(tmp_path: Path, built: tuple[Path, Pat
 def test_overwrite_without_atomic_exchange(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            built: tuple[Path, Path]) -> None:
     """Where renameat2 is missing, the old directory is moved aside first: never partial, no litter."""
-    import inferx.runtime.artifact as artifact_module
+    import inferx.runtime.artifact_write as artifact_module
 
     monkeypatch.setattr(artifact_module, "_exchange", lambda a, b: False)
     directory, _ = built

@@ -292,7 +292,7 @@ def test_interrupted_compile_leaves_nothing(phase: int, name: str, tmp_path: Pat
 @pytest.mark.parametrize("name", ["artifact", "artifact.ixa"])
 def test_interrupt_while_installing_leaves_nothing(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """KeyboardInterrupt after the files are written, as the temporary is renamed into place."""
-    from inferx.runtime import artifact
+    from inferx.runtime import artifact_write as artifact
 
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt

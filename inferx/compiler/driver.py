@@ -82,7 +82,7 @@ class CompileOptions:
 
 def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path:
     """Compiles ``src`` (a path, a transformers model or a Program) into an artifact at ``output``."""
-    from inferx.runtime.artifact import write_artifact
+    from inferx.runtime.artifact_write import write_artifact
 
     if options.target not in TARGETS:
         raise CompileError(f"unknown target {options.target!r}; the targets are {', '.join(TARGETS)}")
