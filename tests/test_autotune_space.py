@@ -88,12 +88,16 @@ def test_split_k_is_a_knob_of_the_dot_path() -> None:
                                                                       "split_k": 8}) or "")
 
 
-def test_tma_is_a_knob_of_prefill_tiles_of_contiguous_rows() -> None:
+def test_tma_is_a_knob_of_dot_path_tiles_of_contiguous_rows() -> None:
     space = GemmSpace()
     on = dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=4, tma=1)
     assert space.why_invalid(PREFILL, on) is None and space.emit(on)["tma"] == 1
     assert "tma" not in space.emit({**on, "tma": 0}) and gemm_schedule(space.emit(on)).tma == 1
-    assert "tma" not in {k.name for k in space.knobs_for(DECODE16)}
+    # decode: on the dot path, also with split-K; GEMV mode loads W rows itself
+    assert "tma" in {k.name for k in space.knobs_for(DECODE16)}
+    assert space.why_invalid(DECODE16, dict(bm=16, bn=64, bk=128, num_warps=4, num_stages=4, split_k=4, tma=1)) is None
+    assert "dot path" in (space.why_invalid(DECODE, dict(bm=1, bn=8, bk=512, num_warps=4, num_stages=2, tma=1))
+                          or "")
     assert space.why_invalid(GATED, on) is None  # gate and up rows as two boxes
     assert "16-byte aligned rows" in (space.why_invalid(gemm(4100, 4096, 4096, "prefill"), {**on, "bk": 16}) or "")
     rope = gemm(4096, 6144, 4096, "prefill", "kv_write+rope")

@@ -143,21 +143,26 @@ def test_rope_tiles_of_two_heads(hidden: int, bn: int, tmp_path: Path) -> None:
     _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'two_heads and {bn}'")
 
 
-@pytest.mark.parametrize("split", [2, 4])
-def test_split_k_from_the_tuning_database(split: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize("split,tma", [(2, 0), (4, 0), (2, 1)])
+def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) -> None:
     """Every GEMM (RMSNorm + qkv + RoPE + KV write, o + residual, gated gate/up, down + residual,
     lm_head) on split-K schedules from tuning records, decode at batch 4 and prefill: partial
     accumulators and row statistics reduced by the last program of each tile; in prefill the
-    statistics of later norms come from the o and down GEMMs (norm-stats). Against HF."""
+    statistics of later norms come from the o and down GEMMs (norm-stats). With ``tma`` each
+    program's boxes start at its own K range. Against HF."""
+    schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, "split_k": split}
     model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill" or t.rows == 4,
-                            {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, "split_k": split})
+                            {**schedule, "tma": 1} if tma else schedule)
     # qkv, o, gate/up, down, lm_head; decode, and prefill with a second qkv task (its statistics
     # from the previous layer's down GEMM; the first layer's from its own pass over x)
     assert n == 11
     # decode twice: the tiles' arrival counters carry over from one launch to the next
-    art = _compile_and_match_hf(model, tmp_path, 2, f"repro: pytest {__file__} -k 'split_k and {split}'")
-    kernels = load_artifact(art).manifest["kernels"]
-    assert sum(k["template"] == "gemm" and k["constexprs"].get("SPLIT_K") == split for k in kernels.values()) == 11
+    art = _compile_and_match_hf(model, tmp_path, 2, f"repro: pytest {__file__} -k 'split_k and {split}-{tma}'")
+    a = load_artifact(art)
+    split_k = [k for k in a.manifest["kernels"].values() if k["template"] == "gemm"
+               and k["constexprs"].get("SPLIT_K") == split]
+    assert len(split_k) == 11
+    assert sum("make_tensor_descriptor" in a.file_bytes(k["file"]).decode() for k in split_k) == (11 if tma else 0)
 
 
 def _compile_and_match_hf(model, tmp_path: Path, steps: int, repro: str) -> Path:  # type: ignore[no-untyped-def]

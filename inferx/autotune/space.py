@@ -9,9 +9,9 @@ is not a constraint: a schedule that leaves SMs idle in the last wave works, it 
 so it is a score (``wave_efficiency``) the cost models use.
 
 Split-K is a knob of the dot path (``split_k``, 1 = off, left out of stored schedules and keys,
-so records written before it existed still match); so are TMA loads (``tma``) and persistent grids
-(``persistent``, programs per SM) and the grouped tile order (``group_m``, row tiles per group),
-for prefill tasks only. Warp specialization has no knob: Triton 3.6 offers it
+so records written before it existed still match); so are TMA loads (``tma``), and, for prefill
+tasks only, persistent grids (``persistent``, programs per SM) and the grouped tile order
+(``group_m``, row tiles per group). Warp specialization has no knob: Triton 3.6 offers it
 (``tl.range(warp_specialize=True)``) on Blackwell only. New knobs are added as ``Knob``s with the
 value that means "off" listed first;
 ``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is handed
@@ -216,15 +216,13 @@ def split_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
 
 
 def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
-    """TMA loads take whole tiles of contiguous rows: W in [N, K] layout (a gated split takes its
-    gate and up rows as two boxes, into two accumulators), K rows 16-byte aligned, a RoPE GEMM
-    only on tiles of one whole head (other tiles gather partner columns; the template refuses a
-    BN other than the head dim, and the candidate fails). Prefill tasks only: decode's few rows
-    are GEMV mode or split-K's short K ranges."""
-    if not s.get("tma", 0):
+    """TMA loads take whole tiles of contiguous rows on the dot path: W in [N, K] layout (a gated
+    split takes its gate and up rows as two boxes, into two accumulators), K rows 16-byte aligned,
+    a RoPE GEMM only on tiles of one whole head (other tiles gather partner columns; the template
+    refuses a BN other than the head dim, and the candidate fails). Decode tasks of 16 rows and
+    more take them too, with split-K (each program's boxes start at its K range)."""
+    if not s.get("tma", 0):  # (the template refuses them in GEMV mode)
         return None
-    if task.shape != "prefill":
-        return "TMA loads are tuned for prefill tasks"
     if task.w_layout != "nk":
         return f"TMA loads need W in [N, K] layout, not {task.w_layout}"
     if task.prologue == "layernorm":
@@ -288,8 +286,8 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("persistent", (0, 1, 2)),
     Knob("group_m", (0, 8)),
 )
-# Knobs of prefill tasks alone (decode GEMMs are GEMVs or split-K over few rows).
-PREFILL_KNOBS = frozenset({"tma", "persistent", "group_m"})
+# Knobs of prefill tasks alone (decode GEMMs are GEMVs or split-K over few row tiles).
+PREFILL_KNOBS = frozenset({"persistent", "group_m"})
 
 
 class Space(Protocol):
@@ -405,7 +403,7 @@ class GemmSpace(_KnobSearch):
         return self
 
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
-        """Every knob; TMA, persistent grids and grouped tile orders only for prefill tasks."""
+        """Every knob; persistent grids and grouped tile orders only for prefill tasks."""
         if isinstance(task, Task) and task.shape != "prefill":
             return tuple(k for k in self.knobs if k.name not in PREFILL_KNOBS)
         return self.knobs
