@@ -179,8 +179,8 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
 @click.option("--jobs", type=int, default=None, metavar="N",
               help="Worker processes building cubins (default: the CPU count, at most 8).")
 @click.option("--pdl", is_flag=True,
-              help="Build for programmatic dependent launch (GEMVs prefetch their first weight tiles before "
-                   "waiting for the kernel before them); sessions then launch with it.")
+              help="Sessions launch the artifact's kernels with programmatic dependent launch "
+                   "(each may start as the one before it ends) unless told otherwise.")
 def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
                     dump_ir: str | None, jobs: int | None, pdl: bool) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
@@ -358,19 +358,16 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Keep checkpoints and artifacts here and reuse them (default: a temporary directory).")
 @click.option("--pdl", is_flag=True,
-              help="Launch InferX's kernels with programmatic dependent launch (each starts as the one before ends), "
-                   "on an artifact built for it (inferx compile --pdl).")
-@click.option("--no-prefetch", is_flag=True,
-              help="With --pdl: launch the plain artifact with PDL (no weight prefetch before each kernel's wait).")
+              help="Launch InferX's kernels with programmatic dependent launch (each may start as the one before "
+                   "ends).")
 def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
-                  warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool, no_prefetch: bool) -> None:
+                  warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
     from inferx.benchmark.main import BenchError, bench, options
 
     try:
-        opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl,
-                       pdl_prefetch=not no_prefetch)
+        opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl)
         bench(opts, Path(out) if out else None)
     except BenchError as e:
         raise UserError(str(e)) from None

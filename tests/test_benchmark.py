@@ -210,21 +210,6 @@ def test_option_errors() -> None:
     with pytest.raises(BenchError, match=r"--pdl \(programmatic dependent launch\) needs --device cuda"):
         options("tiny", "1", "8", "", "eager", "", 3, 1, "cpu", None, pdl=True)
     assert options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, pdl=True).pdl
-    with pytest.raises(BenchError, match="--no-prefetch says how to launch with --pdl"):
-        options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, pdl_prefetch=False)
-
-
-def test_pdl_without_prefetch_launches_the_plain_artifact() -> None:
-    """``--pdl`` builds the artifact for PDL and launches it so; ``--pdl --no-prefetch`` launches
-    the plain artifact with PDL (the two effects measured apart)."""
-    from inferx.benchmark.run import artifact_form
-
-    def form(**kw: Any) -> tuple[str, bool, bool]:
-        return artifact_form(options("1b", "1", "512", "", "", "", 3, 1, "cuda", None, **kw))
-
-    assert form() == ("artifact", False, False)
-    assert form(pdl=True) == ("artifact-pdl", True, True)
-    assert form(pdl=True, pdl_prefetch=False) == ("artifact", False, True)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without a GPU")

@@ -111,23 +111,3 @@ def test_grid_dependency_waits_first_and_releases_the_next_kernel_last() -> None
             body = ks.source.split(f"def {ks.name}(", 1)[1].split("):\n", 1)[1].rstrip("\n").split("\n")
             assert body[0] == "    gdc_wait()" and body[-1] == "    gdc_launch_dependents()", (entry, i)
             assert ks.source.count("gdc_wait()") == 1 and ks.source.count("gdc_launch_dependents()") == 1
-
-
-def test_gemv_prefetches_weights_before_the_grid_dependency_wait() -> None:
-    """Built for PDL, a GEMV-mode GEMM asks L2 for the first tiles of its weight rows before it
-    waits for the kernel before it; nothing before the wait loads or stores. Other kernels, and
-    kernels for Triton's interpreter, wait first."""
-    kernels = _fused_kernels(256)
-    for entry, ks in kernels.items():
-        for i, k in enumerate(ks):
-            ks = generate(k, f"{entry}_{i}", "sm_90", prefetch=True)
-            src = ks.source
-            body = src.split("):\n", 1)[1]
-            before, _, after = body.partition("    gdc_wait()\n")
-            assert after and "tl.load(" not in before and "tl.store(" not in before and "atomic" not in before
-            gemv = k.template.data == "gemm" and entry == "decode"
-            assert ("prefetch.global.L2" in before) == gemv, (entry, i)
-            if gemv:  # only programs of the first wave (132 SMs x programs per SM by warps) prefetch
-                wave = 132 * min(32, 64 // ks.num_warps)
-                assert f"tl.program_id(1) * tl.num_programs(0) + tl.program_id(0) < {wave}:" in before, before
-            assert "prefetch" not in generate(k, f"{entry}_{i}", "sm_90", prefetch=True, grid_dependency=False).source

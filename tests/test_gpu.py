@@ -205,9 +205,9 @@ def test_tma_gemms_and_short_prompt_variants_match_hf(tmp_path, persistent) -> N
         assert err < 2e-2, f"decode after {n} tokens: rel err {err:.3g}; {repro}"
 
 
-def test_pdl_artifact_with_weight_prefetch_equals_the_plain_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """An artifact built for PDL (decode GEMVs prefetch weights before their wait; launched with
-    PDL) computes what the plain artifact computes, step for step."""
+def test_pdl_artifact_equals_the_plain_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An artifact compiled with ``pdl`` (launched with PDL) computes what the plain artifact
+    computes, step for step."""
     model = _model("llama")
     arts = {pdl: inferx.compile(model, target="h200", output=tmp_path / f"{pdl}.ixa", dtype="bf16", max_seq_len=128,
                                 max_batch=4, pdl=pdl, jobs=os.cpu_count() or 4) for pdl in (False, True)}

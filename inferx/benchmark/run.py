@@ -64,9 +64,6 @@ class BenchOptions:
     jobs: int = field(default_factory=lambda: min(8, os.cpu_count() or 2))
     seed: int = 0
     pdl: bool = False  # InferX's CUDA session launches with programmatic dependent launch
-    # with pdl: the artifact is built for it (decode GEMVs prefetch weights before their wait);
-    # False launches the plain artifact with PDL, so the two effects are measured apart
-    pdl_prefetch: bool = True
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -81,8 +78,6 @@ class BenchOptions:
             raise ValueError(f"unknown device {self.device!r}: use cuda or cpu")
         if self.pdl and self.device != "cuda":
             raise ValueError("--pdl (programmatic dependent launch) needs --device cuda")
-        if not self.pdl_prefetch and not self.pdl:
-            raise ValueError("--no-prefetch says how to launch with --pdl: give both")
 
     @property
     def max_seq_len(self) -> int:
@@ -104,16 +99,8 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
     import inferx
 
     return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
-                          max_batch=max(opts.batches), jobs=opts.jobs, pdl=artifact_form(opts)[1],
+                          max_batch=max(opts.batches), jobs=opts.jobs,
                           progress=lambda line: say(f"  {line}"))
-
-
-def artifact_form(opts: BenchOptions) -> tuple[str, bool, bool]:
-    """(the artifact's directory name, built for PDL, launched with PDL): ``--pdl`` builds for
-    PDL (weight prefetch before each decode GEMV's wait) and launches so; with ``--no-prefetch``
-    the plain artifact is launched with PDL. A reused work directory keeps the forms apart."""
-    built = opts.pdl and opts.pdl_prefetch
-    return ("artifact-pdl" if built else "artifact"), built, opts.pdl
 
 
 def _load_inferx(art: Path, device: str, pdl: bool = False) -> Any:
@@ -230,9 +217,8 @@ def _configs(opts: BenchOptions) -> list[tuple[str, int, int, int]]:
 
 def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, hooks: Hooks,
                     out: dict[str, Any], say: Callable[[str], None]) -> None:
-    form, _, launch_pdl = artifact_form(opts)
-    ckpt, art = workdir / "checkpoint", workdir / form
-    marker = workdir / f"{form}.complete"
+    ckpt, art = workdir / "checkpoint", workdir / "artifact"
+    marker = workdir / "artifact.complete"
     try:
         if not marker.is_file():
             if not is_complete(ckpt):
@@ -249,7 +235,7 @@ def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, h
                 shutil.rmtree(ckpt, ignore_errors=True)  # the model stays in memory; free the disk
         clock = time.perf_counter()
         say(f"{shape}: loading the artifact")
-        session = hooks.load(art, opts.device) if hooks.load else _load_inferx(art, opts.device, launch_pdl)
+        session = hooks.load(art, opts.device) if hooks.load else _load_inferx(art, opts.device, opts.pdl)
         out["setup_s"]["inferx_load"] = time.perf_counter() - clock
     except Exception as e:  # noqa: BLE001 - the peers still run; the error is reported
         out["notes"].append(f"InferX not measured: {_one_line(e)}")

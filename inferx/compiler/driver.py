@@ -75,8 +75,8 @@ class CompileOptions:
     schedules: str | None = None
     # The tuning database's root (records under <root>/<target>/); None: every schedule heuristic.
     tuning_logs: Path | None = DEFAULT_ROOT
-    # Built for programmatic dependent launch: GEMV-mode GEMMs ask L2 for their first weight tiles
-    # before their grid-dependency wait, and sessions launch with PDL unless told otherwise.
+    # The artifact asks sessions to launch with programmatic dependent launch (every GPU kernel
+    # waits for the one before it either way) unless told otherwise.
     pdl: bool = False
 
 
@@ -134,10 +134,10 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         for kop in [o for o in func.body.block.ops if isinstance(o, KernelOp)]:
             for rows in _row_buckets(kop, options):
                 choice = select_schedule(kop, db, options.max_seq_len, rows)
-                ks = _generate(kop, "kernel", choice, sched_target, target, rows, options.pdl)
+                ks = _generate(kop, "kernel", choice, sched_target, target, rows)
                 name = _kernel_name(kop.template.data, ks, kernels)
                 if name not in kernels:
-                    kernels[name] = _generate(kop, name, choice, sched_target, target, rows, options.pdl)
+                    kernels[name] = _generate(kop, name, choice, sched_target, target, rows)
                     choices[name] = choice
                 bound = rows if rows is not None else options.max_batch * options.max_seq_len
                 variants.setdefault(kop, []).append((bound, name))
@@ -282,11 +282,11 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: 
 
 
 def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
-              rows: int | None = None, pdl: bool = False) -> KernelSource:
+              rows: int | None = None) -> KernelSource:
     schedule = choice.schedule
     if schedule is None and kop.template.data == "gemm" and gemm.applies(kop) is None:
         schedule = gemm.heuristic_schedule(kop, sched_target, rows)
-    ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", prefetch=pdl and target != "cpu")
+    ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu")
     return ks if choice.schedule is None else replace(ks, schedule_origin="tuned")
 
 

@@ -27,13 +27,12 @@ Schedule = gemm.GemmSchedule | attention.AttentionSchedule
 
 
 def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Schedule | None = None,
-             grid_dependency: bool | None = None, prefetch: bool = False) -> KernelSource:
+             grid_dependency: bool | None = None) -> KernelSource:
     """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits.
     ``target`` ("sm_90" or "cpu") picks schedules, never semantics; a GEMM takes a GemmSchedule
     and attention an AttentionSchedule when given (the template's heuristic when None; a schedule
     of another template is a CodegenError). ``grid_dependency`` (default: on for sm_90) makes the
-    kernel safe for PDL; kernels that Triton's interpreter runs must not have it. ``prefetch``
-    (with it): GEMV-mode GEMMs ask L2 for their first weight tiles before the wait."""
+    kernel safe for PDL; kernels that Triton's interpreter runs must not have it."""
     wanted = kernel.template.data
     reasons = []
     for template, applies, gen in RULES:
@@ -45,8 +44,7 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
                 raise CodegenError(f"kernel {name}: a {type(schedule).__name__} cannot schedule a {template} kernel")
             if template == "gemm":
                 assert schedule is None or isinstance(schedule, gemm.GemmSchedule)
-                gpu = target != "cpu" if grid_dependency is None else grid_dependency
-                ks = gemm.generate(kernel, name, schedule, target=target, prefetch=prefetch and gpu)
+                ks = gemm.generate(kernel, name, schedule, target=target)
             elif template == "attention":
                 assert schedule is None or isinstance(schedule, attention.AttentionSchedule)
                 ks = attention.generate(kernel, name, target, schedule)
@@ -63,8 +61,7 @@ GDC_IMPORT = "from triton.language.extra.cuda import gdc_launch_dependents, gdc_
 def with_grid_dependency(ks: KernelSource) -> KernelSource:
     """``ks`` made safe for programmatic dependent launch (PDL) on sm_90: before it touches data
     the previous kernel may write, it waits until that kernel has finished and its writes are
-    visible (``griddepcontrol.wait``: its first statement, or where the template marked
-    ``gemm.WAIT_HERE`` after L2 prefetches of weights, which no kernel writes), and its last
+    visible (``griddepcontrol.wait``, its first statement), and its last
     statement lets the next kernel's programs be scheduled (``griddepcontrol.launch_dependents``;
     a program that ends counts as having said so). So every ordering of plain launches still
     holds; what PDL saves is the launch latency and ramp-up of each kernel, overlapped with the
@@ -72,17 +69,14 @@ def with_grid_dependency(ks: KernelSource) -> KernelSource:
     released at the start, its waiting programs took SM slots from the running kernel (a
     Llama-3.2-1B decode step 1.19 ms with PDL against 1.10 ms without, benchmarks/NOTES.md).
     Without PDL both instructions do nothing. Not for the CPU: Triton's interpreter has no grid
-    dependency control."""
+    dependency control. (Decode GEMVs that asked L2 for their first weight tiles before the wait
+    made the 1B decode step slower: 0.913-0.929 ms against 0.848 without, NOTES.md.)"""
     head, sep, body = ks.source.partition(f"def {ks.name}(")
     signature, colon, rest = body.partition("):\n")
     if not sep or not colon:
         raise CodegenError(f"kernel {ks.name}: cannot find its def line to add the grid dependency")
     head = head.replace("import triton.language as tl\n", "import triton.language as tl\n" + GDC_IMPORT, 1)
-    if f"    {gemm.WAIT_HERE}\n" in rest:  # work that reads no data the previous kernel writes comes first
-        rest = rest.replace(f"    {gemm.WAIT_HERE}\n", "    gdc_wait()\n", 1)
-    else:
-        rest = "    gdc_wait()\n" + rest
-    source = head + sep + signature + colon + rest.rstrip("\n") + "\n    gdc_launch_dependents()\n"
+    source = head + sep + signature + colon + "    gdc_wait()\n" + rest.rstrip("\n") + "\n    gdc_launch_dependents()\n"
     return dataclasses.replace(ks, source=source, grid_dependency=True)
 
 

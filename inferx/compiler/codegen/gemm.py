@@ -13,7 +13,6 @@ rotation happens in registers. Tile shapes: BM x BN x BK, powers of two, chosen 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from xdsl.ir import Operation, SSAValue
 
@@ -179,12 +178,8 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     return GemmSchedule(1, 8, bk, num_warps=4, num_stages=2)
 
 
-def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90",
-             prefetch: bool = False) -> KernelSource:
-    """The kernel's Triton source. ``prefetch`` (GPU kernels launched with PDL): a GEMV-mode
-    program asks L2 for the first weight tiles it will stream before its grid-dependency wait
-    (``WAIT_HERE`` marks where the wait goes), so that they arrive while the kernel before it
-    finishes; weights are never written, so reading them early is safe."""
+def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90") -> KernelSource:
+    """The kernel's Triton source."""
     sched = schedule or heuristic_schedule(kernel, target)
     gemv = sched.gemv  # decode: W streamed once per program of BM <= 8 rows, no dot
     em = Emitter(kernel, name)
@@ -294,9 +289,6 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if partner and not paired:
         em.emit(f"pc = c + {partner}")
         em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
-    if prefetch and gemv and layout == "nk":
-        _prefetch_weight_rows(em, f"in{_idx(lin.weight)}", ["c", "pc"] if second else ["c"], n_dim, k_dim, sched,
-                              lin.weight.type)
     if pre:
         assert isinstance(norm, nn.RMSNormSumSquaresOp)
         em.emit(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
@@ -631,38 +623,6 @@ def _row_inputs(epilogue: list[Operation], rows_shape: list[sy.Dim]) -> list[SSA
 
 
 HEADER = "import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice  # noqa: F401\n\n"
-
-
-# Where a kernel's grid-dependency wait goes when it does work before it (codegen.__init__).
-WAIT_HERE = "# grid-dependency wait"
-
-
-def _prefetch_weight_rows(em: Emitter, w_ptr: str, rows: list[str], n_dim: int, k_dim: int, sched: GemmSchedule,
-                          w_type: Any) -> None:
-    """L2 prefetches of the first two K steps of this program's weight rows (one per 128-byte
-    line; row indices clamped into the matrix), then the marker of the grid-dependency wait.
-
-    Only programs of the first wave prefetch (linear program id below ``first_wave``: 132 SMs
-    times the programs one SM holds by warps, at most 32): they are the ones the GPU can start
-    while the kernel before still runs. A later program starts only when one before it has
-    passed the wait and ended, so its prefetch only adds L2 requests ahead of the same loads.
-    With prefetches in every program, the ``--pdl`` artifact's Llama-3.2-1B lm_head GEMV took
-    156.5 us against 120.1 (benchmarks/results/bench_1b_pdl_h200_2026-12-01.log); not yet
-    measured with this guard."""
-    assert isinstance(w_type, TensorType)
-    per_line = 128 // {DType.f32: 4, DType.f16: 2, DType.bf16: 2}.get(w_type.dtype, 1)
-    span = min(k_dim, 2 * sched.bk)
-    lines = 1 << max(0, (-(-span // per_line) - 1).bit_length())
-    first_wave = HOPPER_SMS * min(32, 64 // sched.num_warps)
-    em.emit(f"if tl.program_id(1) * tl.num_programs(0) + tl.program_id(0) < {first_wave}:")
-    em.indent += 1
-    for i, cols in enumerate(rows):
-        em.emit(f"pf{i} = {w_ptr} + tl.minimum({cols}, {n_dim - 1})[:, None] * {k_dim} + "
-                f"tl.minimum(tl.arange(0, {lines}) * {per_line}, {k_dim - 1})[None, :]")
-        em.emit(f'tl.inline_asm_elementwise("prefetch.global.L2 [$1];\\n\\tmov.u32 $0, 0;", "=r,l", [pf{i}], '
-                "dtype=tl.int32, is_pure=False, pack=1)")
-    em.indent -= 1
-    em.emit(WAIT_HERE)
 
 
 def tma_applies(sched: GemmSchedule, layout: str, gathered: bool, paired: str | None, norm: Operation | None,
