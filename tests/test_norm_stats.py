@@ -1,5 +1,5 @@
-"""norm-stats: RMSNorm statistics of prefill GEMMs come from the GEMM that produces their input
-(o and down with a residual), computed the same (reference interpreter, then the compiled
+"""norm-stats: RMSNorm statistics of prefill GEMMs come from the kernel that produces their input
+(o and down with a residual, the embedding gather), computed the same (reference interpreter, then the compiled
 kernels in Triton's interpreter against HF), over launches that reuse the row-block counters."""
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ def test_prefill_norms_take_statistics_from_the_producing_gemm() -> None:
     PassManager(parse("merge-gemms,fold-norm-weights,dce,fuse,norm-stats", registry())).run(program.module)
     funcs = {f.sym_name.data: f for f in program.module.ops}
     prefill, decode = funcs["prefill"], funcs["decode"]
-    # 3 layers: the first qkv norm reads the embedding gather's output (its own statistics); the
-    # other two qkv norms, the three post-attention norms and the final norm take precomputed ones
-    assert len(_ops(prefill, nn.RMSNormSumSquaresOp)) == 6
-    assert len(_ops(prefill, nn.RMSNormOp)) == 1
+    # 3 layers: every norm takes precomputed statistics, the first qkv norm's from the embedding
+    # gather, the other two qkv norms', the three post-attention norms' and the final norm's from GEMMs
+    assert len(_ops(prefill, nn.RMSNormSumSquaresOp)) == 7
+    assert not _ops(prefill, nn.RMSNormOp)
     producers = [k for k in _ops(prefill, KernelOp) if _ops(k, nn.SumSquaresOp)]
-    assert len(producers) == 6 and all(k.template.data == "gemm" for k in producers)
-    for k in producers:  # one more result: f32, one value per row of what the GEMM produced
+    assert sorted(k.template.data for k in producers) == ["gather"] + ["gemm"] * 6
+    for k in producers:  # one more result: f32, one value per row of what the kernel produced
         x, ss = k.results[0].type, k.results[-1].type
         assert ss.dtype.value == "f32" and tuple(ss.shape) == tuple(x.shape[:-1])
     # decode is untouched: its GEMVs see whole rows of x in one pass anyway

@@ -7,15 +7,15 @@ the body, exactly like the GEMM and attention templates.
 
 from __future__ import annotations
 
-from xdsl.ir import BlockArgument
+from xdsl.ir import BlockArgument, SSAValue
 
 from inferx.compiler.codegen.gemm import _module
-from inferx.compiler.codegen.tile import Emitter, Tile
+from inferx.compiler.codegen.tile import TL_DTYPE, Emitter, Tile
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float, get_int
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.ir.types import TensorType
+from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource
 
 
@@ -31,16 +31,22 @@ def gather_applies(kernel: KernelOp) -> str | None:
 
 
 def gather(kernel: KernelOp, name: str) -> KernelSource:
+    """Rows of the table at the ids, each program whole rows (up to 8192 values per program), so
+    that an ``ix.sum_squares`` of them in the epilogue (norm-stats: the first norm's statistics)
+    is a sum in registers."""
     em = Emitter(kernel, name)
-    op = kernel.body.block.first_op
+    ops = list(kernel.body.block.ops)
+    op = ops[0]
     assert isinstance(op, nn.EmbeddingOp)
     ids_t, out_t = op.ids.type, op.result.type
     assert isinstance(ids_t, TensorType) and isinstance(out_t, TensorType)
     hidden = out_t.shape[-1]
     assert isinstance(hidden, int)
+    bh = _pow2(hidden)
+    bm = max(1, min(16, 8192 // bh))
     rows = em.dim(ids_t.numel())
     em.emit("r = tl.program_id(0) * BM + tl.arange(0, BM)")
-    em.emit("c = tl.program_id(1) * BH + tl.arange(0, BH)")
+    em.emit("c = tl.arange(0, BH)")
     em.emit(f"mask = (r < {rows})[:, None] & (c < {hidden})[None, :]")
     em.emit(f"ids = tl.load(in{op.ids.index} + r, mask=r < {rows}, other=0)")  # type: ignore[attr-defined]
     em.emit(
@@ -49,11 +55,31 @@ def gather(kernel: KernelOp, name: str) -> KernelSource:
     )
     lead = em.unravel("r[:, None]", ids_t.shape)
     em.values[op.result] = Tile("e", [*lead, "c[None, :]"], "mask", out_t)
-    em.run_epilogue(list(kernel.body.block.ops)[1:])
-    bh = min(128, _pow2(hidden))
-    return _finish(
-        em, name, "gather", ("BM", "BH"), (f"cdiv({rows}, 16)", f"cdiv({hidden}, {bh})"), {"BM": 16, "BH": bh}
-    )
+    sums = [o for o in ops if isinstance(o, nn.SumSquaresOp)]
+    yields = list(ops[-1].operands)
+    em.deferred.update(yields.index(o.results[0]) for o in sums if o.results[0] in yields)
+    em.run_epilogue([o for o in ops[1:] if o not in sums])
+    for o in sums:
+        _row_sum_squares(em, o, yields, lead)
+    return _finish(em, name, "gather", ("BM", "BH"), (f"cdiv({rows}, {bm})",), {"BM": bm, "BH": bh})
+
+
+def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], lead: list[str]) -> None:
+    """Stores ``sum(x^2, -1)`` of a whole-row tile (x as stored) as the kernel output it yields."""
+    tile = em.values.get(op.input)
+    if tile is None or tile.coords[-1] != "c[None, :]":
+        raise em.error(op, "sums rows of a value whose last dim is not the gathered row")
+    if op.results[0] not in yields:
+        raise em.error(op, "the row sums are not a result of the kernel")
+    x_t = op.input.type
+    assert isinstance(x_t, TensorType)
+    stored = tile.expr if x_t.dtype == DType.f32 else f"({tile.expr}).to({TL_DTYPE[x_t.dtype]}).to(tl.float32)"
+    em.emit(f"xs = tl.where({tile.mask}, {stored}, 0.0)")
+    j = yields.index(op.results[0])
+    out_t = em.kernel.outputs[j].type
+    assert isinstance(out_t, TensorType)
+    em.emit(f"tl.store(out{j} + {em.offset(lead, out_t.shape)}, tl.sum(xs * xs, 1)[:, None], "
+            f"mask=(r < {em.dim(sy.product(out_t.shape))})[:, None])")
 
 
 def reduction_applies(kernel: KernelOp) -> str | None:
