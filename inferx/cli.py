@@ -178,8 +178,8 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
               help="Write the IR after each of the first five phases into DIR.")
 @click.option("--jobs", type=int, default=None, metavar="N",
               help="Worker processes building cubins (default: the CPU count, at most 8).")
-@click.option("--pdl", is_flag=True,
-              help="Sessions launch the artifact's kernels with programmatic dependent launch "
+@click.option("--pdl/--no-pdl", default=True, show_default=True,
+              help="CUDA sessions launch the artifact's kernels with programmatic dependent launch "
                    "(each may start as the one before it ends) unless told otherwise.")
 def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
                     dump_ir: str | None, jobs: int | None, pdl: bool) -> None:
@@ -357,9 +357,9 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write every measurement as JSON here.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Keep checkpoints and artifacts here and reuse them (default: a temporary directory).")
-@click.option("--pdl", is_flag=True,
-              help="Launch InferX's kernels with programmatic dependent launch (each may start as the one before "
-                   "ends).")
+@click.option("--pdl/--no-pdl", default=True, show_default=True,
+              help="Launch InferX's CUDA kernels with programmatic dependent launch (each may start as the one "
+                   "before it ends).")
 def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
                   warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models

@@ -207,9 +207,8 @@ def test_option_errors() -> None:
         options("1b", "1", "512", "", "vllm", "", 3, 1, "cuda", None)
     with pytest.raises(BenchError, match="--device cpu runs only --shape tiny"):
         check_device(options("1b", "1", "512", "", "eager", "", 3, 1, "cpu", None))
-    with pytest.raises(BenchError, match=r"--pdl \(programmatic dependent launch\) needs --device cuda"):
-        options("tiny", "1", "8", "", "eager", "", 3, 1, "cpu", None, pdl=True)
-    assert options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, pdl=True).pdl
+    assert options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None).pdl  # the default
+    assert not options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, pdl=False).pdl
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without a GPU")

@@ -117,9 +117,9 @@ def test_tma_kernels_build_and_get_their_global_scratch(tmp_path: Path) -> None:
 
 
 def test_pdl_artifacts_launch_with_pdl(tmp_path: Path) -> None:
-    """Compiled with ``pdl``, the manifest says to launch with PDL and a CUDA session does so
-    unless told otherwise; the kernels are those of the plain artifact (each waits for the one
-    before it either way); for the CPU, no PDL."""
+    """By default (``pdl``) the manifest says to launch with PDL and a CUDA session does so unless
+    told otherwise; compiled without it, the kernels are the same (each waits for the one before
+    it either way) and sessions launch plainly; for the CPU, no PDL."""
     from inferx.runtime.cuda_session import CudaSession
     from tests.fake_cuda import FakeDriver
 
@@ -128,13 +128,13 @@ def test_pdl_artifacts_launch_with_pdl(tmp_path: Path) -> None:
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
     model = T.LlamaForCausalLM(cfg).eval()
     art = inferx.compile(model, target="h200", output=tmp_path / "a", dtype="bf16", max_seq_len=64, max_batch=1,
-                         pdl=True, tuning_logs=None, jobs=os.cpu_count() or 2)
+                         tuning_logs=None, jobs=os.cpu_count() or 2)
     a = load_artifact(art)
     assert a.manifest["launch"] == {"pdl": True}
     kernels = a.manifest["kernels"]
     assert all(k["grid_dependency"] and "gdc_wait()" in a.file_bytes(k["file"]).decode() for k in kernels.values())
     unlaunched = load_artifact(inferx.compile(model, target="h200", output=tmp_path / "c", dtype="bf16", max_seq_len=64,
-                                              max_batch=1, tuning_logs=None, jobs=os.cpu_count() or 2))
+                                              max_batch=1, pdl=False, tuning_logs=None, jobs=os.cpu_count() or 2))
     assert unlaunched.manifest["launch"] == {"pdl": False} and set(unlaunched.manifest["kernels"]) == set(kernels)
     assert not CudaSession(unlaunched, driver=FakeDriver()).pdl  # type: ignore[arg-type]
     assert CudaSession(a, driver=FakeDriver()).pdl  # type: ignore[arg-type]

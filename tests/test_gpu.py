@@ -149,10 +149,10 @@ def test_torch_outputs_stay_on_the_device(compiled) -> None:
 
 
 def test_pdl_launches_equal_plain_ones(compiled) -> None:
-    """Programmatic dependent launch (each kernel waits for its predecessor first, and releases
-    the next at its end) changes when kernels start, never what they compute."""
+    """Programmatic dependent launch (the default: each kernel waits for its predecessor first,
+    and releases the next at its end) changes when kernels start, never what they compute."""
     family, _, art = compiled
-    plain, pdl = inferx.load(art, device="cuda"), inferx.load(art, device="cuda", pdl=True)
+    plain, pdl = inferx.load(art, device="cuda", pdl=False), inferx.load(art, device="cuda")
     assert pdl.pdl and not plain.pdl
     ids = [[3, 1, 4, 1, 5, 9, 2, 6], [5, 3, 5, 8, 9, 7, 9, 3]]
     repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'pdl and {family}'"

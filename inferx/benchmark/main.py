@@ -34,7 +34,7 @@ def name_list(text: str) -> tuple[str, ...]:
 
 
 def options(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
-            warmup: int, device: str, workdir: str | None, kernels: bool = True, pdl: bool = False) -> BenchOptions:
+            warmup: int, device: str, workdir: str | None, kernels: bool = True, pdl: bool = True) -> BenchOptions:
     """BenchOptions from the command line's text; BenchError on anything invalid."""
     try:
         return BenchOptions(shapes=name_list(shape), batches=int_list(batch, "--batch"),

@@ -63,7 +63,7 @@ class BenchOptions:
     kernels: bool = True
     jobs: int = field(default_factory=lambda: min(8, os.cpu_count() or 2))
     seed: int = 0
-    pdl: bool = False  # InferX's CUDA session launches with programmatic dependent launch
+    pdl: bool = True  # InferX's CUDA session launches with programmatic dependent launch
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -76,8 +76,6 @@ class BenchOptions:
             raise ValueError("batches, contexts, prefill lengths and --iters must be positive, --warmup not negative")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"unknown device {self.device!r}: use cuda or cpu")
-        if self.pdl and self.device != "cuda":
-            raise ValueError("--pdl (programmatic dependent launch) needs --device cuda")
 
     @property
     def max_seq_len(self) -> int:
@@ -103,10 +101,10 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
                           progress=lambda line: say(f"  {line}"))
 
 
-def _load_inferx(art: Path, device: str, pdl: bool = False) -> Any:
+def _load_inferx(art: Path, device: str, pdl: bool) -> Any:
     import inferx
 
-    return inferx.load(str(art), device=device, **({"pdl": True} if pdl else {}))
+    return inferx.load(str(art), device=device, **({"pdl": pdl} if device == "cuda" else {}))
 
 
 def _one_line(e: BaseException) -> str:
