@@ -533,17 +533,8 @@ def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], n
     tile's sums (of x as stored), the last of the row block to arrive adds them in tile order
     (the same sum every run) and stores them, then resets the block's counter for the next launch.
     Returns the scratch it uses: the partial sums and the counters."""
-    tile = em.values.get(op.input)
-    if tile is None or tile.coords[-1] != "c[None, :]":
-        raise em.error(op, "sums rows of a value whose last dim is not the GEMM's columns")
-    if op.results[0] not in yields:
-        raise em.error(op, "the row sums are not a result of the kernel")
-    x_t = op.input.type
-    assert isinstance(x_t, TensorType)
+    j = em.squares_of_rows(op, yields, "the GEMM's columns")
     e = em.emit
-    j = yields.index(op.results[0])
-    stored = tile.expr if x_t.dtype == DType.f32 else f"({tile.expr}).to({_tl(x_t.dtype)}).to(tl.float32)"
-    e(f"xs = tl.where({tile.mask}, {stored}, 0.0)")
     e(f"tl.store(ws_rs + (pid_m * {n_tiles} + pid_n) * BM + tl.arange(0, BM), tl.sum(xs * xs, 1))")
     e("tl.debug_barrier()")
     e("rs_arrived = tl.atomic_add(ws_rs_count + pid_m, 1)")

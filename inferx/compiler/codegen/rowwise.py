@@ -10,12 +10,12 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument, SSAValue
 
 from inferx.compiler.codegen.gemm import _module
-from inferx.compiler.codegen.tile import TL_DTYPE, Emitter, Tile
+from inferx.compiler.codegen.tile import Emitter, Tile
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float, get_int
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.ir.types import DType, TensorType
+from inferx.compiler.ir.types import TensorType
 from inferx.runtime.kernel_source import KernelSource
 
 
@@ -66,16 +66,7 @@ def gather(kernel: KernelOp, name: str) -> KernelSource:
 
 def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], lead: list[str]) -> None:
     """Stores ``sum(x^2, -1)`` of a whole-row tile (x as stored) as the kernel output it yields."""
-    tile = em.values.get(op.input)
-    if tile is None or tile.coords[-1] != "c[None, :]":
-        raise em.error(op, "sums rows of a value whose last dim is not the gathered row")
-    if op.results[0] not in yields:
-        raise em.error(op, "the row sums are not a result of the kernel")
-    x_t = op.input.type
-    assert isinstance(x_t, TensorType)
-    stored = tile.expr if x_t.dtype == DType.f32 else f"({tile.expr}).to({TL_DTYPE[x_t.dtype]}).to(tl.float32)"
-    em.emit(f"xs = tl.where({tile.mask}, {stored}, 0.0)")
-    j = yields.index(op.results[0])
+    j = em.squares_of_rows(op, yields, "the gathered row")
     out_t = em.kernel.outputs[j].type
     assert isinstance(out_t, TensorType)
     em.emit(f"tl.store(out{j} + {em.offset(lead, out_t.shape)}, tl.sum(xs * xs, 1)[:, None], "

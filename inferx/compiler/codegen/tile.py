@@ -378,6 +378,21 @@ class Emitter:
             if v == op.results[0]:
                 self.aliases[i] = self.input_index(op.cache)
 
+    def squares_of_rows(self, op: nn.SumSquaresOp, yields: list[SSAValue], columns: str) -> int:
+        """Emits ``xs``: the tile ``op`` sums the squares of along its last dim (``columns``, the
+        template's ``c``), as stored and zero outside its mask. Returns the index of the kernel
+        output the row sums go to."""
+        tile = self.values.get(op.input)
+        if tile is None or tile.coords[-1] != "c[None, :]":
+            raise self.error(op, f"sums rows of a value whose last dim is not {columns}")
+        if op.results[0] not in yields:
+            raise self.error(op, "the row sums are not a result of the kernel")
+        x_t = op.input.type
+        assert isinstance(x_t, TensorType)
+        stored = tile.expr if x_t.dtype == DType.f32 else f"({tile.expr}).to({TL_DTYPE[x_t.dtype]}).to(tl.float32)"
+        self.emit(f"xs = tl.where({tile.mask}, {stored}, 0.0)")
+        return yields.index(op.results[0])
+
     def store(self, tile: Tile, out_index: int) -> None:
         out_t = self.kernel.outputs[out_index].type
         assert isinstance(out_t, TensorType)
