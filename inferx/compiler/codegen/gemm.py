@@ -234,19 +234,18 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 "block_shape=[BN, BK])")
     if sched.group_m and gemv:
         raise em.error(lin, f"a grouped tile order is generated for the dot path: {sched}")
-    if sched.persistent:
-        if gemv or split > 1:
-            raise em.error(lin, f"a persistent grid is generated for the dot path without split-K: {sched}")
+    if sched.persistent and (gemv or split > 1):
+        raise em.error(lin, f"a persistent grid is generated for the dot path without split-K: {sched}")
+    if sched.persistent or sched.group_m:  # a linear tile index
         em.emit(f"num_m = tl.cdiv({em.dim(sy.product(x_t.shape[:-1]))}, BM)")
-        # Flattened (the next tile's loads may start under this one's epilogue), except around the
-        # row-sum reduction's branch and loop, which Triton 3.6 does not flatten
-        flatten = ", flatten=True" if not row_sums else ""
-        em.emit(f"for tile in tl.range(tl.program_id(0), num_m * {n_tiles}, tl.num_programs(0){flatten}):")
-        em.indent += 1  # the rest of the kernel is one tile's work
-        _tile_coords(em, sched.group_m, n_tiles)
-    elif sched.group_m:
-        em.emit(f"num_m = tl.cdiv({em.dim(sy.product(x_t.shape[:-1]))}, BM)")
-        em.emit("tile = tl.program_id(0)")
+        if sched.persistent:
+            # Flattened (the next tile's loads may start under this one's epilogue), except around
+            # the row-sum reduction's branch and loop, which Triton 3.6 does not flatten
+            flatten = ", flatten=True" if not row_sums else ""
+            em.emit(f"for tile in tl.range(tl.program_id(0), num_m * {n_tiles}, tl.num_programs(0){flatten}):")
+            em.indent += 1  # the rest of the kernel is one tile's work
+        else:
+            em.emit("tile = tl.program_id(0)")
         _tile_coords(em, sched.group_m, n_tiles)
     else:
         em.emit("pid_m = tl.program_id(0)")
