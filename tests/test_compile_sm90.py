@@ -80,7 +80,7 @@ def test_tma_kernels_build_and_get_their_global_scratch(tmp_path: Path) -> None:
     cfg = T.LlamaConfig(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
     model = T.LlamaForCausalLM(cfg).eval()
-    # BN = head_dim; TMA loads everywhere (the gated gate/up GEMM as two boxes), persistent grids
+    # BN = head_dim; TMA loads everywhere (the gated gate/up GEMM as one box of 2*BN rows), persistent grids
     # but for the lm_head
     schedule = {"bm": 64, "bn": 32, "bk": 64, "num_warps": 4, "num_stages": 3, "tma": 1}
     db = Database.load(tmp_path / "logs", "h200")

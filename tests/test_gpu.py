@@ -164,8 +164,8 @@ def test_pdl_launches_equal_plain_ones(compiled) -> None:
 
 @pytest.mark.parametrize("persistent", [0, 1])
 def test_tma_gemms_and_short_prompt_variants_match_hf(tmp_path, persistent) -> None:  # type: ignore[no-untyped-def]
-    """Every prefill GEMM on TMA schedules from tuning records (the gated gate/up GEMM as two
-    boxes), on persistent grids or not, in every row bucket (prompts of up to 128 tokens, up to
+    """Every prefill GEMM on TMA schedules from tuning records (the gated gate/up GEMM as one box
+    of 2*BN rows), on persistent grids or not, in every row bucket (prompts of up to 128 tokens, up to
     512, and longer ones), against HF in bf16: prompts of 40, 290 and 560 tokens, then decode steps."""
     from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module

@@ -242,7 +242,7 @@ def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]
     lg = lambda v: math.log2(max(1.0, float(v)))  # noqa: E731
     return [
         lg(task.rows), lg(task.k), lg(task.n), lg(task.tile_n), float(task.shape == "decode"),
-        float("gated" in tags), float("rope" in tags), float(task.prologue != "none"), float("residual" in tags),
+        float(task.gated), float("rope" in tags), float(task.prologue != "none"), float("residual" in tags),
         float(DTYPE_BYTES.get(task.w_dtype, 4)),
         lg(s["bm"]), lg(s["bn"]), lg(s["bk"]), lg(s["num_warps"]), float(s["num_stages"]),
         float(s["bm"] <= GEMV_MAX_ROWS),

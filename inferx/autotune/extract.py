@@ -35,7 +35,7 @@ from inferx.autotune.task import AnyTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
 # The compiler driver's phases 2-4, whose kernels phase 7 generates (see inferx.compiler.driver).
-FUSE_PIPELINE = "canonicalize,cse,dce,merge-gemms,fold-norm-weights,dce,fuse,norm-stats"
+FUSE_PIPELINE = "canonicalize,cse,dce,merge-gemms,interleave-pairs,fold-norm-weights,dce,fuse,norm-stats"
 WEIGHTINGS = ("roofline", "launches")
 
 

@@ -81,9 +81,10 @@ class Knob:
 
 
 def weight_tiles(task: Task, s: Mapping[str, int]) -> int:
-    """Weight tiles each K step loads: two for a gated (gate|up) GEMM; two for RoPE when a tile is
-    wider than a head's rotate-half pair run (BN > 128) and so reads its partners elsewhere."""
-    if "gated" in task.epilogue.split("+"):
+    """Weight tiles each K step loads: two for a gated (gate|up) GEMM (BN rows of each half, as one
+    run of 2*BN rows where they are stored in pairs); two for RoPE when a tile is wider than a
+    head's rotate-half pair run (BN > 128) and so reads its partners elsewhere."""
+    if task.gated:
         return 2
     if "rope" in task.epilogue.split("+") and s["bn"] > 128:
         return 2
@@ -217,7 +218,8 @@ def split_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
 
 def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     """TMA loads take whole tiles of contiguous rows on the dot path: W in [N, K] layout (a gated
-    split takes its gate and up rows as two boxes, into two accumulators), K rows 16-byte aligned,
+    GEMM takes its gate and up rows as two boxes of BN rows, or as one of 2*BN where they are
+    stored in pairs, so BN <= 128 there: a box is at most 256 rows), K rows 16-byte aligned,
     a RoPE GEMM only on tiles of one whole head (other tiles gather partner columns; the template
     refuses a BN other than the head dim, and the candidate fails). Decode tasks of 16 rows and
     more take them too, with split-K (each program's boxes start at its K range)."""
@@ -229,6 +231,8 @@ def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
         return "TMA loads with a LayerNorm prologue are not generated"
     if (task.k * DTYPE_BYTES.get(task.x_dtype, 4)) % 16 or (task.k * DTYPE_BYTES.get(task.w_dtype, 4)) % 16:
         return f"TMA needs 16-byte aligned rows: K={task.k} is not"
+    if "pairs" in task.epilogue.split("+") and 2 * s["bn"] > 256:
+        return f"TMA loads of gate|up pairs take 2*BN rows per box, at most 256: BN={s['bn']}"
     if "rope" in task.epilogue.split("+") and s["bn"] not in (64, 128):
         return "TMA loads of a RoPE GEMM need tiles of one whole head (BN = head_dim, 64 or 128)"
     return None

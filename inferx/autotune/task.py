@@ -66,7 +66,7 @@ class Task:
     tile_n: int
     w_layout: str
     prologue: str  # "rmsnorm" | "layernorm" | "none"
-    epilogue: str  # e.g. "residual", "kv_write+rope", "gated+mul+silu", "plain"
+    epilogue: str  # e.g. "residual", "kv_write+rope", "mul+pairs+silu", "plain"
     shape: str  # "decode" | "prefill"
     rows: int
 
@@ -108,6 +108,12 @@ class Task:
             )
         except (KeyError, TypeError) as e:
             raise TaskError(f"not a task: missing or malformed field {e}") from None
+
+    @property
+    def gated(self) -> bool:
+        """A gate|up GEMM: each tile holds both halves of its columns (rows [gate; up] of W,
+        "gated", or interleaved, "pairs")."""
+        return bool({"gated", "pairs"} & set(self.epilogue.split("+")))
 
     @property
     def key(self) -> str:
@@ -187,6 +193,12 @@ class AttentionTask:
             )
         except (KeyError, TypeError) as e:
             raise TaskError(f"not an attention task: missing or malformed field {e}") from None
+
+    @property
+    def gated(self) -> bool:
+        """A gate|up GEMM: each tile holds both halves of its columns (rows [gate; up] of W,
+        "gated", or interleaved, "pairs")."""
+        return bool({"gated", "pairs"} & set(self.epilogue.split("+")))
 
     @property
     def key(self) -> str:
@@ -302,7 +314,10 @@ def gemm_task(kernel: KernelOp, rows: int) -> Task:
         raise TaskError("K and N must be static")
     epilogue = ops[(2 if norm else 1) :]
     gated = _gated_split(lin, epilogue)
-    tags = {_tag(op) for op in epilogue if op is gated or not isinstance(op, _LAYOUT_OPS)}  # type: ignore[arg-type]
+    halves = gated.ops if gated else ()
+    tags = {_tag(op) for op in epilogue if op not in halves and not isinstance(op, _LAYOUT_OPS)}
+    if gated:
+        tags.add("pairs" if gated.pairs else "gated")
     if lin.bias is not None:
         tags.add("bias")
     outs = sorted({r.type.dtype.value for r in kernel.results if isinstance(r.type, TensorType)})
@@ -330,10 +345,9 @@ def _linear(kernel: KernelOp) -> nn.LinearOp:
 
 
 def _tag(op: Operation) -> str:
-    """The cost tag of one epilogue op: "gated" for the gate|up split, "residual" for an add of a
-    kernel input, else the op's name without the dialect prefix."""
-    if isinstance(op, t.SplitOp):
-        return "gated"
+    """The cost tag of one epilogue op: "residual" for an add of a kernel input, else the op's
+    name without the dialect prefix. (The gate|up halves are tagged "gated", or "pairs" where
+    interleave-pairs stored their rows side by side.)"""
     name = op.name.removeprefix("ix.")
     if name == "add" and any(isinstance(v, BlockArgument) for v in op.operands):
         return "residual"

@@ -2,8 +2,9 @@
 
     1. import          the frontend builds the ix module and the weight store
     2. cleanup         canonicalize, cse, dce
-    3. merge-gemms     q/k/v and gate/up become one GEMM each (weights concatenated); RMSNorm
-                       scales move into the weights of the GEMMs they feed (fold-norm-weights)
+    3. merge-gemms     q/k/v and gate/up become one GEMM each (weights concatenated), gate|up
+                       with its rows interleaved (interleave-pairs); RMSNorm scales move into
+                       the weights of the GEMMs they feed (fold-norm-weights)
     4. fuse            every run-time op into an ix.kernel (5 per decoder layer)
     5. plan-memory     one arena per shape bucket
     6. fold weights    weight-only values (concatenations) become stored weights
@@ -111,7 +112,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     _dump(options, "1-import", program)
     for n, name, pipeline in (
         (2, "cleanup", "canonicalize,cse,dce"),
-        (3, "merge-gemms", "merge-gemms,fold-norm-weights,dce"),
+        (3, "merge-gemms", "merge-gemms,interleave-pairs,fold-norm-weights,dce"),
         (4, "fuse", "fuse,norm-stats"),
         (5, "plan-memory", _plan_pipeline(options)),
     ):

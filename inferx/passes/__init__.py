@@ -15,8 +15,10 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.dce import DCE
     from inferx.passes.fold_norm_weights import FoldNormWeights
     from inferx.passes.fuse import Fuse
+    from inferx.passes.interleave_pairs import InterleavePairs
     from inferx.passes.merge_gemms import MergeGemms
     from inferx.passes.norm_stats import NormStats
     from inferx.passes.plan_memory import PlanMemory
 
-    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, FoldNormWeights, Fuse, NormStats, PlanMemory)}
+    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, InterleavePairs, FoldNormWeights, Fuse, NormStats,
+                                      PlanMemory)}

@@ -22,7 +22,7 @@ from inferx.compiler.codegen.tile import SIG_DTYPE, Emitter, Tile, attr_str
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
-from inferx.compiler.ir.ops_base import get_float, get_int
+from inferx.compiler.ir.ops_base import get_dim, get_float, get_int
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource, Param, Scratch
@@ -209,7 +209,8 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     gated = _gated_split(lin, epilogue)
     n_tile = n_dim // 2 if gated else n_dim
     if gated:
-        epilogue = [o for o in epilogue if o is not gated]
+        epilogue = [o for o in epilogue if o not in gated.ops]
+    pairs = bool(gated and gated.pairs)
 
     split = sched.split_k
     k_range = f"0, {k_dim}"
@@ -225,13 +226,14 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     n_tiles = -(-n_tile // sched.bn)
     x_ptr, w_ptr = f"in{_idx(x_val)}", f"in{_idx(lin.weight)}"
     if sched.tma:  # made once per program, before any tile loop
-        why = tma_applies(sched, layout, bool(partner and not paired), paired, norm, k_dim, x_t.dtype, lin)
+        why = tma_applies(sched, layout, bool(partner and not paired), paired, norm, k_dim, x_t.dtype, lin, pairs)
         if why is not None:
             raise em.error(lin, f"TMA loads: {why} ({sched})")
         em.emit(f"x_desc = tl.make_tensor_descriptor({x_ptr}, shape=[{em.dim(sy.product(x_t.shape[:-1]))}, "
                 f"{k_dim}], strides=[{k_dim}, 1], block_shape=[BM, BK])")
+        box = "2 * BN" if pairs else "BN"
         em.emit(f"w_desc = tl.make_tensor_descriptor({w_ptr}, shape=[{n_dim}, {k_dim}], strides=[{k_dim}, 1], "
-                "block_shape=[BN, BK])")
+                f"block_shape=[{box}, BK])")
     if sched.group_m and gemv:
         raise em.error(lin, f"a grouped tile order is generated for the dot path: {sched}")
     if sched.persistent and (gemv or split > 1):
@@ -263,22 +265,29 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     em.emit(f"M = {rows}")
     em.emit("rm = r < M")
     em.emit(f"cn = c < {n_tile}")
-    # A gated split on the dot path (no split-K) interleaves: one [BM, 2*BN] accumulator whose
-    # column 2j is gate column j and 2j+1 up column j (W rows gathered in that order), split in
-    # registers after the loop. One wide dot instead of two narrow ones: on an H200, the
-    # Llama-3-8B gate/up GEMM at 2048 rows took 850 -> 708 us (no norm statistics in either).
-    # Under TMA each tile is one box of contiguous rows: the gate and up rows come as two boxes
-    # into two accumulators instead.
-    interleaved = bool(gated) and not gemv and split == 1 and not sched.tma
+    # A gated GEMM on the dot path interleaves: one [BM, 2*BN] accumulator whose column 2j is
+    # gate column j and 2j+1 up column j, split in registers after the loop. One wide dot instead
+    # of two narrow ones: on an H200, the Llama-3-8B gate/up GEMM at 2048 rows took 850 -> 708 us
+    # (no norm statistics in either). With the W rows stored in pairs (interleave-pairs) a tile's
+    # 2*BN rows are contiguous: one load, one TMA box, also under split-K. With the halves
+    # stored apart the rows are gathered (no split-K); under TMA, where each box is a run of
+    # contiguous rows, gate and up rows come as two boxes into two accumulators instead.
+    interleaved = bool(gated) and not gemv and (pairs or (split == 1 and not sched.tma))
     if interleaved:
         em.emit("t2 = tl.arange(0, 2 * BN)")
         em.emit("cj = pid_n * BN + t2 // 2")
-        em.emit(f"cw = cj + (t2 % 2) * {n_tile}")
+        em.emit("cw = pid_n * 2 * BN + t2" if pairs else f"cw = cj + (t2 % 2) * {n_tile}")
         em.emit(f"cwn = cj < {n_tile}")
         em.emit("acc2 = tl.zeros((BM, 2 * BN), dtype=tl.float32)")
     else:
         em.emit("acc = tl.zeros((BM, BN), dtype=tl.float32)")
-    if gated:
+    # W rows of the gate half (gc) and the up half (pc) of output columns c
+    gc = "c"
+    if pairs:
+        gc = "gc"
+        em.emit("gc = 2 * c")
+        em.emit("pc = gc + 1")
+    elif gated:
         em.emit(f"pc = c + {n_tile}")
     if gated and not interleaved:
         em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
@@ -366,14 +375,17 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 em.emit(f"{w} = {w}.to(tl.float32)")
             em.emit(f"{acc} += tl.dot(a, {w}{precision})")
 
-    if interleaved:
+    if interleaved and sched.tma:  # pairs: the tile's 2*BN rows as one box
+        em.emit("w = w_desc.load([pid_n * 2 * BN, k0]).T")
+        accumulate("acc2", "w")
+    elif interleaved:
         em.emit(f"w = {w_tile('cw', 'cwn')}")
         accumulate("acc2", "w")
     elif sched.tma:  # [BN, BK] rows of W, K contiguous, taken transposed by the dot
         em.emit("w = w_desc.load([pid_n * BN, k0]).T")
         accumulate("acc", "w")
     else:
-        em.emit(f"w = {w_tile('c')}")
+        em.emit(f"w = {w_tile(gc)}")
         accumulate("acc", "w")
     if second and sched.tma:  # the up half's rows: the same box n_tile rows further on
         em.emit(f"wp = w_desc.load([{n_tile} + pid_n * BN, k0]).T")
@@ -395,7 +407,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if interleaved:
         em.emit("acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))")
     if split > 1:
-        _split_k_reduce(em, second=bool(second), norm=norm is not None and not pre, n_tiles=n_tiles)
+        _split_k_reduce(em, second=bool(second or interleaved), norm=norm is not None and not pre, n_tiles=n_tiles)
     if norm is not None:
         eps = get_float(norm.attributes, "eps")
         if isinstance(norm, nn.RMS_NORMS):
@@ -410,7 +422,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             if partner or gated:
                 raise em.error(norm, "LayerNorm prologue with RoPE or a gated split is not generated")
     if lin.bias is not None:
-        em.emit(f"acc += tl.load(in{_idx(lin.bias)} + c, mask=cn, other=0).to(tl.float32)[None, :]")
+        em.emit(f"acc += tl.load(in{_idx(lin.bias)} + {gc}, mask=cn, other=0).to(tl.float32)[None, :]")
         if second or interleaved:
             em.emit(f"accp += tl.load(in{_idx(lin.bias)} + pc, mask=cn, other=0).to(tl.float32)[None, :]")
     if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
@@ -450,7 +462,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if split > 1:
         tiles = f"((({m_code}) + {sched.bm - 1}) // {sched.bm}) * {n_tiles}"
         named = [("ws_acc", Scratch((f"{tiles} * {split} * {sched.bm} * {sched.bn}",), "f32"))]
-        if second:
+        if second or interleaved:
             named.append(("ws_accp", Scratch((f"{tiles} * {split} * {sched.bm} * {sched.bn}",), "f32")))
         if norm is not None:
             named.append(("ws_ss", Scratch((f"{tiles} * {split} * {sched.bm}",), "f32")))
@@ -584,15 +596,33 @@ def _norm_operand(norm: Operation, which: str) -> SSAValue | None:
     return norm.weight if which == "weight" else norm.bias
 
 
-def _gated_split(lin: nn.LinearOp, epilogue: list[Operation]) -> t.SplitOp | None:
-    """A split of the output's last dim into two equal halves (gate, up): each tile then holds
-    column j of both halves, so ``act(gate) * up`` pairs elements in registers."""
+@dataclass(frozen=True)
+class GatedHalves:
+    """The two equal halves (gate, up) of a GEMM's columns, which its tiles hold side by side so
+    that ``act(gate) * up`` pairs elements in registers: a ``split`` of the output's last dim (W
+    rows [gate; up]) or, after interleave-pairs, two step-2 ``slice``s (``pairs``: W rows
+    interleaved, gate row j at 2j and up row j at 2j + 1)."""
+
+    ops: tuple[Operation, ...]
+    results: tuple[SSAValue, SSAValue]
+    pairs: bool
+
+
+def _gated_split(lin: nn.LinearOp, epilogue: list[Operation]) -> GatedHalves | None:
+    """The gate|up halves of ``lin`` in ``epilogue``, or None."""
+    rank = lin.result.type.rank  # type: ignore[attr-defined]
+    n = lin.result.type.shape[-1]  # type: ignore[attr-defined]
+    last = (-1, rank - 1)
     for op in epilogue:
         if isinstance(op, t.SplitOp) and op.input == lin.result and len(op.results) == 2:
             a, b = (r.type.shape[-1] for r in op.results)  # type: ignore[attr-defined]
-            rank = lin.result.type.rank  # type: ignore[attr-defined]
-            if a == b and get_int(op.attributes, "dim") in (-1, rank - 1):
-                return op
+            if a == b and get_int(op.attributes, "dim") in last:
+                return GatedHalves((op,), (op.results[0], op.results[1]), pairs=False)
+    slices = {get_dim(op.attributes, "start"): op for op in epilogue
+              if isinstance(op, t.SliceOp) and op.input == lin.result and get_int(op.attributes, "dim") in last
+              and get_int(op.attributes, "step", 1) == 2 and get_dim(op.attributes, "end") == n}
+    if set(slices) == {0, 1} and isinstance(n, int) and n % 2 == 0:
+        return GatedHalves((slices[0], slices[1]), (slices[0].result, slices[1].result), pairs=True)
     return None
 
 
@@ -616,18 +646,19 @@ HEADER = "import triton\nimport triton.language as tl\nfrom triton.language.extr
 
 
 def tma_applies(sched: GemmSchedule, layout: str, gathered: bool, paired: str | None, norm: Operation | None,
-                k_dim: int, x_dtype: DType, lin: nn.LinearOp) -> str | None:
+                k_dim: int, x_dtype: DType, lin: nn.LinearOp, pairs: bool = False) -> str | None:
     """Why TMA loads cannot feed this GEMM's dot, or None: they need the dot path, tile dims up to
-    256 (a TMA box), W in [N, K] layout with each tile's rows contiguous (a gated split takes its
-    gate and up rows as two boxes; RoPE partners outside the tile and permuted RoPE columns are
-    not boxes), no LayerNorm prologue, and 16-byte aligned rows of x and W."""
+    256 (a TMA box; gate|up ``pairs`` take 2*BN rows per box), W in [N, K] layout with each tile's
+    rows contiguous (a gated split stored apart takes its gate and up rows as two boxes; RoPE
+    partners outside the tile and permuted RoPE columns are not boxes), no LayerNorm prologue, and
+    16-byte aligned rows of x and W."""
     w_t = lin.weight.type
     assert isinstance(w_t, TensorType)
     itemsize = {DType.f32: 4, DType.f16: 2, DType.bf16: 2}
     if sched.gemv:
         return "GEMV mode loads rows of W itself"
-    if max(sched.bm, sched.bn, sched.bk) > 256:
-        return "a TMA box is at most 256 elements per dim"
+    if max(sched.bm, sched.bn * (2 if pairs else 1), sched.bk) > 256:
+        return "a TMA box is at most 256 elements per dim" + (" (gate|up pairs: 2*BN rows)" if pairs else "")
     if layout != "nk":
         return f"W is stored {layout}, not [N, K]"
     if gathered:
