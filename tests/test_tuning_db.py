@@ -142,6 +142,18 @@ def test_append_and_best(tiny: ModuleOp, tmp_path: Path) -> None:
         Database.load(tmp_path, "cpu")
 
 
+def test_a_tie_goes_to_the_schedule_with_fewer_knobs_on(tiny: ModuleOp, tmp_path: Path) -> None:
+    """Medians within 1% of the fastest are a tie, won by the schedule with fewer optional knobs
+    on (here split-K); beyond it the fastest wins whatever its knobs."""
+    o = gemm_task(kernels(tiny, "decode")[1], 1)
+    db = Database.load(tmp_path, "h200")
+    db.append(record(o, 0.01000, bm=16, bn=32, split_k=2))
+    db.append(record(o, 0.01008, bm=16, bn=32))
+    assert db.best(o)[0].split_k == 1  # type: ignore[index]
+    db.append(record(o, 0.0098, bm=16, bn=32, split_k=4))
+    assert db.best(o)[0].split_k == 4  # type: ignore[index]
+
+
 def test_best_ignores_records_that_no_longer_validate(tiny: ModuleOp, tmp_path: Path) -> None:
     o = gemm_task(kernels(tiny, "decode")[1], 1)
     db = Database.load(tmp_path, "h200")

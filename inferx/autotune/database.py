@@ -7,7 +7,8 @@ wrong record is outweighed by appending a better one, not by editing history.
 
 ``best(task)`` is the record of that task with the lowest median whose schedule still validates
 for its template (a record of a schedule the template no longer accepts is ignored, not an
-error). Lines that do not parse are skipped and listed in ``problems`` (file:line: reason), so a
+error); medians within ``TIE`` of the lowest are a tie, which goes to the schedule with the
+fewest optional knobs on (split-K, TMA, persistent grid, grouped order). Lines that do not parse are skipped and listed in ``problems`` (file:line: reason), so a
 torn last line never stops a compile. Targets are device names ("h200", "h100"); "cpu" has no
 database: GPU measurements say nothing about Triton's interpreter.
 """
@@ -29,6 +30,22 @@ from inferx.compiler.codegen.attention import AttentionSchedule
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, GemmSchedule
 
 _PACKAGE = Path(inferx.__file__).resolve().parent
+
+# Medians within this fraction of the fastest are a tie: the spread of one schedule measured
+# again on an H200 is 0.5-1%. A knob that buys less than that is not shown to help, and a
+# record is measured at its bucket's largest row count while the kernel runs at every count of
+# the bucket: on an H200 the Llama-3-8B gate|up GEMM (pairs) took 1479.2 us at 4096 rows with
+# a grouped order and 1480.6 without, while at 2048 rows the grouped order was 9% slower
+# (775.5 against 714.1 us; benchmarks/results/knob_sweep_8b_pairs_h200_2026-12-01h.log,
+# gated_box_h200_2026-12-01.log).
+TIE = 0.01
+# Optional knobs and the value that means "off"
+OPTIONAL_KNOBS = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0}
+
+
+def knobs_on(schedule: Mapping[str, Any]) -> int:
+    """How many optional knobs a stored schedule turns on."""
+    return sum(1 for k, off in OPTIONAL_KNOBS.items() if schedule.get(k, off) != off)
 
 
 def _default_root() -> Path:
@@ -216,21 +233,24 @@ class Database:
         return db
 
     def best(self, task: AnyTask) -> tuple[Any, Record] | None:
-        """(schedule, record) of the fastest valid record of ``task`` (the earliest on a tie), or
-        None. The schedule is the template's own type (GemmSchedule for "gemm", AttentionSchedule
-        for "attention")."""
+        """(schedule, record) of the fastest valid record of ``task``, or None: of the records
+        within ``TIE`` of the fastest, the one with the fewest optional knobs on, then the fastest,
+        then the earliest. The schedule is the template's own type (GemmSchedule for "gemm",
+        AttentionSchedule for "attention")."""
         form = SCHEDULE_FORMS.get(task.template)
-        best: tuple[Any, Record] | None = None
+        valid: list[tuple[Any, Record]] = []
         for rec in self._by_key.get(task.key, []):
             if form is None or not math.isfinite(rec.median_ms):
                 continue
             try:
-                sched = form(rec.schedule)
+                valid.append((form(rec.schedule), rec))
             except (ScheduleError, TypeError):
                 continue  # the template no longer accepts it: ignored, never fatal
-            if best is None or rec.median_ms < best[1].median_ms:
-                best = (sched, rec)
-        return best
+        if not valid:
+            return None
+        fastest = min(rec.median_ms for _, rec in valid)
+        near = [p for p in valid if p[1].median_ms <= fastest * (1 + TIE)]
+        return min(near, key=lambda p: (knobs_on(p[1].schedule), p[1].median_ms))
 
     def append(self, record: Record) -> Path:
         """Appends ``record`` as one line of ``root/target/<template>.jsonl`` (created if need be):
