@@ -57,3 +57,40 @@ def test_other_folds_stay_on_the_interpreter() -> None:
     assert _narrow_binary(op, [np.ones(4, np.float32)] * 2, DType.f32) is None
     mul = ts.MulOp(operands=list(block.args), result_types=[ty])
     assert _narrow_binary(mul, [np.ones(4, np.float64)] * 2, DType.f32) is None
+
+
+def test_an_artifact_stores_only_the_weights_its_kernels_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """What a merged or folded weight is computed from (the q, k and v weights of a concatenation,
+    gate|up before its rows go into pairs, a weight before a norm scale multiplies it) is not
+    stored: every stored weight is one a launch reads, and the stored bytes come to the model's
+    parameters (norm scales folded away)."""
+    import json
+
+    import torch
+    import transformers as T
+
+    import inferx
+    from inferx.runtime.artifact import load_artifact
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    model = T.LlamaForCausalLM(cfg).eval()
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=16, max_batch=1)
+    manifest = load_artifact(art).manifest
+
+    def read(node):  # type: ignore[no-untyped-def]
+        if isinstance(node, dict):
+            if node.get("kind") == "weight":
+                yield node["name"]
+            for v in node.values():
+                yield from read(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from read(v)
+
+    stored = manifest["weights"]
+    assert set(stored) == set(read(manifest["entries"])), json.dumps(sorted(stored))
+    stored_values = sum(int(np.prod(w["shape"])) for w in stored.values())
+    params = sum(p.numel() for n, p in model.named_parameters() if "norm" not in n)
+    assert params <= stored_values <= params + 4 * 32, (stored_values, params)

@@ -434,7 +434,9 @@ def _weight_bytes(arr: np.ndarray, dtype: str) -> np.ndarray:
 class _WeightFolder:
     """Evaluates the weight-only values kernels read, and names them: a leaf keeps its weight's
     name; a derived value is named by the hash of how it is computed, so prefill and decode share
-    it and compiling twice gives the same names."""
+    it and compiling twice gives the same names. Only values a kernel reads are kept (and
+    written): what they are computed from (the q, k and v weights of a concatenation, the
+    concatenation a norm scale multiplies) is evaluated when needed and let go."""
 
     def __init__(self, program: Program):
         self.program = program
@@ -443,31 +445,39 @@ class _WeightFolder:
         self._names: dict[SSAValue, str] = {}
 
     def name_of(self, v: SSAValue) -> str:
-        if v in self._names:
-            return self._names[v]
-        owner = v.owner
-        assert isinstance(owner, Operation)
-        ty = v.type
-        assert isinstance(ty, TensorType)
-        if isinstance(owner, WeightOp):
-            name = owner.attributes["name"].data  # type: ignore[attr-defined]
-            if name not in self.stored:
-                self.stored[name] = self._storage(np.asarray(self.program.weights[name]), ty.dtype)
-        else:
-            recipe = _recipe(owner, self)
-            name = "derived." + hashlib.sha256(recipe.encode()).hexdigest()[:16]
-            if name not in self.stored:
-                ins = [self.stored[self.name_of(x)] for x in owner.operands]
-                narrow = _narrow_binary(owner, ins, ty.dtype)
-                if narrow is not None:
-                    self.stored[name] = narrow
-                else:
-                    outs = KERNELS[type(owner)](owner, ins, KernelContext(env={}, weights={}))
-                    results: list[SSAValue] = list(owner.results)
-                    self.stored[name] = self._storage(np.asarray(outs[results.index(v)]), ty.dtype)
-        self.dtypes[name] = ty.dtype.value
-        self._names[v] = name
+        """The stored name of ``v``, a value a kernel reads (evaluated and kept on first use)."""
+        name = self._name(v)
+        if name not in self.stored:
+            self.stored[name] = self._value(v)
+            self.dtypes[name] = v.type.dtype.value  # type: ignore[attr-defined]
         return name
+
+    def _name(self, v: SSAValue) -> str:
+        if v not in self._names:
+            owner = v.owner
+            assert isinstance(owner, Operation)
+            if isinstance(owner, WeightOp):
+                self._names[v] = owner.attributes["name"].data  # type: ignore[attr-defined]
+            else:
+                self._names[v] = "derived." + hashlib.sha256(_recipe(owner, self).encode()).hexdigest()[:16]
+        return self._names[v]
+
+    def _value(self, v: SSAValue) -> np.ndarray:
+        name = self._name(v)
+        if name in self.stored:
+            return self.stored[name]
+        owner = v.owner
+        ty = v.type
+        assert isinstance(owner, Operation) and isinstance(ty, TensorType)
+        if isinstance(owner, WeightOp):
+            return self._storage(np.asarray(self.program.weights[name]), ty.dtype)
+        ins = [self._value(x) for x in owner.operands]
+        narrow = _narrow_binary(owner, ins, ty.dtype)
+        if narrow is not None:
+            return narrow
+        outs = KERNELS[type(owner)](owner, ins, KernelContext(env={}, weights={}))
+        results: list[SSAValue] = list(owner.results)
+        return self._storage(np.asarray(outs[results.index(v)]), ty.dtype)
 
     @staticmethod
     def _storage(a: np.ndarray, dtype: DType) -> np.ndarray:
@@ -497,7 +507,7 @@ def _narrow_binary(op: Operation, ins: list[np.ndarray], dtype: DType) -> np.nda
 
 def _recipe(op: Operation, folder: _WeightFolder) -> str:
     attrs = ",".join(f"{k}={v}" for k, v in sorted(op.attributes.items()))
-    args = ",".join(folder.name_of(v) for v in op.operands)
+    args = ",".join(folder._name(v) for v in op.operands)
     types = ",".join(str(r.type) for r in op.results)
     return f"{op.name}[{attrs}]({args})->{types}"
 
