@@ -8,7 +8,7 @@ model (seeded, eval mode). ``hf_greedy`` is greedy decoding by repeated full for
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,33 @@ def build(case: Case) -> Any:
     torch.manual_seed(case.seed)
     model = model_cls(config_cls(**case.kwargs)).eval()
     return model
+
+
+def pass_test_model(config_cls: Any, model_cls: Any, extra: Mapping[str, Any],
+                    redraw: Callable[[str], tuple[float, float] | None] = lambda name: None) -> Any:
+    """A two-layer decoder (hidden 32, vocab 67, 4 heads over 2 KV heads) for checking that a pass
+    keeps what a module computes; ``redraw(name)`` is the range a parameter is drawn from again,
+    uniformly (norm scales away from one, biases away from zero, so a rewrite that drops them
+    shows), or None to keep it."""
+    torch.manual_seed(0)
+    cfg = config_cls(vocab_size=67, hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, **extra)
+    model = model_cls(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if (span := redraw(name)) is not None:
+                p.uniform_(*span)
+    return model
+
+
+def assert_sessions_agree(want: Any, got: Any, repro: str, rtol: float, atol: float) -> None:
+    """Two reference sessions of a ``pass_test_model`` give the same logits: a prefill of three
+    prompts of 5, 9 and 2 tokens, then one decode step."""
+    rng = np.random.default_rng(1)
+    rows = [rng.integers(0, 67, n).tolist() for n in (5, 9, 2)]
+    np.testing.assert_allclose(got.prefill(rows), want.prefill(rows), rtol=rtol, atol=atol, err_msg=repro)
+    step = rng.integers(0, 67, (3, 1))
+    np.testing.assert_allclose(got.decode(step), want.decode(step), rtol=rtol, atol=atol, err_msg=repro)
 
 
 def save(model: Any, path: Path, **options: Any) -> Path:

@@ -3,9 +3,7 @@ computes the same (reference interpreter); the GEMM template then reads x tiles 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
 import transformers as T
 
 import inferx
@@ -14,6 +12,7 @@ from inferx.compiler.ir import ops_tensor as t
 from inferx.passes import registry
 from inferx.passes.fold_norm_weights import is_ones, weight_only
 from inferx.passes.pipeline import PassManager, parse
+from tests.hf_models import assert_sessions_agree, pass_test_model
 
 FAMILIES = {
     "llama-tied": (T.LlamaConfig, T.LlamaForCausalLM, {"tie_word_embeddings": True}),
@@ -24,15 +23,7 @@ FAMILIES = {
 
 def _model(family: str):
     cfg_cls, model_cls, extra = FAMILIES[family]
-    torch.manual_seed(0)
-    cfg = cfg_cls(vocab_size=67, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=64, **extra)
-    model = model_cls(cfg).eval()
-    with torch.no_grad():  # norm scales away from one, so a fold that drops them shows
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.uniform_(0.5, 1.5)
-    return model
+    return pass_test_model(cfg_cls, model_cls, extra, lambda name: (0.5, 1.5) if "norm" in name else None)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -49,13 +40,8 @@ def test_fold_keeps_the_results_and_moves_every_scale(family: str) -> None:
             lin = use.operation
             assert isinstance(lin, nn.LinearOp)
             assert isinstance(lin.weight.owner, t.MulOp) and weight_only(lin.weight)
-    a, b = plain.reference_session(), folded.reference_session()
-    rng = np.random.default_rng(1)
-    rows = [rng.integers(0, 67, n).tolist() for n in (5, 9, 2)]
-    repro = f"repro: pytest tests/test_fold_norm_weights.py -k '{family}'"
-    np.testing.assert_allclose(b.prefill(rows), a.prefill(rows), rtol=1e-4, atol=1e-5, err_msg=repro)
-    step = rng.integers(0, 67, (3, 1))
-    np.testing.assert_allclose(b.decode(step), a.decode(step), rtol=1e-4, atol=1e-5, err_msg=repro)
+    assert_sessions_agree(plain.reference_session(), folded.reference_session(),
+                          f"repro: pytest tests/test_fold_norm_weights.py -k '{family}'", rtol=1e-4, atol=1e-5)
 
 
 def test_a_tied_head_keeps_the_embedding_for_the_gather() -> None:

@@ -23,6 +23,8 @@ CASES = {
                       "intermediate_size": 128}),
     "phi3-window": (T.Phi3Config, T.Phi3ForCausalLM,
                     {"num_key_value_heads": 2, "sliding_window": 5, "pad_token_id": 0}),
+    # biases of gate|up in pairs (interleave-pairs), in GEMV and dot-path tiles
+    "llama-mlp-bias": (T.LlamaConfig, T.LlamaForCausalLM, {"num_key_value_heads": 2, "mlp_bias": True}),
 }
 
 
@@ -33,6 +35,10 @@ def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
     sizes = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4, **extra}
     cfg = cfg_cls(vocab_size=70, num_hidden_layers=2, max_position_embeddings=64, **sizes)
     model = model_cls(cfg).eval()
+    with torch.no_grad():  # biases away from their zero init, so one applied to the wrong column shows
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
     art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=2,
                          schedules="sm_90")
     kernels = load_artifact(art).manifest["kernels"]

@@ -4,9 +4,7 @@ template loads each tile's 2*BN rows as one run (one TMA box)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
 import transformers as T
 
 import inferx
@@ -16,6 +14,7 @@ from inferx.compiler.ir.ops_base import get_int
 from inferx.passes import registry
 from inferx.passes.fold_norm_weights import weight_only
 from inferx.passes.pipeline import PassManager, parse
+from tests.hf_models import assert_sessions_agree, pass_test_model
 
 FAMILIES = {
     "llama-mlp-bias": (T.LlamaConfig, T.LlamaForCausalLM, {"mlp_bias": True}),
@@ -26,15 +25,7 @@ FAMILIES = {
 
 def _model(family: str):
     cfg_cls, model_cls, extra = FAMILIES[family]
-    torch.manual_seed(0)
-    cfg = cfg_cls(vocab_size=67, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=64, **extra)
-    model = model_cls(cfg).eval()
-    with torch.no_grad():  # biases away from zero, so a bias left unpaired shows
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.uniform_(-0.5, 0.5)
-    return model
+    return pass_test_model(cfg_cls, model_cls, extra, lambda name: (-0.5, 0.5) if name.endswith("bias") else None)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -56,13 +47,8 @@ def test_pairs_keep_the_results_and_replace_every_gated_split(family: str) -> No
             assert isinstance(lin.bias.owner, t.ReshapeOp)
     splits = [o for o in paired.module.walk() if isinstance(o, t.SplitOp)]
     assert all(len(s.results) != 2 for s in splits), "a two-way split is left"
-    a, b = plain.reference_session(), paired.reference_session()
-    rng = np.random.default_rng(1)
-    rows = [rng.integers(0, 67, n).tolist() for n in (5, 9, 2)]
-    repro = f"repro: pytest tests/test_interleave_pairs.py -k '{family}'"
-    np.testing.assert_allclose(b.prefill(rows), a.prefill(rows), rtol=1e-5, atol=1e-6, err_msg=repro)
-    step = rng.integers(0, 67, (3, 1))
-    np.testing.assert_allclose(b.decode(step), a.decode(step), rtol=1e-5, atol=1e-6, err_msg=repro)
+    assert_sessions_agree(plain.reference_session(), paired.reference_session(),
+                          f"repro: pytest tests/test_interleave_pairs.py -k '{family}'", rtol=1e-5, atol=1e-6)
 
 
 def _split_module(use_half):  # type: ignore[no-untyped-def]

@@ -8,8 +8,9 @@ wrong record is outweighed by appending a better one, not by editing history.
 ``best(task)`` is the record of that task with the lowest median whose schedule still validates
 for its template (a record of a schedule the template no longer accepts is ignored, not an
 error); medians within ``TIE`` of the lowest are a tie, which goes to the schedule with the
-fewest optional knobs on (split-K, TMA, persistent grid, grouped order). Lines that do not parse are skipped and listed in ``problems`` (file:line: reason), so a
-torn last line never stops a compile. Targets are device names ("h200", "h100"); "cpu" has no
+fewest optional knobs on (split-K, TMA, persistent grid, grouped order). Lines that do not
+parse are skipped and listed in ``problems`` (file:line: reason), so a torn last line never
+stops a compile. Targets are device names ("h200", "h100"); "cpu" has no
 database: GPU measurements say nothing about Triton's interpreter.
 """
 

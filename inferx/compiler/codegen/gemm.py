@@ -294,6 +294,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     # A second accumulator over other weight rows: the up half of a gated split, or RoPE partners
     # when a tile does not already hold them (with paired columns they are a swap of halves).
     second = (gated and not interleaved) or (partner and not paired)
+    has_accp = bool(second or interleaved)  # an accp after the K loop (split off acc2 or its own)
     if partner and not paired:
         em.emit(f"pc = c + {partner}")
         em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
@@ -407,13 +408,13 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if interleaved:
         em.emit("acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))")
     if split > 1:
-        _split_k_reduce(em, second=bool(second or interleaved), norm=norm is not None and not pre, n_tiles=n_tiles)
+        _split_k_reduce(em, second=has_accp, norm=norm is not None and not pre, n_tiles=n_tiles)
     if norm is not None:
         eps = get_float(norm.attributes, "eps")
         if isinstance(norm, nn.RMS_NORMS):
             em.emit(f"scale = tl.rsqrt(ss / {k_dim} + {eps!r})")
             em.emit("acc = acc * scale[:, None]")
-            if second or interleaved:
+            if has_accp:
                 em.emit("accp = accp * scale[:, None]")
         else:
             em.emit(f"mu = s1 / {k_dim}")
@@ -423,7 +424,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 raise em.error(norm, "LayerNorm prologue with RoPE or a gated split is not generated")
     if lin.bias is not None:
         em.emit(f"acc += tl.load(in{_idx(lin.bias)} + {gc}, mask=cn, other=0).to(tl.float32)[None, :]")
-        if second or interleaved:
+        if has_accp:
             em.emit(f"accp += tl.load(in{_idx(lin.bias)} + pc, mask=cn, other=0).to(tl.float32)[None, :]")
     if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
         em.emit("accp = tl.reshape(tl.flip(tl.reshape(acc, (BM, 2, BN // 2)), 1), (BM, BN))")
@@ -462,7 +463,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if split > 1:
         tiles = f"((({m_code}) + {sched.bm - 1}) // {sched.bm}) * {n_tiles}"
         named = [("ws_acc", Scratch((f"{tiles} * {split} * {sched.bm} * {sched.bn}",), "f32"))]
-        if second or interleaved:
+        if has_accp:
             named.append(("ws_accp", Scratch((f"{tiles} * {split} * {sched.bm} * {sched.bn}",), "f32")))
         if norm is not None:
             named.append(("ws_ss", Scratch((f"{tiles} * {split} * {sched.bm}",), "f32")))
