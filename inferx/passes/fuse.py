@@ -38,10 +38,13 @@ ANCHORS: dict[type[Operation], str] = {
     t.ReduceSumOp: "reduction", t.ReduceMeanOp: "reduction", t.ReduceMaxOp: "reduction",
 }
 PROLOGUES = (nn.RMSNormOp, nn.LayerNormOp)
-EPILOGUES = (
+ELEMENTWISE = (
     t.AddOp, t.SubOp, t.MulOp, t.DivOp, t.MaxOp, t.MinOp, t.PowOp, t.NegOp, t.ExpOp, t.RsqrtOp,
-    t.SqrtOp, t.SiluOp, t.SigmoidOp, t.TanhOp, t.GeluOp, t.CastOp, t.ReshapeOp, t.TransposeOp,
-    t.ConcatOp, t.SplitOp, t.SliceOp, t.BroadcastToOp, nn.RopeOp, nn.KVWriteOp,
+    t.SqrtOp, t.SiluOp, t.SigmoidOp, t.TanhOp, t.GeluOp, t.CastOp,
+)
+EPILOGUES = (
+    *ELEMENTWISE, t.ReshapeOp, t.TransposeOp, t.ConcatOp, t.SplitOp, t.SliceOp, t.BroadcastToOp, nn.RopeOp,
+    nn.KVWriteOp,
 )
 CONSTANT_SOURCES = (t.WeightOp, t.ConstantOp)
 

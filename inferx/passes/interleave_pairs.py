@@ -40,11 +40,7 @@ from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir.ops_base import get_int, int_attr, ints_attr
 from inferx.compiler.ir.types import DimAttr, TensorType
 from inferx.passes.fold_norm_weights import weight_only
-
-ELEMENTWISE = (
-    t.AddOp, t.SubOp, t.MulOp, t.DivOp, t.MaxOp, t.MinOp, t.PowOp, t.NegOp, t.ExpOp, t.RsqrtOp,
-    t.SqrtOp, t.SiluOp, t.SigmoidOp, t.TanhOp, t.GeluOp, t.CastOp,
-)
+from inferx.passes.fuse import ELEMENTWISE
 
 
 @dataclass(frozen=True)
