@@ -195,12 +195,6 @@ class AttentionTask:
             raise TaskError(f"not an attention task: missing or malformed field {e}") from None
 
     @property
-    def gated(self) -> bool:
-        """A gate|up GEMM: each tile holds both halves of its columns (rows [gate; up] of W,
-        "gated", or interleaved, "pairs")."""
-        return bool({"gated", "pairs"} & set(self.epilogue.split("+")))
-
-    @property
     def key(self) -> str:
         """The canonical JSON text of the task: equal keys if and only if equal tasks."""
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))

@@ -60,7 +60,8 @@ class GemmSchedule:
     # TMA (dot path): x and W tiles come through tensor descriptors made on the device (the copy
     # engine fills shared memory, no address arithmetic per element); each program keeps its two
     # 128-byte descriptors in the compiler's global scratch. For boxes of contiguous W rows only
-    # (see ``tma_applies``); a gated split loads gate and up rows as two boxes.
+    # (see ``tma_applies``); a gated GEMM loads its gate and up rows as one box of 2*BN rows
+    # where they are stored in pairs (interleave-pairs), else as two boxes.
     tma: int = 0
     # Persistent grid (dot path, no split-K): PERSISTENT x 132 programs (an H100/H200 has 132
     # SMs) loop over the output tiles, the loop flattened where Triton can (so the next tile's
