@@ -96,7 +96,8 @@ def test_the_gemm_template_loads_pairs_as_one_run_of_rows() -> None:
     from inferx.autotune.extract import extract_tasks, fused_module
     from inferx.compiler.codegen import generate
 
-    tasks = [tt for tt in extract_tasks(fused_module(_model("qwen2"), "bf16"), 64).tasks if tt.task.gated]
+    tasks = [tt for tt in extract_tasks(fused_module(_model("qwen2"), "bf16"), 64).tasks
+             if tt.task.template == "gemm" and tt.task.gated]
     assert {tt.task.shape for tt in tasks} == {"prefill", "decode"}
     for tt in tasks:
         assert "pairs" in tt.task.epilogue.split("+") and tt.task.tile_n == 40, tt.task
