@@ -22,7 +22,8 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     Options are the CLI's: ``dtype`` (fp32, fp16, bf16), ``max_seq_len``, ``max_batch``,
     ``dump_ir`` (a directory), ``progress`` (a callable taking a line), ``tuning_logs`` (the tuning
     database's root; None for heuristic schedules only), ``pdl`` (CUDA sessions launch with
-    programmatic dependent launch unless told otherwise)."""
+    programmatic dependent launch unless told otherwise), ``overlap`` (under PDL, each kernel's
+    weights start streaming as the one before it ends)."""
     from pathlib import Path
 
     from inferx.compiler.driver import CompileOptions, compile_model

@@ -181,8 +181,11 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
 @click.option("--pdl/--no-pdl", default=True, show_default=True,
               help="CUDA sessions launch the artifact's kernels with programmatic dependent launch "
                    "(each may start as the one before it ends) unless told otherwise.")
+@click.option("--overlap/--no-overlap", default=False, show_default=True,
+              help="Kernels let the next one start right after their own wait, and decode GEMVs load their first "
+                   "weight tiles before theirs: under PDL, each kernel's weights stream as the one before ends.")
 def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
-                    dump_ir: str | None, jobs: int | None, pdl: bool) -> None:
+                    dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
     Progress goes to stderr; the artifact's path to stdout."""
@@ -202,7 +205,7 @@ def compile_command(model: str, output: str, target: str, dtype: str | None, max
     options = CompileOptions(
         target=target, dtype=dtype, max_seq_len=max_seq_len, max_batch=max_batch,
         dump_ir=Path(dump_ir) if dump_ir else None, progress=lambda line: click.echo(line, err=True),
-        jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2), pdl=pdl,
+        jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2), pdl=pdl, overlap=overlap,
     )
     with _user_errors(_compile_errors()):
         out = compile_model(path, Path(output), options)
@@ -360,14 +363,18 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
 @click.option("--pdl/--no-pdl", default=True, show_default=True,
               help="Launch InferX's CUDA kernels with programmatic dependent launch (each may start as the one "
                    "before it ends).")
+@click.option("--overlap/--no-overlap", default=False, show_default=True,
+              help="Kernels let the next one start right after their own wait, and decode GEMVs load their first "
+                   "weight tiles before theirs: under PDL, each kernel's weights stream as the one before ends.")
 def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
-                  warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool) -> None:
+                  warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool, overlap: bool) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
     from inferx.benchmark.main import BenchError, bench, options
 
     try:
-        opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl)
+        opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl,
+                       overlap=overlap)
         bench(opts, Path(out) if out else None)
     except BenchError as e:
         raise UserError(str(e)) from None

@@ -13,6 +13,7 @@ from inferx.compiler.codegen.gemm import GemmSchedule, heuristic_schedule
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.textio import parse_module
 from inferx.passes import registry
+from inferx.passes.fold_norm_weights import weight_only
 from inferx.passes.pipeline import PassManager, parse
 
 
@@ -111,3 +112,26 @@ def test_grid_dependency_waits_first_and_releases_the_next_kernel_last() -> None
             body = ks.source.split(f"def {ks.name}(", 1)[1].split("):\n", 1)[1].rstrip("\n").split("\n")
             assert body[0] == "    gdc_wait()" and body[-1] == "    gdc_launch_dependents()", (entry, i)
             assert ks.source.count("gdc_wait()") == 1 and ks.source.count("gdc_launch_dependents()") == 1
+
+
+def test_overlap_loads_only_weights_before_the_wait_and_releases_right_after_it() -> None:
+    """Under ``overlap`` a decode GEMV loads its first weight tiles (and nothing else) before its
+    grid wait, and every kernel releases the next right after the wait; prefill kernels (dot path)
+    and attention load nothing before it."""
+    seen = set()
+    for entry, kernels in _fused_kernels(64).items():
+        for i, k in enumerate(kernels):
+            ks = generate(k, f"{entry}_{i}", "sm_90", grid_dependency=True, overlap=True)
+            body = ks.source.split(f"def {ks.name}(", 1)[1].split("):\n", 1)[1].rstrip("\n").split("\n")
+            assert [x.strip() for x in body].count("gdc_wait()") == 1 and ks.source.count("gdc_launch_dependents()") == 1
+            at = [x.strip() for x in body].index("gdc_wait()")
+            assert body[at + 1].strip() == "gdc_launch_dependents()", (entry, i)
+            before = [x for x in body[:at] if "tl.load(" in x]
+            gemv = k.template.data == "gemm" and ks.constexprs["BM"] == 1
+            weight = {f"in{j}" for j, v in enumerate(k.operands) if weight_only(v)}
+            if gemv:
+                assert before and all(x.split("tl.load(", 1)[1].split(" ", 1)[0] in weight for x in before), body[:at]
+                seen.add(entry)
+            else:
+                assert not before, (entry, i)
+    assert seen == {"decode"}

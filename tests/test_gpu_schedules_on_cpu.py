@@ -25,7 +25,12 @@ CASES = {
                     {"num_key_value_heads": 2, "sliding_window": 5, "pad_token_id": 0}),
     # biases of gate|up in pairs (interleave-pairs), in GEMV and dot-path tiles
     "llama-mlp-bias": (T.LlamaConfig, T.LlamaForCausalLM, {"num_key_value_heads": 2, "mlp_bias": True}),
+    # LayerNorm prologues and Conv1D weights stored K-major
+    "gpt2": (T.GPT2Config, T.GPT2LMHeadModel, {"n_inner": 48}),
 }
+# Compiled with ``overlap``: decode GEMVs take their first K step's weight tiles before the rest
+# (the step peeled off the loop), gate|up pairs and RoPE partners included.
+OVERLAP = {"llama-mlp-bias", "phi3-window", "gpt2"}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -40,9 +45,12 @@ def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
             if name.endswith("bias"):
                 p.uniform_(-0.5, 0.5)
     art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=2,
-                         schedules="sm_90")
-    kernels = load_artifact(art).manifest["kernels"]
-    assert any(k["template"] == "gemm" and k["constexprs"]["BM"] == 1 for k in kernels.values()), "no GEMV kernel"
+                         schedules="sm_90", overlap=case in OVERLAP)
+    a = load_artifact(art)
+    kernels = a.manifest["kernels"]
+    gemvs = [k for k in kernels.values() if k["template"] == "gemm" and k["constexprs"]["BM"] == 1]
+    assert gemvs, "no GEMV kernel"
+    assert all(("w0 = tl.load(" in a.file_bytes(k["file"]).decode()) == (case in OVERLAP) for k in gemvs)
     assert any(k["template"] == "attention" and k["constexprs"].get("SPLITS") == 16 for k in kernels.values())
     if case == "llama-head64":
         assert any(k["template"] == "gemm" and (k["constexprs"]["BM"], k["constexprs"]["BN"]) == (128, 64)

@@ -64,6 +64,7 @@ class BenchOptions:
     jobs: int = field(default_factory=lambda: min(8, os.cpu_count() or 2))
     seed: int = 0
     pdl: bool = True  # InferX's CUDA session launches with programmatic dependent launch
+    overlap: bool = False  # compiled so that under PDL each kernel's weights stream as the one before ends
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -97,7 +98,7 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
     import inferx
 
     return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
-                          max_batch=max(opts.batches), jobs=opts.jobs,
+                          max_batch=max(opts.batches), jobs=opts.jobs, overlap=opts.overlap,
                           progress=lambda line: say(f"  {line}"))
 
 

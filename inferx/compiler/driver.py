@@ -81,6 +81,9 @@ class CompileOptions:
     # decode step took 0.845 ms with it against 0.865, the Llama-3-8B one 3.926 against 3.965
     # (benchmarks/NOTES.md).
     pdl: bool = True
+    # Kernels release the next one right after their grid wait, and decode GEMVs load their first
+    # weight tiles before it, so under PDL the next kernel's weights stream while this one ends.
+    overlap: bool = False
 
 
 def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path:
@@ -137,10 +140,10 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         for kop in [o for o in func.body.block.ops if isinstance(o, KernelOp)]:
             for rows in _row_buckets(kop, options):
                 choice = select_schedule(kop, db, options.max_seq_len, rows)
-                ks = _generate(kop, "kernel", choice, sched_target, target, rows)
+                ks = _generate(kop, "kernel", choice, sched_target, target, rows, options.overlap)
                 name = _kernel_name(kop.template.data, ks, kernels)
                 if name not in kernels:
-                    kernels[name] = _generate(kop, name, choice, sched_target, target, rows)
+                    kernels[name] = _generate(kop, name, choice, sched_target, target, rows, options.overlap)
                     choices[name] = choice
                 bound = rows if rows is not None else options.max_batch * options.max_seq_len
                 variants.setdefault(kop, []).append((bound, name))
@@ -187,7 +190,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
             "head_dim": info.head_dim, "dtype": info.dtype,
         },
         "limits": {"max_batch": options.max_batch, "max_seq_len": options.max_seq_len},
-        "launch": {"pdl": bool(options.pdl and target != "cpu")},
+        "launch": {"pdl": bool(options.pdl and target != "cpu"), "overlap": options.overlap},
         "entries": entries,
         "kernels": kernel_index,
         "weights": weight_index,
@@ -285,11 +288,11 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: 
 
 
 def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
-              rows: int | None = None) -> KernelSource:
+              rows: int | None = None, overlap: bool = False) -> KernelSource:
     schedule = choice.schedule
     if schedule is None and kop.template.data == "gemm" and gemm.applies(kop) is None:
         schedule = gemm.heuristic_schedule(kop, sched_target, rows)
-    ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu")
+    ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", overlap=overlap)
     return ks if choice.schedule is None else replace(ks, schedule_origin="tuned")
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from inferx.compiler.codegen import attention, gemm, rowwise
 from inferx.compiler.codegen.errors import CodegenError
+from inferx.compiler.codegen.tile import GRID_WAIT
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.runtime.kernel_source import KernelSource
 
@@ -27,13 +28,18 @@ Schedule = gemm.GemmSchedule | attention.AttentionSchedule
 
 
 def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Schedule | None = None,
-             grid_dependency: bool | None = None) -> KernelSource:
+             grid_dependency: bool | None = None, overlap: bool = False) -> KernelSource:
     """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits.
     ``target`` ("sm_90" or "cpu") picks schedules, never semantics; a GEMM takes a GemmSchedule
     and attention an AttentionSchedule when given (the template's heuristic when None; a schedule
     of another template is a CodegenError). ``grid_dependency`` (default: on for sm_90) makes the
-    kernel safe for PDL; kernels that Triton's interpreter runs must not have it."""
+    kernel safe for PDL; kernels that Triton's interpreter runs must not have it. ``overlap``: a
+    decode GEMV loads its first weight tiles before anything else, and with the grid dependency
+    waits only after them and lets the next kernel start right after its wait (see
+    ``with_grid_dependency``); without it the same code runs with no wait (how the interpreter
+    checks it)."""
     wanted = kernel.template.data
+    gdc = target != "cpu" if grid_dependency is None else grid_dependency
     reasons = []
     for template, applies, gen in RULES:
         if template != wanted:
@@ -44,13 +50,16 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
                 raise CodegenError(f"kernel {name}: a {type(schedule).__name__} cannot schedule a {template} kernel")
             if template == "gemm":
                 assert schedule is None or isinstance(schedule, gemm.GemmSchedule)
-                ks = gemm.generate(kernel, name, schedule, target=target)
+                ks = gemm.generate(kernel, name, schedule, target=target, preload=overlap)
             elif template == "attention":
                 assert schedule is None or isinstance(schedule, attention.AttentionSchedule)
                 ks = attention.generate(kernel, name, target, schedule)
             else:
                 ks = gen(kernel, name)
-            return with_grid_dependency(ks) if (target != "cpu" if grid_dependency is None else grid_dependency) else ks
+            if gdc:
+                return with_grid_dependency(ks, early_release=overlap)
+            lines = ks.source.split("\n")
+            return dataclasses.replace(ks, source="\n".join(x for x in lines if x.strip() != GRID_WAIT))
         reasons.append(f"{template}: {reason}")
     raise CodegenError(f"kernel {name}: no template implements it ({'; '.join(reasons) or wanted})")
 
@@ -58,25 +67,41 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
 GDC_IMPORT = "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait\n"
 
 
-def with_grid_dependency(ks: KernelSource) -> KernelSource:
+def with_grid_dependency(ks: KernelSource, early_release: bool = False) -> KernelSource:
     """``ks`` made safe for programmatic dependent launch (PDL) on sm_90: before it touches data
     the previous kernel may write, it waits until that kernel has finished and its writes are
-    visible (``griddepcontrol.wait``, its first statement), and its last
-    statement lets the next kernel's programs be scheduled (``griddepcontrol.launch_dependents``;
-    a program that ends counts as having said so). So every ordering of plain launches still
-    holds; what PDL saves is the launch latency and ramp-up of each kernel, overlapped with the
-    tail of the one before. The next kernel is released at the end rather than at the start:
-    released at the start, its waiting programs took SM slots from the running kernel (a
-    Llama-3.2-1B decode step 1.19 ms with PDL against 1.10 ms without, benchmarks/NOTES.md).
-    Without PDL both instructions do nothing. Not for the CPU: Triton's interpreter has no grid
-    dependency control. (Decode GEMVs that asked L2 for their first weight tiles before the wait
-    made the 1B decode step slower: 0.913-0.929 ms against 0.848 without, NOTES.md.)"""
+    visible (``griddepcontrol.wait``: its first statement, or where the template put
+    ``GRID_WAIT``), and it lets the next kernel's programs be scheduled
+    (``griddepcontrol.launch_dependents``; a program that ends counts as having said so) at its
+    end, or right after its wait with ``early_release``. So every ordering of plain launches
+    still holds; what PDL saves is the launch latency and ramp-up of each kernel, overlapped with
+    the tail of the one before. Released at the start, the next kernel's programs wait on SMs
+    while this one runs: worth it only where they have work before their wait (the weight tiles
+    a preloading GEMV loads). Released at the start with no such work (and an L2 prefetch of
+    weights in every program), a Llama-3.2-1B decode step took 1.19 ms against 1.10 without PDL
+    (benchmarks/NOTES.md). Without PDL both instructions do nothing. Not for the CPU: Triton's
+    interpreter has no grid dependency control. (Decode GEMVs that asked L2 for their first
+    weight tiles before the wait, released at the end, made the 1B decode step slower: 0.913-0.929
+    ms against 0.848 without, NOTES.md.)"""
     head, sep, body = ks.source.partition(f"def {ks.name}(")
     signature, colon, rest = body.partition("):\n")
     if not sep or not colon:
         raise CodegenError(f"kernel {ks.name}: cannot find its def line to add the grid dependency")
     head = head.replace("import triton.language as tl\n", "import triton.language as tl\n" + GDC_IMPORT, 1)
-    source = head + sep + signature + colon + "    gdc_wait()\n" + rest.rstrip("\n") + "\n    gdc_launch_dependents()\n"
+    lines = rest.rstrip("\n").split("\n")
+    waits = [i for i, line in enumerate(lines) if line.strip() == GRID_WAIT]
+    if len(waits) > 1:
+        raise CodegenError(f"kernel {ks.name}: its template waits for the grid {len(waits)} times")
+    if not waits:
+        lines.insert(0, "    " + GRID_WAIT)
+        waits = [0]
+    release = "gdc_launch_dependents()"
+    if early_release:
+        at = lines[waits[0]]
+        lines.insert(waits[0] + 1, at[: len(at) - len(at.lstrip())] + release)
+    else:
+        lines.append("    " + release)
+    source = head + sep + signature + colon + "\n".join(lines) + "\n"
     return dataclasses.replace(ks, source=source, grid_dependency=True)
 
 

@@ -18,13 +18,14 @@ from xdsl.ir import Operation, SSAValue
 
 from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, rope_regions
-from inferx.compiler.codegen.tile import SIG_DTYPE, Emitter, Tile, attr_str
+from inferx.compiler.codegen.tile import GRID_WAIT, SIG_DTYPE, Emitter, Tile, attr_str
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_dim, get_float, get_int
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import DType, TensorType
+from inferx.passes.fold_norm_weights import weight_only
 from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 
 # Up to this many rows per program a GEMM runs in GEMV mode: each [BN, BK] weight tile is loaded
@@ -179,8 +180,11 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     return GemmSchedule(1, 8, bk, num_warps=4, num_stages=2)
 
 
-def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90") -> KernelSource:
-    """The kernel's Triton source."""
+def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90",
+             preload: bool = False) -> KernelSource:
+    """The kernel's Triton source. ``preload`` (a kernel made safe for PDL, see
+    ``codegen.with_grid_dependency``): a GEMV whose W is a stored weight loads its first W tiles
+    and then waits for the kernel before it (``GRID_WAIT``), which the source then holds."""
     sched = schedule or heuristic_schedule(kernel, target)
     gemv = sched.gemv  # decode: W streamed once per program of BM <= 8 rows, no dot
     em = Emitter(kernel, name)
@@ -299,6 +303,45 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if partner and not paired:
         em.emit(f"pc = c + {partner}")
         em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
+    # No K masks where BK divides K (measured: 5% of the Llama-3-8B gate/up GEMM at 2048 rows)
+    ragged = k_dim % sched.bk != 0
+    precision = "" if low else ', input_precision="ieee"'
+
+    def w_tile(cols: str, cmask: str = "cn", n: str = "") -> str:
+        """A tile of W rows ``cols`` at the K step whose names end in ``n``."""
+        kk, km = f"kk{n}", f"km{n}"
+        if gemv:  # [BN, BK]: K is contiguous, so each row is one run of 16-byte loads
+            where = (
+                f"{cols}[:, None] * {k_dim} + {kk}[None, :]"
+                if layout == "nk"
+                else f"{kk}[None, :] * {n_dim} + {cols}[:, None]"
+            )
+            return f"tl.load({w_ptr} + {where}, mask={cmask}[:, None] & {km}[None, :], other=0)"
+        kmw = f" & {km}[:, None]" if ragged else ""
+        if layout == "nk":
+            return f"tl.load({w_ptr} + {cols}[None, :] * {k_dim} + {kk}[:, None], mask={cmask}[None, :]{kmw}, other=0)"
+        return f"tl.load({w_ptr} + {kk}[:, None] * {n_dim} + {cols}[None, :], mask={cmask}[None, :]{kmw}, other=0)"
+
+    def accumulate(acc: str, w: str, a: str) -> None:
+        if gemv and sched.bm == 1:  # one row of x against BN rows of W: multiply and reduce, no tensor cores
+            em.emit(f"{acc} += tl.sum({w}.to(tl.float32) * {a}.to(tl.float32), 1)[None, :]")
+        elif gemv:  # BM rows against the same [BN, BK] tile: [BM, BN, BK] products reduced over K
+            em.emit(f"{acc} += tl.sum({w}.to(tl.float32)[None, :, :] * {a}.to(tl.float32)[:, None, :], 2)")
+        else:
+            if not low:
+                em.emit(f"{w} = {w}.to(tl.float32)")
+            em.emit(f"{acc} += tl.dot({a}, {w}{precision})")
+
+    # Preload (decode GEMVs under PDL): the first K step's W tiles are loaded before the grid wait,
+    # while the kernel before this one still runs; W must be a stored weight, which no kernel writes.
+    preload = preload and gemv and weight_only(kernel.operands[_idx(lin.weight)])
+    if preload:
+        em.emit("kk0 = tl.arange(0, BK)")
+        em.emit(f"km0 = kk0 < {k_dim}")
+        em.emit(f"w0 = {w_tile(gc, n='0')}")
+        if second:
+            em.emit(f"wp0 = {w_tile('pc', n='0')}")
+        em.emit(GRID_WAIT)
     if pre:
         assert isinstance(norm, nn.RMSNormSumSquaresOp)
         em.emit(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
@@ -325,86 +368,74 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 f"mask=rm[:, None]{k1_mask}, other=0).to(tl.float32)")
         em.emit("ss += tl.sum(a1 * a1, 1)")
         em.indent -= 1
+    ln_g = _norm_operand(norm, "weight") if isinstance(norm, nn.LayerNormOp) else None
+    ln_b = _norm_operand(norm, "bias") if isinstance(norm, nn.LayerNormOp) else None
+
+    def k_step(n: str) -> None:
+        """One K step: x's slice, the norm's sums, W's tiles into the accumulators. Names end in
+        ``n``; the step "0" is the first, whose W tiles were preloaded."""
+        kk, km, a, w, wp = (f"{v}{n}" for v in ("kk", "km", "a", "w", "wp"))
+        if not n:
+            em.emit(f"{kk} = k0 + tl.arange(0, BK)")
+            em.emit(f"{km} = {kk} < {k_dim}")
+        kmx = f" & {km}[None, :]" if ragged else ""
+        if sched.tma:  # rows past M and columns past K read as zeros
+            em.emit(f"{a} = x_desc.load([pid_m * BM, k0])")
+        else:
+            em.emit(f"{a} = tl.load({x_ptr} + r[:, None] * {k_dim} + {kk}[None, :], mask=rm[:, None]{kmx}, other=0)")
+        if norm is not None and not folded and not (pre and g is None):
+            em.emit(f"{a} = {a}.to(tl.float32)")
+            if not pre:
+                em.emit(f"ss += tl.sum({a} * {a}, 1)")
+            if g is not None:
+                em.emit(f"g{n} = tl.load(in{_idx(g)} + {kk}, mask={km}, other=0).to(tl.float32)")
+                em.emit(f"{a} = {a} * g{n}[None, :]")
+            if isinstance(norm, nn.LayerNormOp):
+                em.emit(
+                    "s1 += tl.sum(tl.load(" + f"{x_ptr} + r[:, None] * {k_dim} + {kk}[None, :], "
+                    f"mask=rm[:, None] & {km}[None, :], other=0).to(tl.float32), 1)"
+                )
+            if low and not gemv:
+                em.emit(f"{a} = {a}.to({_tl(x_t.dtype)})")
+        elif not low:
+            em.emit(f"{a} = {a}.to(tl.float32)")
+        loaded = n == "0"
+        if interleaved and sched.tma:  # pairs: the tile's 2*BN rows as one box
+            em.emit(f"{w} = w_desc.load([pid_n * 2 * BN, k0]).T")
+            accumulate("acc2", w, a)
+        elif interleaved:
+            em.emit(f"{w} = {w_tile('cw', 'cwn')}")
+            accumulate("acc2", w, a)
+        elif sched.tma:  # [BN, BK] rows of W, K contiguous, taken transposed by the dot
+            em.emit(f"{w} = w_desc.load([pid_n * BN, k0]).T")
+            accumulate("acc", w, a)
+        else:
+            if not loaded:
+                em.emit(f"{w} = {w_tile(gc)}")
+            accumulate("acc", w, a)
+        if second and sched.tma:  # the up half's rows: the same box n_tile rows further on
+            em.emit(f"{wp} = w_desc.load([{n_tile} + pid_n * BN, k0]).T")
+            accumulate("accp", wp, a)
+        elif second:
+            if not loaded:
+                em.emit(f"{wp} = {w_tile('pc')}")
+            accumulate("accp", wp, a)
+        if isinstance(norm, nn.LayerNormOp):
+            em.emit(f"wf{n} = {w}.to(tl.float32)")
+            gk = (f"tl.load(in{_idx(ln_g)} + {kk}, mask={km}, other=0).to(tl.float32)" if ln_g is not None
+                  else f"{km}.to(tl.float32)")
+            bk_axis = ("[None, :]", 1) if gemv else ("[:, None]", 0)
+            em.emit(f"gw += tl.sum(({gk}){bk_axis[0]} * wf{n}, {bk_axis[1]})")
+            if ln_b is not None:
+                bk = f"tl.load(in{_idx(ln_b)} + {kk}, mask={km}, other=0).to(tl.float32)"
+                em.emit(f"bw += tl.sum({bk}{bk_axis[0]} * wf{n}, {bk_axis[1]})")
+
+    if preload:  # the first step, its W tiles already loaded: names ending in 0, none carried by the loop
+        k_step("0")
+        k_range = f"BK, {k_dim}"
     em.emit(f"for k0 in range({k_range}, BK):")
     em.indent += 1
-    em.emit("kk = k0 + tl.arange(0, BK)")
-    em.emit(f"km = kk < {k_dim}")
-    # No K masks where BK divides K (measured: 5% of the Llama-3-8B gate/up GEMM at 2048 rows)
-    ragged = k_dim % sched.bk != 0
-    kmx, kmw = (" & km[None, :]", " & km[:, None]") if ragged else ("", "")
-    if sched.tma:  # rows past M and columns past K read as zeros
-        em.emit("a = x_desc.load([pid_m * BM, k0])")
-    else:
-        em.emit(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None]{kmx}, other=0)")
-    if norm is not None and not folded and not (pre and g is None):
-        em.emit("a = a.to(tl.float32)")
-        if not pre:
-            em.emit("ss += tl.sum(a * a, 1)")
-        if g is not None:
-            em.emit(f"g = tl.load(in{_idx(g)} + kk, mask=km, other=0).to(tl.float32)")
-            em.emit("a = a * g[None, :]")
-        if isinstance(norm, nn.LayerNormOp):
-            em.emit(
-                "s1 += tl.sum(tl.load(" + f"{x_ptr} + r[:, None] * {k_dim} + kk[None, :], "
-                "mask=rm[:, None] & km[None, :], other=0).to(tl.float32), 1)"
-            )
-        if low and not gemv:
-            em.emit(f"a = a.to({_tl(x_t.dtype)})")
-    elif not low:
-        em.emit("a = a.to(tl.float32)")
-
-    def w_tile(cols: str, cmask: str = "cn") -> str:
-        if gemv:  # [BN, BK]: K is contiguous, so each row is one run of 16-byte loads
-            where = (
-                f"{cols}[:, None] * {k_dim} + kk[None, :]"
-                if layout == "nk"
-                else f"kk[None, :] * {n_dim} + {cols}[:, None]"
-            )
-            return f"tl.load({w_ptr} + {where}, mask={cmask}[:, None] & km[None, :], other=0)"
-        if layout == "nk":
-            return f"tl.load({w_ptr} + {cols}[None, :] * {k_dim} + kk[:, None], mask={cmask}[None, :]{kmw}, other=0)"
-        return f"tl.load({w_ptr} + kk[:, None] * {n_dim} + {cols}[None, :], mask={cmask}[None, :]{kmw}, other=0)"
-
-    precision = "" if low else ', input_precision="ieee"'
-
-    def accumulate(acc: str, w: str) -> None:
-        if gemv and sched.bm == 1:  # one row of x against BN rows of W: multiply and reduce, no tensor cores
-            em.emit(f"{acc} += tl.sum({w}.to(tl.float32) * a.to(tl.float32), 1)[None, :]")
-        elif gemv:  # BM rows against the same [BN, BK] tile: [BM, BN, BK] products reduced over K
-            em.emit(f"{acc} += tl.sum({w}.to(tl.float32)[None, :, :] * a.to(tl.float32)[:, None, :], 2)")
-        else:
-            if not low:
-                em.emit(f"{w} = {w}.to(tl.float32)")
-            em.emit(f"{acc} += tl.dot(a, {w}{precision})")
-
-    if interleaved and sched.tma:  # pairs: the tile's 2*BN rows as one box
-        em.emit("w = w_desc.load([pid_n * 2 * BN, k0]).T")
-        accumulate("acc2", "w")
-    elif interleaved:
-        em.emit(f"w = {w_tile('cw', 'cwn')}")
-        accumulate("acc2", "w")
-    elif sched.tma:  # [BN, BK] rows of W, K contiguous, taken transposed by the dot
-        em.emit("w = w_desc.load([pid_n * BN, k0]).T")
-        accumulate("acc", "w")
-    else:
-        em.emit(f"w = {w_tile(gc)}")
-        accumulate("acc", "w")
-    if second and sched.tma:  # the up half's rows: the same box n_tile rows further on
-        em.emit(f"wp = w_desc.load([{n_tile} + pid_n * BN, k0]).T")
-        accumulate("accp", "wp")
-    elif second:
-        em.emit(f"wp = {w_tile('pc')}")
-        accumulate("accp", "wp")
-    if isinstance(norm, nn.LayerNormOp):
-        em.emit("wf = w.to(tl.float32)")
-        g = _norm_operand(norm, "weight")
-        b = _norm_operand(norm, "bias")
-        gk = f"tl.load(in{_idx(g)} + kk, mask=km, other=0).to(tl.float32)" if g is not None else "km.to(tl.float32)"
-        bk_axis = ("[None, :]", 1) if gemv else ("[:, None]", 0)
-        em.emit(f"gw += tl.sum(({gk}){bk_axis[0]} * wf, {bk_axis[1]})")
-        if b is not None:
-            bk = f"tl.load(in{_idx(b)} + kk, mask=km, other=0).to(tl.float32)"
-            em.emit(f"bw += tl.sum({bk}{bk_axis[0]} * wf, {bk_axis[1]})")
+    k_step("")
     em.indent -= 1
     if interleaved:
         em.emit("acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))")

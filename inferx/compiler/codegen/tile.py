@@ -27,6 +27,10 @@ from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import Param
 
+# Where a kernel made safe for PDL waits for the kernel before it (``griddepcontrol.wait``); a
+# template that emits this line itself has the wait there, else it comes first.
+GRID_WAIT = "gdc_wait()"
+
 TL_DTYPE = {DType.f32: "tl.float32", DType.f16: "tl.float16", DType.bf16: "tl.bfloat16",
             DType.f8e4m3: "tl.float8e4nv", DType.i8: "tl.int8", DType.i32: "tl.int32",
             DType.i64: "tl.int64", DType.bool: "tl.int1"}
