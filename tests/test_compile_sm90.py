@@ -135,7 +135,8 @@ def test_pdl_artifacts_launch_with_pdl(tmp_path: Path) -> None:
     assert all(k["grid_dependency"] and "gdc_wait()" in a.file_bytes(k["file"]).decode() for k in kernels.values())
     unlaunched = load_artifact(inferx.compile(model, target="h200", output=tmp_path / "c", dtype="bf16", max_seq_len=64,
                                               max_batch=1, pdl=False, tuning_logs=None, jobs=os.cpu_count() or 2))
-    assert unlaunched.manifest["launch"] == {"pdl": False, "overlap": False} and set(unlaunched.manifest["kernels"]) == set(kernels)
+    assert unlaunched.manifest["launch"] == {"pdl": False, "overlap": False}
+    assert set(unlaunched.manifest["kernels"]) == set(kernels)
     assert not CudaSession(unlaunched, driver=FakeDriver()).pdl  # type: ignore[arg-type]
     assert CudaSession(a, driver=FakeDriver()).pdl  # type: ignore[arg-type]
     assert not CudaSession(a, driver=FakeDriver(), pdl=False).pdl  # type: ignore[arg-type]
