@@ -56,8 +56,9 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
                 ks = attention.generate(kernel, name, target, schedule)
             else:
                 ks = gen(kernel, name)
-            if gdc:
-                return with_grid_dependency(ks, early_release=overlap)
+            if gdc:  # released early only by a kernel that preloads (its template placed the wait)
+                preloads = any(x.strip() == GRID_WAIT for x in ks.source.split("\n"))
+                return with_grid_dependency(ks, early_release=overlap and preloads)
             lines = ks.source.split("\n")
             return dataclasses.replace(ks, source="\n".join(x for x in lines if x.strip() != GRID_WAIT))
         reasons.append(f"{template}: {reason}")
