@@ -72,6 +72,12 @@ def test_time_kernels_lists_every_kernel_once(compiled) -> None:
     plan = load_artifact(art).manifest["entries"]["decode"]["launches"]
     assert sum(r["launches"] for r in rows) == len(plan)
     assert all(r["bytes_per_launch"] > 0 for r in rows)
+    # attention reads K and V at the context timed, not the cache's 24 positions: 8 more
+    # positions of 2 KV heads x 8 dims in fp32, for K and for V
+    longer = s.time_kernels("decode", 1, 1, 16, warmup=0, iters=1)
+    att = [(a["bytes_per_launch"], b["bytes_per_launch"]) for a, b in zip(rows, longer, strict=True)
+           if a["template"] == "attention"]
+    assert att and all(b - a == 2 * 8 * (2 * 8 * 4) for a, b in att), att
 
 
 def test_inspect_shows_each_variant_with_its_bucket(compiled) -> None:

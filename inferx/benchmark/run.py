@@ -64,7 +64,7 @@ class BenchOptions:
     jobs: int = field(default_factory=lambda: min(8, os.cpu_count() or 2))
     seed: int = 0
     pdl: bool = True  # InferX's CUDA session launches with programmatic dependent launch
-    overlap: bool = False  # compiled so that under PDL each kernel's weights stream as the one before ends
+    overlap: bool = False  # compiled so that under PDL a decode GEMV's weights stream as the kernel before ends
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]

@@ -247,6 +247,9 @@ class CudaSession(DecoderSession):
         (2 per weight element per row for GEMMs; 4 * q elements * context for attention)."""
         i = self.info
         kv_row = env["batch"] * i.num_kv_heads * i.head_dim * ITEM[i.dtype]
+        # Buffers sized by the context (the KV cache as attention reads it) count at ``context``
+        # positions, not at the cache's length
+        env = {**env, "ctx": context}
         total, flops = 0, 0
         aliased = set(ks.aliases.values())
         for j, b in enumerate(step["inputs"]):
