@@ -84,8 +84,7 @@ class CompileOptions:
     # Decode GEMVs load their first weight tiles before their grid wait and release the next kernel
     # right after it, so under PDL the next kernel's weights stream while this one ends. Off: on
     # an H200 the Llama-3-8B decode step took 3.990 ms with it against 4.013 without (within
-    # run-to-run spread) and the Llama-3.2-1B one, with every kernel releasing early, 0.872
-    # against 0.844 (benchmarks/NOTES.md).
+    # run-to-run spread) and the Llama-3.2-1B one 0.882 against 0.847 (benchmarks/NOTES.md).
     overlap: bool = False
 
 
