@@ -50,17 +50,13 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
                 raise CodegenError(f"kernel {name}: a {type(schedule).__name__} cannot schedule a {template} kernel")
             if template == "gemm":
                 assert schedule is None or isinstance(schedule, gemm.GemmSchedule)
-                ks = gemm.generate(kernel, name, schedule, target=target, preload=overlap)
+                ks = gemm.generate(kernel, name, schedule, target=target, preload=overlap, grid_wait=gdc)
             elif template == "attention":
                 assert schedule is None or isinstance(schedule, attention.AttentionSchedule)
                 ks = attention.generate(kernel, name, target, schedule)
             else:
                 ks = gen(kernel, name)
-            if gdc:  # released early only by a kernel that preloads (its template placed the wait)
-                preloads = any(x.strip() == GRID_WAIT for x in ks.source.split("\n"))
-                return with_grid_dependency(ks, early_release=overlap and preloads)
-            lines = ks.source.split("\n")
-            return dataclasses.replace(ks, source="\n".join(x for x in lines if x.strip() != GRID_WAIT))
+            return with_grid_dependency(ks, early_release=overlap) if gdc else ks
         reasons.append(f"{template}: {reason}")
     raise CodegenError(f"kernel {name}: no template implements it ({'; '.join(reasons) or wanted})")
 
@@ -74,7 +70,8 @@ def with_grid_dependency(ks: KernelSource, early_release: bool = False) -> Kerne
     visible (``griddepcontrol.wait``: its first statement, or where the template put
     ``GRID_WAIT``), and it lets the next kernel's programs be scheduled
     (``griddepcontrol.launch_dependents``; a program that ends counts as having said so) at its
-    end, or right after its wait with ``early_release``. So every ordering of plain launches
+    end, or, with ``early_release`` and where the template placed the wait (it loads weights
+    before it), right after its wait. So every ordering of plain launches
     still holds; what PDL saves is the launch latency and ramp-up of each kernel, overlapped with
     the tail of the one before. Without PDL both instructions do nothing. Not for the CPU:
     Triton's interpreter has no grid dependency control.
@@ -96,11 +93,12 @@ def with_grid_dependency(ks: KernelSource, early_release: bool = False) -> Kerne
     waits = [i for i, line in enumerate(lines) if line.strip() == GRID_WAIT]
     if len(waits) > 1:
         raise CodegenError(f"kernel {ks.name}: its template waits for the grid {len(waits)} times")
+    preloads = bool(waits)
     if not waits:
         lines.insert(0, "    " + GRID_WAIT)
         waits = [0]
     release = "gdc_launch_dependents()"
-    if early_release:
+    if early_release and preloads:
         at = lines[waits[0]]
         lines.insert(waits[0] + 1, at[: len(at) - len(at.lstrip())] + release)
     else:

@@ -181,10 +181,10 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
 
 
 def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90",
-             preload: bool = False) -> KernelSource:
-    """The kernel's Triton source. ``preload`` (a kernel made safe for PDL, see
-    ``codegen.with_grid_dependency``): a GEMV whose W is a stored weight loads its first W tiles
-    and then waits for the kernel before it (``GRID_WAIT``), which the source then holds."""
+             preload: bool = False, grid_wait: bool = False) -> KernelSource:
+    """The kernel's Triton source. ``preload``: a GEMV whose W is a stored weight loads its first
+    W tiles before anything else, and with ``grid_wait`` (a kernel made safe for PDL, see
+    ``codegen.with_grid_dependency``) then waits for the kernel before it (``GRID_WAIT``)."""
     sched = schedule or heuristic_schedule(kernel, target)
     gemv = sched.gemv  # decode: W streamed once per program of BM <= 8 rows, no dot
     em = Emitter(kernel, name)
@@ -341,7 +341,8 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         em.emit(f"w0 = {w_tile(gc, n='0')}")
         if second:
             em.emit(f"wp0 = {w_tile('pc', n='0')}")
-        em.emit(GRID_WAIT)
+        if grid_wait:
+            em.emit(GRID_WAIT)
     if pre:
         assert isinstance(norm, nn.RMSNormSumSquaresOp)
         em.emit(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
