@@ -320,8 +320,8 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched:
     _kv_loop(em, op, "start", "end", "end", True, loop)
     # Partials to scratch, then the last program of this (sequence, KV head) merges them. Only
     # the group's rows (BM pads them to 16) of the slices that hold keys are written and read:
-    # a Llama-3-8B step at context 512 under SPLITS 16 and BN 128 has 4 such slices of 16, and
-    # the merge read 128 KB per KV head where 8 KB carry the result.
+    # a Llama-3-8B step at context 512 under its tuned SPLITS 16 and BN 64 has 8 such slices of
+    # 16, and the merge read 128 KB per KV head where 16 KB carry the result.
     e("base = bh * SPLITS + sp")
     e("live = gm & (start < end)")
     e("tl.store(ws_acc + (base * BM + g[:, None]) * BDV + de[None, :], acc, mask=live[:, None])")
