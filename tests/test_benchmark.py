@@ -185,12 +185,12 @@ def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
     impls = {(m["entry"], m["batch"], m["context"], m["impl"]) for m in shape["measurements"] if "error" not in m}
     assert {("decode", 2, 16, "eager"), ("decode", 2, 16, "hf"), ("prefill", 1, 8, "hf")} <= impls, shape
     assert shape["host_ms"]["steps"] == 3 and shape["kernels_config"]["context"] == 8
-    assert session.kernel_configs == [("decode", 1, 1, 8), ("prefill", 1, 8, 8)]
-    print(shape.get("notes"), shape.keys()) and shape["prefill_kernels"][0]["kernel"] == "gemm_0"
+    assert session.kernel_configs == [("decode", 1, 1, 8), ("decode", 2, 1, 8), ("prefill", 1, 8, 8)]
+    assert shape["kernels_large_config"]["batch"] == 2 and shape["prefill_kernels"][0]["kernel"] == "gemm_0"
     assert all(r["fraction_of_roofline"] is not None for r in shape["rows"])
     text = report.render(results)
     assert "== tiny-llama (tiny) ==" in text and "gemm_0" in text and "decode b2 ctx16" in text
-    assert "InferX kernels, prefill b1 8 tok" in text
+    assert "InferX kernels, prefill b1 8 tok" in text and "InferX kernels, decode b2 ctx8" in text
     assert any("generating random bf16 weights" in line for line in lines)
     run_bench(opts, Hooks(compile=fake_compile, load=lambda art, dev: FakeSession()), lines.append)
     assert len(compiled) == 1  # the kept work directory's artifact is reused

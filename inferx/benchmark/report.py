@@ -129,10 +129,11 @@ def render(results: Mapping[str, Any]) -> str:
     for s in results["shapes"]:
         lines += ["", f"== {s['name']} ({s['shape']}) =="]
         lines += shape_table(s["rows"])
-        if s.get("kernels"):
-            kc = s["kernels_config"]
-            lines += ["", f"InferX kernels, decode b{kc['batch']} ctx{kc['context']}:"]
-            lines += kernel_table(s["kernels"])
+        for key in ("kernels", "kernels_large"):
+            if s.get(key):
+                kc = s[f"{key}_config"]
+                lines += ["", f"InferX kernels, decode b{kc['batch']} ctx{kc['context']}:"]
+                lines += kernel_table(s[key])
         if s.get("prefill_kernels"):
             pc = s["prefill_kernels_config"]
             lines += ["", f"InferX kernels, prefill b{pc['batch']} {pc['seq']} tok (each kernel's launches in a "

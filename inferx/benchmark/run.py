@@ -4,8 +4,9 @@ and fold everything into one results dictionary (``report`` prints and writes it
 Per shape, in this order, with a progress line on stderr before each long step:
 1. ``make_model``: the HF model with random weights, built on the device (shapes.py);
 2. InferX: save the checkpoint into the work directory, ``inferx.compile`` it, ``inferx.load`` it,
-   then ``time_step`` every decode and prefill config, ``time_kernels`` for one decode config and
-   the longest prefill, a few ``decode`` calls for the host time per step; the session is closed before the peers run;
+   then ``time_step`` every decode and prefill config, ``time_kernels`` for the smallest and
+   largest decode batch and the longest prefill, a few ``decode`` calls for the host time per
+   step; the session is closed before the peers run;
 3. the peers, each once for every config (peers.py); a failing measurement is recorded with its
    error and the run goes on;
 4. everything of the shape is freed (models, caches, compiled graphs, temporary files).
@@ -250,14 +251,17 @@ def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, h
             except Exception as e:  # noqa: BLE001
                 out["measurements"].append(report.measurement(entry, batch, seq, context, "inferx",
                                                               error=_one_line(e)))
-        if opts.kernels and opts.contexts:  # a prefill-only run (--context '') has no decode step
-            batch, context = min(opts.batches), min(opts.contexts)
+        # The smallest decode batch's kernels, and the largest's where it differs (a prefill-only
+        # run, --context '', has no decode step)
+        decode_batches = sorted({min(opts.batches), max(opts.batches)}) if opts.kernels and opts.contexts else []
+        for key, batch in zip(("kernels", "kernels_large")[: len(decode_batches)], decode_batches, strict=True):
+            context = min(opts.contexts)
             say(f"{shape}: inferx kernels, decode batch {batch} context {context}")
             try:
-                out["kernels"] = [dict(k) for k in session.time_kernels("decode", batch, 1, context)]
-                out["kernels_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
+                out[key] = [dict(k) for k in session.time_kernels("decode", batch, 1, context)]
+                out[f"{key}_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
             except Exception as e:  # noqa: BLE001
-                out["notes"].append(f"kernel breakdown failed: {_one_line(e)}")
+                out["notes"].append(f"kernel breakdown (decode batch {batch}) failed: {_one_line(e)}")
         if opts.kernels and opts.prefills:  # the longest prompt's kernels too: where prefill time goes
             seq = max(opts.prefills)
             say(f"{shape}: inferx kernels, prefill batch 1 seq {seq}")
