@@ -63,7 +63,7 @@ def test_valid_schedules_pass_and_the_template_accepts_every_one() -> None:
 
 
 def test_new_knobs_are_emitted_only_when_off() -> None:
-    knobs = set(GemmSpace().complete(S))
+    knobs = {k.name for k in GemmSpace().knobs_for(PREFILL)}
     space = replace(GemmSpace(), knobs=(*GemmSpace().knobs, Knob("swizzle", (1, 8))))
     s = {**S, "split_k": 1, "swizzle": 1}
     assert space.emit(s) == S and space.why_invalid(PREFILL, s) is None
@@ -86,6 +86,20 @@ def test_split_k_is_a_knob_of_the_dot_path() -> None:
     lm_head = gemm(4096, 128256, 4096, "prefill")
     assert "already fill the 132 SMs" in (space.why_invalid(lm_head, {**on, "bm": 16, "bn": 16, "bk": 64,
                                                                       "split_k": 8}) or "")
+
+
+def test_unroll_is_a_knob_of_decode_gemvs_with_their_weights_in_registers() -> None:
+    space = GemmSpace()
+    on = dict(bm=1, bn=4, bk=1024, num_warps=8, num_stages=1, unroll=1)
+    down = gemm(8192, 2048, 1, "decode")  # 4 x 8192 weights over 256 threads: 128 each
+    assert space.why_invalid(down, on) is None and space.emit(on)["unroll"] == 1
+    assert "unroll" not in space.emit({**on, "unroll": 0}) and gemm_schedule(space.emit(on)).unroll == 1
+    assert "num_stages must be 1" in (space.why_invalid(down, {**on, "num_stages": 2}) or "")
+    assert "256 per thread (> 128)" in (space.why_invalid(down, {**on, "bn": 8}) or "")
+    assert "only in GEMV mode" in (space.why_invalid(DECODE16, dict(bm=16, bn=32, bk=128, num_warps=4,
+                                                                    num_stages=1, unroll=1)) or "")
+    assert "unroll" not in {k.name for k in space.knobs_for(PREFILL)}
+    assert any(s.get("unroll") == 1 for s in space.all_valid(down))
 
 
 def test_tma_is_a_knob_of_dot_path_tiles_of_contiguous_rows() -> None:

@@ -92,6 +92,19 @@ def test_multi_row_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> N
     np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
 
 
+@pytest.mark.parametrize("rows", [1, 4])
+def test_unrolled_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> None:
+    """Decode GEMMs of the batch-4 bucket on unrolled GEMV schedules (the K loop as straight-line
+    code) of ``rows`` rows per program, K ragged for the down GEMM (48 = 32 + 16), against HF."""
+    model, n = _tuned_llama(tmp_path, 32, 48, lambda t: t.shape == "decode" and t.rows == 4,
+                            {"bm": rows, "bn": 8, "bk": 32, "num_warps": 4, "num_stages": 1, "unroll": 1})
+    assert n == 5  # qkv, o, gate/up, down, lm_head
+    art = _compile_and_match_hf(model, tmp_path, 2, f"repro: pytest {__file__} -k 'unrolled and {rows}'")
+    a = load_artifact(art)
+    sources = [a.file_bytes(k["file"]).decode() for k in a.manifest["kernels"].values() if k["template"] == "gemm"]
+    assert sum("in tl.static_range(" in src for src in sources) == 5
+
+
 @pytest.mark.parametrize("family", ["llama", "mistral-window"])
 def test_prefill_attention_skips_key_blocks_no_query_sees(family: str, tmp_path: Path) -> None:
     """Prefill attention on 16 x 16 tiles (a tuning record) over a 33-token prompt: each query

@@ -11,7 +11,8 @@ so it is a score (``wave_efficiency``) the cost models use.
 Split-K is a knob of the dot path (``split_k``, 1 = off, left out of stored schedules and keys,
 so records written before it existed still match); so are TMA loads (``tma``), and, for prefill
 tasks only, persistent grids (``persistent``, programs per SM) and the grouped tile order
-(``group_m``, row tiles per group). Warp specialization has no knob: Triton 3.6 offers it
+(``group_m``, row tiles per group); for decode tasks in GEMV mode only, the unrolled K loop
+(``unroll``). Warp specialization has no knob: Triton 3.6 offers it
 (``tl.range(warp_specialize=True)``) on Blackwell only. New knobs are added as ``Knob``s with the
 value that means "off" listed first;
 ``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is handed
@@ -33,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from inferx.autotune.database import ScheduleError, attention_schedule, gemm_schedule
+from inferx.autotune.database import OPTIONAL_KNOBS, ScheduleError, attention_schedule, gemm_schedule
 from inferx.autotune.task import AnyTask, AttentionTask, Task
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, HOPPER_SMS
 
@@ -154,6 +155,25 @@ def gemv_only_for_decode(task: Task, s: Mapping[str, int], hw: Hopper) -> str | 
     return None
 
 
+# Weight values per thread an unrolled GEMV may hold in flight: 128 bf16 values are 64 registers
+UNROLL_MAX_W_PER_THREAD = 128
+
+
+def unroll_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """An unrolled K loop (GEMV mode) holds the program's BM x BN x K slice of W in registers, its
+    loads issued together: at most ``UNROLL_MAX_W_PER_THREAD`` values per thread; one stage, as the
+    stage count means nothing to straight-line code (two schedules would be one kernel)."""
+    if not s.get("unroll", 0):
+        return None
+    if s["num_stages"] != 1:
+        return f"an unrolled K loop has no pipeline stages: num_stages must be 1, got {s['num_stages']}"
+    per_thread = s["bn"] * task.k * weight_tiles(task, s) / (32 * s["num_warps"])
+    if per_thread > UNROLL_MAX_W_PER_THREAD:
+        return (f"an unrolled K loop holds BN x K = {s['bn']} x {task.k} weights per tile: {per_thread:g} per thread "
+                f"(> {UNROLL_MAX_W_PER_THREAD}) with {s['num_warps']} warps")
+    return None
+
+
 def shared_memory_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     need = smem_bytes(task, s)
     if need > hw.smem_per_block:
@@ -250,6 +270,7 @@ def group_m_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
 Constraint = Callable[[Task, Mapping[str, int], Hopper], "str | None"]
 GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
     gemv_only_for_decode,
+    unroll_fits,
     split_k_fits,
     tma_fits,
     group_m_fits,
@@ -266,7 +287,7 @@ def _gemv(s: Mapping[str, int]) -> bool:
 
 # Knob values that mean "off" and are left out of a schedule's key, so a record written before the
 # knob existed and the same schedule with the knob spelled out are one schedule.
-OFF_VALUES = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0}
+OFF_VALUES = OPTIONAL_KNOBS
 
 
 def schedule_key(s: Mapping[str, int]) -> str:
@@ -289,9 +310,12 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("tma", (0, 1)),
     Knob("persistent", (0, 1, 2)),
     Knob("group_m", (0, 8)),
+    Knob("unroll", (0, 1)),
 )
-# Knobs of prefill tasks alone (decode GEMMs are GEMVs or split-K over few row tiles).
+# Knobs of prefill tasks alone (decode GEMMs are GEMVs or split-K over few row tiles), and of
+# decode tasks alone (GEMV mode).
 PREFILL_KNOBS = frozenset({"persistent", "group_m"})
+DECODE_KNOBS = frozenset({"unroll"})
 
 
 class Space(Protocol):
@@ -398,7 +422,7 @@ class GemmSpace(_KnobSearch):
     knobs: tuple[Knob, ...] = GEMM_KNOBS
     constraints: tuple[Constraint, ...] = GEMM_CONSTRAINTS
     template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k", "tma",
-                                                 "persistent", "group_m"})
+                                                 "persistent", "group_m", "unroll"})
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "gemm"
@@ -407,10 +431,10 @@ class GemmSpace(_KnobSearch):
         return self
 
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
-        """Every knob; persistent grids and grouped tile orders only for prefill tasks."""
-        if isinstance(task, Task) and task.shape != "prefill":
-            return tuple(k for k in self.knobs if k.name not in PREFILL_KNOBS)
-        return self.knobs
+        """Every knob; persistent grids and grouped tile orders only for prefill tasks, unrolled
+        GEMV loops only for decode tasks."""
+        alone = DECODE_KNOBS if isinstance(task, Task) and task.shape == "prefill" else PREFILL_KNOBS
+        return tuple(k for k in self.knobs if k.name not in alone)
 
     def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
         """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""

@@ -73,14 +73,19 @@ class GemmSchedule:
     # tiles across all the columns before the next group (x tiles of the group stay in L2 while
     # the W columns stream past), the grid one-dimensional.
     group_m: int = 0
+    # Unrolled K loop (GEMV mode): the loop becomes straight-line code (``tl.static_range``), so
+    # every step's W loads may be issued before the first products are reduced: all of a
+    # program's weights in flight at once. A GEMV's loop otherwise holds about one step's tile in
+    # flight (Triton pipelines only loads that feed a dot), and num_stages means nothing here.
+    unroll: int = 0
 
     @property
     def gemv(self) -> bool:
         return self.bm <= GEMV_MAX_ROWS
 
     def to_dict(self) -> dict[str, int]:
-        """The schedule as the tuning database stores it (split_k, tma, persistent and group_m only
-        when on)."""
+        """The schedule as the tuning database stores it (split_k, tma, persistent, group_m and
+        unroll only when on)."""
         d = {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.split_k != 1:
             d["split_k"] = self.split_k
@@ -90,6 +95,8 @@ class GemmSchedule:
             d["persistent"] = self.persistent
         if self.group_m:
             d["group_m"] = self.group_m
+        if self.unroll:
+            d["unroll"] = self.unroll
         return d
 
 
@@ -434,7 +441,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if preload:  # the first step, its W tiles already loaded: names ending in 0, none carried by the loop
         k_step("0")
         k_range = f"BK, {k_dim}"
-    em.emit(f"for k0 in range({k_range}, BK):")
+    em.emit(f"for k0 in {'tl.static_range' if sched.unroll else 'range'}({k_range}, BK):")
     em.indent += 1
     k_step("")
     em.indent -= 1
