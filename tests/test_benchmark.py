@@ -4,6 +4,8 @@ report, the run's flow with InferX's session faked, and the CLI's error without 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -290,3 +292,20 @@ def test_prefill_only_run_breaks_down_prefill_alone(tmp_path: Path) -> None:
     assert session.steps == [("prefill", 1, 8, 8)] and session.kernel_configs == [("prefill", 1, 8, 8)]
     assert {r["entry"] for r in shape["rows"]} == {"prefill"} and "kernels" not in shape
     assert shape["prefill_kernels_config"]["seq"] == 8 and not shape["notes"], shape["notes"]
+
+
+def test_launch_floor_fits_a_fixed_cost_and_a_rate() -> None:
+    """benchmarks/launch_floor.py: ``t = t0 + bytes / bw`` recovered from exact points, and the
+    script refuses to run without a GPU in one line."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "launch_floor.py"
+    spec = importlib.util.spec_from_file_location("launch_floor", script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    t0, bw = mod.fit([(b, 3e-6 + b / 4e12) for b in (8e6, 33.6e6, 235e6)])
+    assert abs(t0 - 3e-6) < 1e-12 and abs(bw / 4e12 - 1) < 1e-9
+    if not torch.cuda.is_available():
+        proc = subprocess.run([sys.executable, str(script), "--sizes", "1"], capture_output=True, text=True)
+        assert proc.returncode != 0 and proc.stderr.strip() == "launch_floor: needs a CUDA GPU"

@@ -433,8 +433,8 @@ class GemmSpace(_KnobSearch):
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
         """Every knob; persistent grids and grouped tile orders only for prefill tasks, unrolled
         GEMV loops only for decode tasks."""
-        alone = DECODE_KNOBS if isinstance(task, Task) and task.shape == "prefill" else PREFILL_KNOBS
-        return tuple(k for k in self.knobs if k.name not in alone)
+        other_shape = DECODE_KNOBS if isinstance(task, Task) and task.shape == "prefill" else PREFILL_KNOBS
+        return tuple(k for k in self.knobs if k.name not in other_shape)
 
     def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
         """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
