@@ -57,14 +57,18 @@ def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default=",".join(str(s) for s in SIZES_MB), help="MB each launch reads")
+    ap.add_argument("--chunks", default=",".join(str(c) for c in CHUNKS_KB), help="KB each program reads")
     ap.add_argument("--chain", type=int, default=16, help="launches (and buffers) per graph")
     ap.add_argument("--replays", type=int, default=30)
     ap.add_argument("--out", default=None, help="write the measurements as JSON here")
     args = ap.parse_args()
     try:
         sizes = [float(s) for s in args.sizes.split(",")]
+        chunks = [int(c) for c in args.chunks.split(",")]
     except ValueError:
-        sys.exit(f"launch_floor: --sizes {args.sizes!r}: expected MB values, e.g. 1,12.6")
+        sys.exit(f"launch_floor: --sizes {args.sizes!r} / --chunks {args.chunks!r}: expected numbers, e.g. 1,12.6 / 16")
+    if any(c <= 0 or c % 4 for c in chunks):
+        sys.exit(f"launch_floor: --chunks {args.chunks!r}: each a multiple of 4 KB (one 2048-element bf16 block)")
 
     import torch
 
@@ -75,7 +79,7 @@ def main() -> None:
 
     copy = measure_ceilings("cuda").copy_bytes_per_s
     rows: list[dict[str, Any]] = []
-    for chunk_kb in CHUNKS_KB:
+    for chunk_kb in chunks:
         chunk = chunk_kb * 1024 // 2  # bf16 elements
         for mb in sizes:
             n = int(mb * 1e6) // 2
@@ -113,7 +117,7 @@ def main() -> None:
             del bufs, out, graph
             torch.cuda.empty_cache()
     fits = {}
-    for chunk_kb in CHUNKS_KB:
+    for chunk_kb in chunks:
         pts = [(r["bytes"], r["s_per_launch"]) for r in rows if r["chunk_kb"] == chunk_kb and r["mb"] >= 8]
         if len(pts) >= 2:
             t0, bw = fit(pts)
