@@ -2,7 +2,7 @@
 kernels in one CUDA graph, by the bytes each reads. Each kernel only reads its buffer (bf16,
 16-byte loads) and writes one sum per program, so what it takes beyond bytes / copy rate is the
 fixed cost any kernel of the step pays: launch in the graph, ramp-up to full bandwidth, the last
-wave's tail. A fit of ``t = t0 + bytes / BW`` over the larger sizes gives both.
+wave's tail. A fit of ``t = t0 + bytes / BW`` over the sizes from 8 MB up gives both.
 
 The chain reads a different buffer at each launch (``--chain`` of them), so L2 never holds the
 next launch's bytes, as in a decode step where each kernel streams its own weights. Times are
@@ -46,12 +46,11 @@ def read_sum(x, out, n, CHUNK: tl.constexpr, BLOCK: tl.constexpr):  # type: igno
 
 
 def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least squares ``t = t0 + b / bw`` over (bytes, seconds): (t0 seconds, bw bytes/s)."""
-    n = len(points)
-    mx = sum(b for b, _ in points) / n
-    my = sum(t for _, t in points) / n
-    slope = sum((b - mx) * (t - my) for b, t in points) / sum((b - mx) ** 2 for b, _ in points)
-    return my - slope * mx, 1.0 / slope
+    """``t = t0 + b / bw`` over (bytes, seconds), robust to a stray size (Theil-Sen: the median of
+    the pairwise slopes, then the median intercept): (t0 seconds, bw bytes/s)."""
+    slope = statistics.median((t2 - t1) / (b2 - b1) for i, (b1, t1) in enumerate(points)
+                              for b2, t2 in points[i + 1:] if b2 != b1)
+    return statistics.median(t - slope * b for b, t in points), 1.0 / slope
 
 
 def main() -> None:

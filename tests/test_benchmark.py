@@ -295,8 +295,8 @@ def test_prefill_only_run_breaks_down_prefill_alone(tmp_path: Path) -> None:
 
 
 def test_launch_floor_fits_a_fixed_cost_and_a_rate() -> None:
-    """benchmarks/launch_floor.py: ``t = t0 + bytes / bw`` recovered from exact points, and the
-    script refuses to run without a GPU in one line."""
+    """benchmarks/launch_floor.py: ``t = t0 + bytes / bw`` recovered from exact points and despite
+    one stray size, and the script refuses to run without a GPU in one line."""
     import importlib.util
 
     script = Path(__file__).resolve().parent.parent / "benchmarks" / "launch_floor.py"
@@ -304,8 +304,11 @@ def test_launch_floor_fits_a_fixed_cost_and_a_rate() -> None:
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    t0, bw = mod.fit([(b, 3e-6 + b / 4e12) for b in (8e6, 33.6e6, 235e6)])
+    exact = [(b, 3e-6 + b / 4e12) for b in (8e6, 12.6e6, 33.6e6, 117e6, 235e6)]
+    t0, bw = mod.fit(exact)
     assert abs(t0 - 3e-6) < 1e-12 and abs(bw / 4e12 - 1) < 1e-9
+    t0, bw = mod.fit([*exact, (67.1e6, 3e-6 + 67.1e6 / 4e12 + 7e-6)])  # one stray size, 7 us slow
+    assert abs(t0 - 3e-6) < 0.1e-6 and abs(bw / 4e12 - 1) < 0.01
     if not torch.cuda.is_available():
         proc = subprocess.run([sys.executable, str(script), "--sizes", "1"], capture_output=True, text=True)
         assert proc.returncode != 0 and proc.stderr.strip() == "launch_floor: needs a CUDA GPU"
