@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch
 from click.testing import CliRunner
 
 from inferx.benchmark import report
+from inferx.benchmark.floor import LaunchFloor, fit
 from inferx.benchmark.llama import PlainLlama
 from inferx.benchmark.main import BenchError, check_device, int_list, options
 from inferx.benchmark.roofline import Ceilings, Dims, decode_bytes, prefill_bytes, prefill_flops
@@ -295,20 +297,56 @@ def test_prefill_only_run_breaks_down_prefill_alone(tmp_path: Path) -> None:
 
 
 def test_launch_floor_fits_a_fixed_cost_and_a_rate() -> None:
-    """benchmarks/launch_floor.py: ``t = t0 + bytes / bw`` recovered from exact points and despite
-    one stray size, and the script refuses to run without a GPU in one line."""
-    import importlib.util
-
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "launch_floor.py"
-    spec = importlib.util.spec_from_file_location("launch_floor", script)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    """The floor of plain streaming kernels: ``t = launch_s + bytes / rate`` recovered from exact
+    points and despite one stray size; benchmarks/launch_floor.py refuses to run without a GPU in
+    one line."""
     exact = [(b, 3e-6 + b / 4e12) for b in (8e6, 12.6e6, 33.6e6, 117e6, 235e6)]
-    t0, bw = mod.fit(exact)
-    assert abs(t0 - 3e-6) < 1e-12 and abs(bw / 4e12 - 1) < 1e-9
-    t0, bw = mod.fit([*exact, (67.1e6, 3e-6 + 67.1e6 / 4e12 + 7e-6)])  # one stray size, 7 us slow
-    assert abs(t0 - 3e-6) < 0.1e-6 and abs(bw / 4e12 - 1) < 0.01
+    f = fit(exact)
+    assert abs(f.launch_s - 3e-6) < 1e-12 and abs(f.read_bytes_per_s / 4e12 - 1) < 1e-9
+    f = fit([*exact, (67.1e6, 3e-6 + 67.1e6 / 4e12 + 7e-6)])  # one stray size, 7 us slow
+    assert abs(f.launch_s - 3e-6) < 0.1e-6 and abs(f.read_bytes_per_s / 4e12 - 1) < 0.01
+    assert abs(f.chain_s(10, 1e9) - (10 * f.launch_s + 1e9 / f.read_bytes_per_s)) < 1e-15
+    with pytest.raises(ValueError, match="two distinct sizes"):
+        fit([(8e6, 1e-5), (8e6, 2e-5)])
     if not torch.cuda.is_available():
+        script = Path(__file__).resolve().parent.parent / "benchmarks" / "launch_floor.py"
         proc = subprocess.run([sys.executable, str(script), "--sizes", "1"], capture_output=True, text=True)
         assert proc.returncode != 0 and proc.stderr.strip() == "launch_floor: needs a CUDA GPU"
+
+
+def test_the_streaming_kernel_sums_its_chunks() -> None:
+    """``floor_kernel.read_sum`` in Triton's interpreter: program i sums its chunk (the last one
+    partial), and with CHUNK 0 every program stores 0 (the empty kernel of the chain)."""
+    from inferx.benchmark.floor_kernel import BLOCK, read_sum
+
+    x = torch.arange(10000, dtype=torch.float16) % 7
+    out = torch.full((2,), -1.0)
+    read_sum[(2,)](x, out, 10000, CHUNK=4 * BLOCK, BLOCK=BLOCK)
+    assert out.tolist() == [x[: 4 * BLOCK].float().sum().item(), x[4 * BLOCK:].float().sum().item()]
+    out = torch.full((3,), -1.0)
+    read_sum[(3,)](x, out, 0, CHUNK=0, BLOCK=BLOCK)
+    assert out.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_decode_kernel_tables_show_the_launch_floor() -> None:
+    """With a measured launch floor, each decode kernel's floor (fixed cost plus bytes over the read
+    rate) and the chain's below the table; without one (CPU runs), neither; a failed measurement
+    is said once."""
+    kernels = [{"kernel": "gemm_0", "template": "gemm", "launches": 16, "ms_per_launch": 0.0066,
+                "bytes_per_launch": 12_600_000, "flops_per_launch": 0},
+               {"kernel": "gemm_1", "template": "gemm", "launches": 1, "ms_per_launch": 0.1176,
+                "bytes_per_launch": 525_600_000, "flops_per_launch": 0}]
+    floor = LaunchFloor(launch_s=2.4e-6, read_bytes_per_s=4.65e12)
+    text = "\n".join(report.kernel_table(kernels, floor))
+    rows = text.splitlines()
+    assert rows[0].endswith("launch floor us") and rows[1].endswith(" 5.1")  # 2.4 us + 12.6 MB / 4.65 TB/s
+    assert rows[2].endswith(" 115.4")
+    assert "launch floor of 17 launches moving 727 MB: 0.197 ms" in text  # 17 x 2.4 us + 727 MB / 4.65 TB/s
+    assert "launch floor" not in "\n".join(report.kernel_table(kernels))
+    shape = {"name": "tiny-llama", "shape": "tiny", "rows": [], "kernels": kernels,
+             "kernels_config": {"batch": 1, "context": 8}}
+    results = {"device": "GPU", "commit": "abc", "shapes": [shape],
+               "ceilings": {"copy_bytes_per_s": 4e12, "matmul_flops_per_s": 8e14}}
+    assert "launch floor of 17 launches" in report.render({**results, "launch_floor": asdict(floor)})
+    failed = report.render({**results, "launch_floor": {"error": "no GPU"}})
+    assert "launch floor not measured: no GPU" in failed and "launch floor us" not in failed

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from inferx.benchmark.floor import LaunchFloor
 from inferx.benchmark.roofline import Ceilings, Dims, decode_bytes, decode_flops, prefill_bytes, prefill_flops
 
 PEERS = ("eager", "hf", "compile")
@@ -104,28 +105,42 @@ def shape_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return table(out)
 
 
-def kernel_table(kernels: Sequence[Mapping[str, Any]]) -> list[str]:
+def kernel_table(kernels: Sequence[Mapping[str, Any]], floor: LaunchFloor | None = None) -> list[str]:
     """Per-kernel breakdown of one step: time over all launches, bytes and FLOPs per launch, achieved
-    GB/s and TFLOP/s, share of the summed kernel time."""
+    GB/s and TFLOP/s, share of the summed kernel time. With ``floor`` (decode steps), each
+    kernel's launch floor (a plain streaming kernel moving its bytes: fixed cost per launch plus
+    bytes over the read rate) and, below, that of the whole chain."""
     total = sum(k["launches"] * k["ms_per_launch"] for k in kernels) or 1.0
-    out = [["kernel", "template", "launches", "us/launch", "total ms", "MB/launch", "GB/s", "TFLOP/s", "share"]]
+    head = ["kernel", "template", "launches", "us/launch", "total ms", "MB/launch", "GB/s", "TFLOP/s", "share"]
+    out = [head + (["launch floor us"] if floor else [])]
     for k in kernels:
         ms, nbytes, flops = k["ms_per_launch"], k.get("bytes_per_launch") or 0, k.get("flops_per_launch") or 0
         out.append([k["kernel"], k["template"], str(k["launches"]), f"{ms * 1e3:.1f}", f"{k['launches'] * ms:.3f}",
                     f"{nbytes / 1e6:.2f}", f"{nbytes / (ms / 1e3) / 1e9:.0f}" if ms > 0 else "-",
                     f"{flops / (ms / 1e3) / 1e12:.2f}" if ms > 0 else "-",
-                    f"{k['launches'] * ms / total:.1%}"])
-    out.append(["total", "", str(sum(k["launches"] for k in kernels)), "", f"{total:.3f}", "", "", "", ""])
-    return table(out, right_from=2)
+                    f"{k['launches'] * ms / total:.1%}"] + ([f"{floor.kernel_s(nbytes) * 1e6:.1f}"] if floor else []))
+    launches = sum(k["launches"] for k in kernels)
+    out.append(["total", "", str(launches), "", f"{total:.3f}", "", "", "", ""] + ([""] if floor else []))
+    lines = table(out, right_from=2)
+    if floor:
+        moved = sum(k["launches"] * (k.get("bytes_per_launch") or 0) for k in kernels)
+        lines.append(f"launch floor of {launches} launches moving {moved / 1e6:.0f} MB: "
+                     f"{floor.chain_s(launches, moved) * 1e3:.3f} ms ({floor.launch_s * 1e6:.2f} us per launch "
+                     f"+ bytes / {floor.read_bytes_per_s / 1e12:.2f} TB/s, measured on plain streaming kernels)")
+    return lines
 
 
 def render(results: Mapping[str, Any]) -> str:
     """The text printed at the end of a run: a header, then each shape's tables and notes."""
     c = results["ceilings"]
+    lf = results.get("launch_floor") or {}
+    floor = LaunchFloor(**lf) if "launch_s" in lf else None
     lines = [f"device {results['device']}; copy {c['copy_bytes_per_s'] / 1e12:.2f} TB/s, "
              f"bf16 matmul {c['matmul_flops_per_s'] / 1e12:.0f} TFLOP/s; commit {results['commit']}",
              "times are medians in ms per step; roofline = floor ms / InferX ms; "
              "vs compile = fastest torch.compile ms / InferX ms"]
+    if "error" in lf:
+        lines.append(f"launch floor not measured: {lf['error']}")
     for s in results["shapes"]:
         lines += ["", f"== {s['name']} ({s['shape']}) =="]
         lines += shape_table(s["rows"])
@@ -133,7 +148,7 @@ def render(results: Mapping[str, Any]) -> str:
             if s.get(key):
                 kc = s[f"{key}_config"]
                 lines += ["", f"InferX kernels, decode b{kc['batch']} ctx{kc['context']}:"]
-                lines += kernel_table(s[key])
+                lines += kernel_table(s[key], floor)
         if s.get("prefill_kernels"):
             pc = s["prefill_kernels_config"]
             lines += ["", f"InferX kernels, prefill b{pc['batch']} {pc['seq']} tok (each kernel's launches in a "

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from inferx.benchmark import report
+from inferx.benchmark.floor import measure_launch_floor
 from inferx.benchmark.roofline import Ceilings, Dims, measure_ceilings
 from inferx.benchmark.shapes import LONG_NAMES, SHAPES, is_complete, make_config, make_model, save_checkpoint
 
@@ -170,6 +171,15 @@ def run_bench(opts: BenchOptions, hooks: Hooks | None = None, say: Callable[[str
     ceilings = measure_ceilings(opts.device)
     results["ceilings"] = asdict(ceilings)
     say(f"copy {ceilings.copy_bytes_per_s / 1e12:.2f} TB/s, matmul {ceilings.matmul_flops_per_s / 1e12:.0f} TFLOP/s")
+    if opts.device.startswith("cuda") and opts.kernels:
+        say("measuring the floor of a chain of streaming kernels (fixed cost per launch, read rate)")
+        try:
+            floor = measure_launch_floor()
+            results["launch_floor"] = asdict(floor)
+            say(f"floor: {floor.launch_s * 1e6:.2f} us per launch + bytes / {floor.read_bytes_per_s / 1e12:.2f} TB/s")
+        except Exception as e:  # noqa: BLE001 - the floor is a diagnostic; the run goes on
+            results["launch_floor"] = {"error": _one_line(e)}
+            say(f"floor not measured: {_one_line(e)}")
     results["shapes"] = []
     for shape in opts.shapes:
         results["shapes"].append(run_shape(shape, opts, ceilings, hooks, say))

@@ -1,0 +1,102 @@
+"""The floor under a chain of kernels: what a plain streaming kernel costs per launch inside a
+CUDA graph, beside the bytes it reads. Each launch of ``read_sum`` only reads its buffer (bf16,
+16-byte loads) and writes one sum per program; a chain of them over distinct buffers (L2 never
+holds the next launch's bytes, as in a decode step where each kernel streams its own weights)
+is timed per launch at several sizes and fitted as ``t = launch_s + bytes / read_bytes_per_s``.
+``launch_s`` is the fixed cost any kernel of a step pays (its launch in the graph, the ramp to
+full bandwidth, the last wave's tail), so a step of N kernels reading B bytes takes at least
+``N * launch_s + B / read_bytes_per_s`` however good each kernel is.
+
+Measured on an H200 (``benchmarks/NOTES.md``, eleventh session): 2.3-2.5 us and 4.63-4.66 TB/s
+for programs of 8-32 KB.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Sizes fitted (MB): the Llama-3.2-1B and Llama-3-8B decode GEMMs' weights from 8 MB up. 67.1 MB
+# (the 1B gate/up) is left out: read this way it fell 5-12 us off the line at every program size
+# on an H200, where the gate/up GEMV itself streams it in 16.8 us.
+FIT_SIZES_MB = (8.4, 12.6, 33.6, 50.3, 117.4, 234.9)
+CHUNK_KB = 16  # bytes each program reads: as the compiler's decode GEMVs of 4 rows x K 2048
+
+
+@dataclass(frozen=True)
+class LaunchFloor:
+    """The fitted fixed cost per launch and read rate of plain streaming kernels."""
+
+    launch_s: float
+    read_bytes_per_s: float
+
+    def kernel_s(self, nbytes: float) -> float:
+        """The floor of one launch that reads ``nbytes``."""
+        return self.launch_s + nbytes / self.read_bytes_per_s
+
+    def chain_s(self, launches: int, nbytes: float) -> float:
+        """The floor of ``launches`` launches that read ``nbytes`` in all."""
+        return launches * self.launch_s + nbytes / self.read_bytes_per_s
+
+
+def fit(points: Sequence[tuple[float, float]]) -> LaunchFloor:
+    """``t = launch_s + bytes / read_bytes_per_s`` over (bytes, seconds), robust to a stray size
+    (Theil-Sen: the median of the pairwise slopes, then the median intercept). ValueError with
+    fewer than two distinct sizes."""
+    slopes = [(t2 - t1) / (b2 - b1) for i, (b1, t1) in enumerate(points) for b2, t2 in points[i + 1:] if b2 != b1]
+    if not slopes:
+        raise ValueError(f"a fit needs two distinct sizes, got {sorted({b for b, _ in points})}")
+    slope = statistics.median(slopes)
+    return LaunchFloor(statistics.median(t - slope * b for b, t in points), 1.0 / slope)
+
+
+def time_chain(mb: float, chunk_kb: int = CHUNK_KB, chain: int = 16, replays: int = 20) -> dict[str, Any]:
+    """Seconds per launch of ``chain`` launches of ``read_sum`` over ``chain`` buffers of ``mb``
+    MB each (0: an empty kernel on 132 programs), captured in one CUDA graph, median of
+    ``replays`` replays after 3; RuntimeError if the kernel's sums are wrong."""
+    import torch
+
+    from inferx.benchmark.floor_kernel import BLOCK, read_sum
+
+    if chunk_kb <= 0 or chunk_kb % 4:
+        raise ValueError(f"chunk_kb must be a positive multiple of 4 (one {BLOCK}-element bf16 block), got {chunk_kb}")
+    chunk = chunk_kb * 1024 // 2
+    n = int(mb * 1e6) // 2
+    programs = -(-n // chunk) if n else 132
+    bufs = [torch.ones(max(n, 1), dtype=torch.bfloat16, device="cuda") for _ in range(chain)]
+    out = torch.empty(programs, dtype=torch.float32, device="cuda")
+
+    def run() -> None:
+        for b in bufs:
+            read_sum[(programs,)](b, out, n, CHUNK=chunk if n else 0, BLOCK=BLOCK, num_warps=8)
+
+    run()  # compiles
+    torch.cuda.synchronize()
+    if n and abs(out.sum().item() - n) > 1e-3 * n:
+        raise RuntimeError(f"read_sum summed {out.sum().item()} over {n} ones")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    for _ in range(3):
+        graph.replay()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / chain)
+    bufs.clear()  # the buffers go before the next size is allocated
+    del graph
+    torch.cuda.empty_cache()
+    return {"chunk_kb": chunk_kb, "mb": mb, "bytes": 2 * n, "programs": programs,
+            "s_per_launch": statistics.median(times)}
+
+
+def measure_launch_floor(sizes_mb: Sequence[float] = FIT_SIZES_MB, chunk_kb: int = CHUNK_KB) -> LaunchFloor:
+    """The fitted floor on this machine's CUDA device (a few seconds)."""
+    rows = [time_chain(mb, chunk_kb) for mb in sizes_mb]
+    return fit([(r["bytes"], r["s_per_launch"]) for r in rows])
