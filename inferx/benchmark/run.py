@@ -1,6 +1,10 @@
 """The benchmark's flow: for each shape, make the model, compile and time InferX, time the peers,
 and fold everything into one results dictionary (``report`` prints and writes it).
 
+Once, first: the device's copy and matmul rates (the roofline) and, on a GPU when kernels are
+timed, the launch floor (``floor.py``: fixed cost per launch and read rate of chained streaming
+kernels, shown beside the decode kernels; a failure there is noted and the run goes on).
+
 Per shape, in this order, with a progress line on stderr before each long step:
 1. ``make_model``: the HF model with random weights, built on the device (shapes.py);
 2. InferX: save the checkpoint into the work directory, ``inferx.compile`` it, ``inferx.load`` it,

@@ -74,9 +74,10 @@ class GemmSchedule:
     # the W columns stream past), the grid one-dimensional.
     group_m: int = 0
     # Unrolled K loop (GEMV mode): the loop becomes straight-line code (``tl.static_range``), so
-    # every step's W loads may be issued before the first products are reduced: all of a
-    # program's weights in flight at once. A GEMV's loop otherwise holds about one step's tile in
-    # flight (Triton pipelines only loads that feed a dot), and num_stages means nothing here.
+    # every step's W loads may be issued before the first products are reduced (num_stages then
+    # means nothing). Measured on an H200 at batch 1: faster for the Llama-3-8B o GEMV (10.7
+    # against 11.9 us), slower for the nine other 1B and 8B decode GEMMs (benchmarks/NOTES.md,
+    # eleventh session); the tuner picks it per task.
     unroll: int = 0
 
     @property
