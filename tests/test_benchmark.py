@@ -342,7 +342,11 @@ def test_decode_kernel_tables_show_the_launch_floor() -> None:
     assert rows[0].endswith("launch floor us") and rows[1].endswith(" 5.1")  # 2.4 us + 12.6 MB / 4.65 TB/s
     assert rows[2].endswith(" 115.4")
     assert "launch floor of 17 launches moving 727 MB: 0.197 ms" in text  # 17 x 2.4 us + 727 MB / 4.65 TB/s
-    assert "launch floor" not in "\n".join(report.kernel_table(kernels))
+    assert "launch floor" not in "\n".join(report.kernel_table(kernels)) and "record us" not in text
+    kernels[0]["record_ms"] = 0.0049  # tuned: its record's time beside the step's
+    rows = report.kernel_table(kernels)
+    assert rows[0].split()[3:5] == ["us/launch", "record"] and rows[1].split()[3:5] == ["6.6", "4.9"]
+    assert rows[2].split()[3:5] == ["117.6", "-"]
     shape = {"name": "tiny-llama", "shape": "tiny", "rows": [], "kernels": kernels,
              "kernels_config": {"batch": 1, "context": 8}}
     results = {"device": "GPU", "commit": "abc", "shapes": [shape],

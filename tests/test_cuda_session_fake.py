@@ -78,6 +78,13 @@ def test_time_kernels_lists_every_kernel_once(compiled) -> None:
     att = [(a["bytes_per_launch"], b["bytes_per_launch"]) for a, b in zip(rows, longer, strict=True)
            if a["template"] == "attention"]
     assert att and all(b - a == 2 * 8 * (2 * 8 * 4) for a, b in att), att
+    assert all(r["record_ms"] is None for r in rows)  # compiled without a tuning database
+    # a tuned kernel carries its record's time from the manifest
+    artifact = load_artifact(art)
+    name = rows[1]["kernel"]
+    artifact.manifest["schedules"]["tuned"][name] = {"median_ms": 0.0123, "schedule": {}}
+    tuned = CudaSession(artifact, driver=FakeDriver()).time_kernels("decode", 1, 1, 8, warmup=0, iters=1)  # type: ignore[arg-type]
+    assert [r["record_ms"] for r in tuned] == [0.0123 if r["kernel"] == name else None for r in tuned]
 
 
 def test_inspect_shows_each_variant_with_its_bucket(compiled) -> None:

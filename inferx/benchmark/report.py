@@ -107,20 +107,26 @@ def shape_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def kernel_table(kernels: Sequence[Mapping[str, Any]], floor: LaunchFloor | None = None) -> list[str]:
     """Per-kernel breakdown of one step: time over all launches, bytes and FLOPs per launch, achieved
-    GB/s and TFLOP/s, share of the summed kernel time. With ``floor`` (decode steps), each
+    GB/s and TFLOP/s, share of the summed kernel time. Where kernels were tuned, the time their
+    tuning record measured ("record us", - for the others). With ``floor`` (decode steps), each
     kernel's launch floor (a plain streaming kernel moving its bytes: fixed cost per launch plus
     bytes over the read rate) and, below, that of the whole chain."""
     total = sum(k["launches"] * k["ms_per_launch"] for k in kernels) or 1.0
-    head = ["kernel", "template", "launches", "us/launch", "total ms", "MB/launch", "GB/s", "TFLOP/s", "share"]
-    out = [head + (["launch floor us"] if floor else [])]
+    records = any(k.get("record_ms") is not None for k in kernels)
+    out = [["kernel", "template", "launches", "us/launch"] + (["record us"] if records else [])
+           + ["total ms", "MB/launch", "GB/s", "TFLOP/s", "share"] + (["launch floor us"] if floor else [])]
     for k in kernels:
         ms, nbytes, flops = k["ms_per_launch"], k.get("bytes_per_launch") or 0, k.get("flops_per_launch") or 0
-        out.append([k["kernel"], k["template"], str(k["launches"]), f"{ms * 1e3:.1f}", f"{k['launches'] * ms:.3f}",
-                    f"{nbytes / 1e6:.2f}", f"{nbytes / (ms / 1e3) / 1e9:.0f}" if ms > 0 else "-",
-                    f"{flops / (ms / 1e3) / 1e12:.2f}" if ms > 0 else "-",
-                    f"{k['launches'] * ms / total:.1%}"] + ([f"{floor.kernel_s(nbytes) * 1e6:.1f}"] if floor else []))
+        rec = k.get("record_ms")
+        out.append([k["kernel"], k["template"], str(k["launches"]), f"{ms * 1e3:.1f}"]
+                   + ([f"{rec * 1e3:.1f}" if rec is not None else "-"] if records else [])
+                   + [f"{k['launches'] * ms:.3f}", f"{nbytes / 1e6:.2f}",
+                      f"{nbytes / (ms / 1e3) / 1e9:.0f}" if ms > 0 else "-",
+                      f"{flops / (ms / 1e3) / 1e12:.2f}" if ms > 0 else "-", f"{k['launches'] * ms / total:.1%}"]
+                   + ([f"{floor.kernel_s(nbytes) * 1e6:.1f}"] if floor else []))
     launches = sum(k["launches"] for k in kernels)
-    out.append(["total", "", str(launches), "", f"{total:.3f}", "", "", "", ""] + ([""] if floor else []))
+    out.append(["total", "", str(launches), ""] + ([""] if records else []) + [f"{total:.3f}", "", "", "", ""]
+               + ([""] if floor else []))
     lines = table(out, right_from=2)
     if floor:
         moved = sum(k["launches"] * (k.get("bytes_per_launch") or 0) for k in kernels)

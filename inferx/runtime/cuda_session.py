@@ -114,6 +114,10 @@ class CudaSession(DecoderSession):
         wanted = bool(m.get("launch", {}).get("pdl", False)) if pdl is None else pdl
         self.pdl = wanted and all(meta.get("grid_dependency", False) for meta in m["kernels"].values())
         self.entries = m["entries"]
+        # The tuning record each tuned kernel was compiled from: its time in the tuner, beside the
+        # kernel's time in the step (``time_kernels``)
+        self.record_ms = {name: float(t["median_ms"]) for name, t in m.get("schedules", {}).get("tuned", {}).items()
+                          if isinstance(t, dict) and isinstance(t.get("median_ms"), (int, float))}
         self.batch_buckets = buckets_of(m, "batch", m["limits"]["max_batch"])
         self.seq_buckets = buckets_of(m, "seq", max_context)
         self.kernels: dict[str, tuple[KernelSource, Kernel]] = {}
@@ -342,7 +346,8 @@ class CudaSession(DecoderSession):
                      iters: int = 20) -> list[dict[str, Any]]:
         """Each kernel of the step timed inside a CUDA graph that issues all of its launches of
         the step (for a layer kernel: once per layer, each with its own weights, so L2 does not
-        flatter), in plan order: per kernel its launches, ms per launch, bytes and FLOPs per launch."""
+        flatter), in plan order: per kernel its launches, ms per launch, bytes and FLOPs per launch,
+        and for a tuned kernel the time its tuning record measured (``record_ms``, else None)."""
         bound = self._bound_for_timing(entry, batch, seq, context)
         rows = []
         for name in dict.fromkeys(ln.kernel.name for ln in bound.launches):
@@ -351,7 +356,8 @@ class CudaSession(DecoderSession):
             ms = float(np.median(self._time(lambda g=g: self.drv.replay(g), warmup, iters)))
             rows.append({"kernel": name, "template": group[0].source.template, "launches": len(group),
                          "ms_per_launch": ms / len(group), "bytes_per_launch": group[0].bytes,
-                         "flops_per_launch": group[0].flops, "schedule_origin": group[0].source.schedule_origin})
+                         "flops_per_launch": group[0].flops, "schedule_origin": group[0].source.schedule_origin,
+                         "record_ms": self.record_ms.get(name)})
         return rows
 
     def close(self) -> None:
