@@ -163,6 +163,10 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
         raise UserError(_one_line(e)) from None
 
 
+OVERLAP_HELP = ("Decode GEMVs load their first weight tiles before waiting for the kernel before them and let the "
+                "next one start right after: under PDL, their weights stream as the kernel before ends.")
+
+
 @main.command("compile", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model")
 @click.option("-o", "--output", required=True, metavar="ARTIFACT",
@@ -182,8 +186,7 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
               help="CUDA sessions launch the artifact's kernels with programmatic dependent launch "
                    "(each may start as the one before it ends) unless told otherwise.")
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
-              help="Decode GEMVs load their first weight tiles before waiting for the kernel before them and let "
-                   "the next one start right after: under PDL, their weights stream as the kernel before ends.")
+              help=OVERLAP_HELP)
 def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
                     dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
@@ -364,8 +367,7 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
               help="Launch InferX's CUDA kernels with programmatic dependent launch (each may start as the one "
                    "before it ends).")
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
-              help="Decode GEMVs load their first weight tiles before waiting for the kernel before them and let "
-                   "the next one start right after: under PDL, their weights stream as the kernel before ends.")
+              help=OVERLAP_HELP)
 def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
                   warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool, overlap: bool) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models

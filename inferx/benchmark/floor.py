@@ -3,9 +3,10 @@ CUDA graph, beside the bytes it reads. Each launch of ``read_sum`` only reads it
 16-byte loads) and writes one sum per program; a chain of them over distinct buffers (L2 never
 holds the next launch's bytes, as in a decode step where each kernel streams its own weights)
 is timed per launch at several sizes and fitted as ``t = launch_s + bytes / read_bytes_per_s``.
-``launch_s`` is the fixed cost any kernel of a step pays (its launch in the graph, the ramp to
-full bandwidth, the last wave's tail), so a step of N kernels reading B bytes takes at least
-``N * launch_s + B / read_bytes_per_s`` however good each kernel is.
+``launch_s`` is the fixed cost such a kernel pays (its launch in the graph, the ramp to full
+bandwidth, the last wave's tail), so a step of N kernels each as good as a plain streaming one,
+reading B bytes, takes ``N * launch_s + B / read_bytes_per_s``: the reference a plan of that many
+kernels is measured against.
 
 Measured on an H200 (``benchmarks/NOTES.md``, eleventh session): 2.3-2.5 us and 4.63-4.66 TB/s
 for programs of 8-32 KB.

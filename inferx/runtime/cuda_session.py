@@ -116,8 +116,7 @@ class CudaSession(DecoderSession):
         self.entries = m["entries"]
         # The tuning record each tuned kernel was compiled from: its time in the tuner, beside the
         # kernel's time in the step (``time_kernels``)
-        self.record_ms = {name: float(t["median_ms"]) for name, t in m.get("schedules", {}).get("tuned", {}).items()
-                          if isinstance(t, dict) and isinstance(t.get("median_ms"), (int, float))}
+        self.record_ms = {name: t["median_ms"] for name, t in m.get("schedules", {}).get("tuned", {}).items()}
         self.batch_buckets = buckets_of(m, "batch", m["limits"]["max_batch"])
         self.seq_buckets = buckets_of(m, "seq", max_context)
         self.kernels: dict[str, tuple[KernelSource, Kernel]] = {}
