@@ -23,7 +23,8 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     ``dump_ir`` (a directory), ``progress`` (a callable taking a line), ``tuning_logs`` (the tuning
     database's root; None for heuristic schedules only), ``pdl`` (CUDA sessions launch with
     programmatic dependent launch unless told otherwise), ``overlap`` (under PDL, each kernel's
-    weights start streaming as the one before it ends)."""
+    weights start streaming as the one before it ends), ``fuse_mlp`` (each decode layer's MLP as
+    one kernel, for ``max_batch`` up to 8)."""
     from pathlib import Path
 
     from inferx.compiler.driver import CompileOptions, compile_model

@@ -165,6 +165,8 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
 
 OVERLAP_HELP = ("Decode GEMVs load their first weight tiles before waiting for the kernel before them and let the "
                 "next one start right after: under PDL, their weights stream as the kernel before ends.")
+FUSE_MLP_HELP = ("Each decode layer's MLP (gate|up and down GEMVs) as one kernel, for --max-batch up to 8 "
+                 "(not yet measured on a GPU).")
 
 
 @main.command("compile", context_settings={"help_option_names": ["-h", "--help"]})
@@ -187,8 +189,9 @@ OVERLAP_HELP = ("Decode GEMVs load their first weight tiles before waiting for t
                    "(each may start as the one before it ends) unless told otherwise.")
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
               help=OVERLAP_HELP)
+@click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
 def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
-                    dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool) -> None:
+                    dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool, fuse_mlp: bool) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
     Progress goes to stderr; the artifact's path to stdout."""
@@ -209,6 +212,7 @@ def compile_command(model: str, output: str, target: str, dtype: str | None, max
         target=target, dtype=dtype, max_seq_len=max_seq_len, max_batch=max_batch,
         dump_ir=Path(dump_ir) if dump_ir else None, progress=lambda line: click.echo(line, err=True),
         jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2), pdl=pdl, overlap=overlap,
+        fuse_mlp=fuse_mlp,
     )
     with _user_errors(_compile_errors()):
         out = compile_model(path, Path(output), options)
@@ -368,15 +372,17 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
                    "before it ends).")
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
               help=OVERLAP_HELP)
+@click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
 def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
-                  warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool, overlap: bool) -> None:
+                  warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool, overlap: bool,
+                  fuse_mlp: bool) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
     from inferx.benchmark.main import BenchError, bench, options
 
     try:
         opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl,
-                       overlap=overlap)
+                       overlap=overlap, fuse_mlp=fuse_mlp)
         bench(opts, Path(out) if out else None)
     except BenchError as e:
         raise UserError(str(e)) from None

@@ -23,7 +23,7 @@ from typing import Any
 from xdsl.ir import BlockArgument, Operation
 
 from inferx.compiler.codegen import attention
-from inferx.compiler.codegen.gemm import NORMS, _gated_split, applies
+from inferx.compiler.codegen.gemm import NORMS, applies, gated_split
 from inferx.compiler.codegen.tile import attr_str
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
@@ -307,7 +307,7 @@ def gemm_task(kernel: KernelOp, rows: int) -> Task:
     if not isinstance(k, int) or not isinstance(n, int):
         raise TaskError("K and N must be static")
     epilogue = ops[(2 if norm else 1) :]
-    gated = _gated_split(lin, epilogue)
+    gated = gated_split(lin, epilogue)
     halves = gated.ops if gated else ()
     tags = {_tag(op) for op in epilogue if op not in halves and not isinstance(op, _LAYOUT_OPS)}
     if gated:

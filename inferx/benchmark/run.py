@@ -71,6 +71,7 @@ class BenchOptions:
     seed: int = 0
     pdl: bool = True  # InferX's CUDA session launches with programmatic dependent launch
     overlap: bool = False  # compiled so that under PDL a decode GEMV's weights stream as the kernel before ends
+    fuse_mlp: bool = False  # compiled with each decode layer's MLP as one kernel (batches up to 8)
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -105,7 +106,7 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
 
     return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
                           max_batch=max(opts.batches), jobs=opts.jobs, overlap=opts.overlap,
-                          progress=lambda line: say(f"  {line}"))
+                          fuse_mlp=opts.fuse_mlp, progress=lambda line: say(f"  {line}"))
 
 
 def _load_inferx(art: Path, device: str, pdl: bool) -> Any:

@@ -5,7 +5,8 @@
     3. merge-gemms     q/k/v and gate/up become one GEMM each (weights concatenated), gate|up
                        with its rows interleaved (interleave-pairs); RMSNorm scales move into
                        the weights of the GEMMs they feed (fold-norm-weights)
-    4. fuse            every run-time op into an ix.kernel (5 per decoder layer)
+    4. fuse            every run-time op into an ix.kernel (5 per decoder layer; 4 in decode
+                       with ``fuse_mlp``, the MLP as one kernel)
     5. plan-memory     one arena per shape bucket
     6. fold weights    weight-only values (concatenations) become stored weights
     7. codegen         Triton source per kernel, identical kernels shared across layers; each GEMM
@@ -38,7 +39,8 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, SCHEDULE_FORMS, Database, Record
 from inferx.autotune.task import AnyTask, TaskError, attention_task, gemm_task, rows_bucket, shape_of
-from inferx.compiler.codegen import attention, gemm, generate
+from inferx.compiler.codegen import attention, gemm, generate, mlp
+from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 from inferx.compiler.codegen.tile import dim_code
 from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
@@ -86,6 +88,9 @@ class CompileOptions:
     # an H200 the Llama-3-8B decode step took 3.990 ms with it against 4.013 without (within
     # run-to-run spread) and the Llama-3.2-1B one 0.882 against 0.847 (benchmarks/NOTES.md).
     overlap: bool = False
+    # A decode layer's MLP (gate|up GEMV, down GEMV) as one kernel (fuse-decode-mlp, the mlp
+    # template), for decode buckets of up to 8 rows. Off: not yet measured on a GPU.
+    fuse_mlp: bool = False
 
 
 def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path:
@@ -96,6 +101,9 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         raise CompileError(f"unknown target {options.target!r}; the targets are {', '.join(TARGETS)}")
     if options.max_batch < 1 or options.max_seq_len < 1:
         raise CompileError("max_batch and max_seq_len must be positive")
+    if options.fuse_mlp and options.max_batch > GEMV_MAX_ROWS:
+        raise CompileError(f"fuse_mlp: the fused decode MLP runs at most {GEMV_MAX_ROWS} rows per step "
+                           f"(max_batch {options.max_batch})")
     say = options.progress or (lambda msg: None)
     clock = time.perf_counter()
 
@@ -118,12 +126,14 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     for n, name, pipeline in (
         (2, "cleanup", "canonicalize,cse,dce"),
         (3, "merge-gemms", "merge-gemms,interleave-pairs,fold-norm-weights,dce"),
-        (4, "fuse", "fuse,norm-stats"),
+        (4, "fuse", "fuse,norm-stats" + (",fuse-decode-mlp" if options.fuse_mlp else "")),
         (5, "plan-memory", _plan_pipeline(options)),
     ):
         phase(n, name)
         PassManager(parse(pipeline, registry())).run(program.module)
         _dump(options, f"{n}-{name}", program)
+        if n == 4 and options.fuse_mlp:
+            _check_fused_mlp(program)
     funcs = {f.sym_name.data: f for f in program.module.ops if isinstance(f, FuncOp)}
 
     phase(6, "fold weights")
@@ -259,10 +269,13 @@ def kernel_row_buckets(kop: KernelOp, batches: Sequence[int], max_seq_len: int) 
 
 
 def _decode_kernel(kop: KernelOp) -> bool:
-    """A decode GEMM (rows without ``seq``) or decode attention (one query per sequence)."""
+    """A decode GEMM (rows without ``seq``), a fused decode MLP, or decode attention (one query
+    per sequence)."""
     template = kop.template.data
     if template == "gemm":
         return shape_of(kop) == "decode"
+    if template == "mlp":
+        return True
     return template == "attention" and attention.applies(kop) is None and attention.is_decode(kop)
 
 
@@ -294,6 +307,8 @@ def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: st
     schedule = choice.schedule
     if schedule is None and kop.template.data == "gemm" and gemm.applies(kop) is None:
         schedule = gemm.heuristic_schedule(kop, sched_target, rows)
+    if schedule is None and kop.template.data == "mlp" and mlp.applies(kop) is None:
+        schedule = mlp.heuristic_schedule(kop, sched_target, rows)
     ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", overlap=overlap)
     return ks if choice.schedule is None else replace(ks, schedule_origin="tuned")
 
@@ -364,6 +379,21 @@ def _tokenizer_files(program: Program, say: Callable[[str], None]) -> dict[str, 
         files = {f"tokenizer/{p.relative_to(root).as_posix()}": p.read_bytes() for p in found}
     say(f"        tokenizer: {len(files)} files")
     return files
+
+
+def _check_fused_mlp(program: Program) -> None:
+    """With ``fuse_mlp``, the decode entry must have an mlp kernel per decoder layer: else the
+    model's MLP is not one the template implements, and the compile stops saying so."""
+    info = program.info
+    assert info is not None
+    for func in program.module.ops:
+        if isinstance(func, FuncOp) and func.sym_name.data == "decode":
+            fused = sum(1 for o in func.body.block.ops if isinstance(o, KernelOp) and o.template.data == "mlp")
+            if fused != info.num_layers:
+                raise CompileError(
+                    f"fuse_mlp: {fused} of the {info.num_layers} decode MLPs fused; the mlp template takes a gated "
+                    "MLP with an RMSNorm prologue, no biases and weights stored [N, K] (inferx/compiler/codegen/mlp.py)"
+                )
 
 
 def _import(src: Any, options: CompileOptions) -> Program:

@@ -247,7 +247,8 @@ class CudaSession(DecoderSession):
               context: int) -> tuple[int, int]:
         """Bytes a launch must move (weights read once, buffers at the true sizes, the KV cache:
         ``context`` positions read by attention, ``seq`` written elsewhere) and its FLOPs
-        (2 per weight element per row for GEMMs; 4 * q elements * context for attention)."""
+        (2 per weight element per row for GEMMs and fused MLPs; 4 * q elements * context for
+        attention)."""
         i = self.info
         kv_row = env["batch"] * i.num_kv_heads * i.head_dim * ITEM[i.dtype]
         # Buffers sized by the context (the KV cache as attention reads it) count at ``context``
@@ -273,6 +274,8 @@ class CudaSession(DecoderSession):
         weights = [self.weights[b["name"]][1] for b in step["inputs"] if b["kind"] == "weight"]
         if ks.template == "gemm" and weights:
             flops = 2 * rows * max(weights) // ITEM[i.dtype]
+        elif ks.template == "mlp":  # its two GEMMs' weights, the largest inputs (not the norm's scale)
+            flops = 2 * rows * sum(sorted(weights)[-2:]) // ITEM[i.dtype]
         elif ks.template == "attention" and step["inputs"][0]["kind"] == "buffer":
             q = _size(plan["buffers"][step["inputs"][0]["name"]], env) // ITEM[i.dtype]
             flops = 4 * q * context

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from inferx.compiler.codegen import attention, gemm, rowwise
+from inferx.compiler.codegen import attention, gemm, mlp, rowwise
 from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.tile import GRID_WAIT
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -16,28 +16,30 @@ from inferx.runtime.kernel_source import KernelSource
 RULES: list[tuple[str, Callable[[KernelOp], str | None], Callable[..., KernelSource]]] = [
     ("gemm", gemm.applies, gemm.generate),
     ("attention", attention.applies, attention.generate),
+    ("mlp", mlp.applies, mlp.generate),
     ("gather", rowwise.gather_applies, rowwise.gather),
     ("reduction", rowwise.reduction_applies, rowwise.reduction),
     ("pointwise", lambda k: None, rowwise.pointwise),
 ]
 # The schedule type each tunable template takes.
-SCHEDULES: dict[str, type] = {"gemm": gemm.GemmSchedule, "attention": attention.AttentionSchedule}
+SCHEDULES: dict[str, type] = {"gemm": gemm.GemmSchedule, "attention": attention.AttentionSchedule,
+                              "mlp": mlp.MlpSchedule}
 
 
-Schedule = gemm.GemmSchedule | attention.AttentionSchedule
+Schedule = gemm.GemmSchedule | attention.AttentionSchedule | mlp.MlpSchedule
 
 
 def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Schedule | None = None,
              grid_dependency: bool | None = None, overlap: bool = False) -> KernelSource:
     """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits.
-    ``target`` ("sm_90" or "cpu") picks schedules, never semantics; a GEMM takes a GemmSchedule
-    and attention an AttentionSchedule when given (the template's heuristic when None; a schedule
-    of another template is a CodegenError). ``grid_dependency`` (default: on for sm_90) makes the
-    kernel safe for PDL; kernels that Triton's interpreter runs must not have it. ``overlap``: a
-    decode GEMV loads its first weight tiles before anything else, and with the grid dependency
-    waits only after them and lets the next kernel start right after its wait (see
-    ``with_grid_dependency``); without it the same code runs with no wait (how the interpreter
-    checks it)."""
+    ``target`` ("sm_90" or "cpu") picks schedules, never semantics; a GEMM takes a GemmSchedule,
+    attention an AttentionSchedule and the fused MLP an MlpSchedule when given (the template's
+    heuristic when None; a schedule of another template is a CodegenError). ``grid_dependency``
+    (default: on for sm_90) makes the kernel safe for PDL; kernels that Triton's interpreter runs
+    must not have it. ``overlap``: a decode GEMV loads its first weight tiles before anything else,
+    and with the grid dependency waits only after them and lets the next kernel start right after
+    its wait (see ``with_grid_dependency``); without it the same code runs with no wait (how the
+    interpreter checks it)."""
     wanted = kernel.template.data
     gdc = target != "cpu" if grid_dependency is None else grid_dependency
     reasons = []
@@ -54,6 +56,9 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
             elif template == "attention":
                 assert schedule is None or isinstance(schedule, attention.AttentionSchedule)
                 ks = attention.generate(kernel, name, target, schedule)
+            elif template == "mlp":
+                assert schedule is None or isinstance(schedule, mlp.MlpSchedule)
+                ks = mlp.generate(kernel, name, schedule, target)
             else:
                 ks = gen(kernel, name)
             return with_grid_dependency(ks, early_release=overlap) if gdc else ks

@@ -161,7 +161,7 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         epilogue = ops[ops.index(lin) + 1 :]
         short = rows is not None and rows <= max(PREFILL_ROW_BUCKETS)
         if not any(isinstance(o, nn.RopeOp) for o in epilogue):
-            gated = _gated_split(lin, epilogue) is not None
+            gated = gated_split(lin, epilogue) is not None
             wide = not gated and n >= 256
             large = GemmSchedule(128, 256 if wide else 128, bk, num_warps=8, num_stages=3)
             tiles = -(-(rows or 0) // large.bm) * -(-(n // 2 if gated else n) // large.bn)
@@ -219,7 +219,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     regions = rope_regions(em, lin, epilogue)
     partner = partner_expr(regions)
     paired = pairing(regions, sched.bn) if partner else None
-    gated = _gated_split(lin, epilogue)
+    gated = gated_split(lin, epilogue)
     n_tile = n_dim // 2 if gated else n_dim
     if gated:
         epilogue = [o for o in epilogue if o not in gated.ops]
@@ -360,7 +360,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             em.emit("s1 = tl.zeros((BM,), dtype=tl.float32)")
             em.emit("gw = tl.zeros((BN,), dtype=tl.float32)")
             em.emit("bw = tl.zeros((BN,), dtype=tl.float32)")
-    g = _norm_scale(kernel, norm) if norm is not None else None
+    g = norm_scale(kernel, norm) if norm is not None else None
     folded = isinstance(norm, nn.RMSNormOp) and g is None and not gemv
     if folded:
         # The scale is folded into W (fold-norm-weights): the row statistics come from a pass of
@@ -618,7 +618,7 @@ def _tl(dtype: DType) -> str:
     return TL_DTYPE[dtype]
 
 
-def _norm_scale(kernel: KernelOp, norm: Operation) -> SSAValue | None:
+def norm_scale(kernel: KernelOp, norm: Operation) -> SSAValue | None:
     """The norm's scale operand, or None when it has none or it is a splat of ones from outside
     the kernel (fold-norm-weights moved it into W)."""
     from xdsl.ir import BlockArgument
@@ -650,7 +650,7 @@ class GatedHalves:
     pairs: bool
 
 
-def _gated_split(lin: nn.LinearOp, epilogue: list[Operation]) -> GatedHalves | None:
+def gated_split(lin: nn.LinearOp, epilogue: list[Operation]) -> GatedHalves | None:
     """The gate|up halves of ``lin`` in ``epilogue``, or None."""
     rank = lin.result.type.rank  # type: ignore[attr-defined]
     n = lin.result.type.shape[-1]  # type: ignore[attr-defined]
