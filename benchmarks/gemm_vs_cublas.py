@@ -133,7 +133,7 @@ def main() -> None:
             env = ({"batch": m, "seq": 1, "ctx": 576} if shape == "decode"
                    else {"batch": 1, "seq": m, "ctx": max(576, m)})
             try:
-                ours = statistics.median(runner._time(kop, ks, env))
+                ours = statistics.median(runner.time_kernel(kop, ks, env))
             except Exception as e:  # report and go on
                 print(f"{name} M={m}: ours failed: {type(e).__name__}: {e}", flush=True)
                 ours = math.inf

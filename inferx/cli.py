@@ -246,17 +246,21 @@ def compile_main() -> None:
 @click.option("--only", multiple=True, metavar="TEXT",
               help="Tune only the tasks whose line (as listed at the start) contains TEXT; repeat to narrow, "
                    "e.g. --only prefill --only rmsnorm.")
+@click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True,
+              help="Tune the decode MLPs as `compile --fuse-mlp` makes them (one mlp kernel each).")
 def tune_command(model: str, target: str, budget: str, trials: int | None, runner: str, replay: tuple[str, ...],
                  out: str | None, max_seq_len: int, max_batch: int, dtype: str | None, strategy: str, seed: int,
-                 jobs: int, only: tuple[str, ...]) -> None:
-    """Tune the GEMM and attention schedules of MODEL; records are appended to the tuning database."""
+                 jobs: int, only: tuple[str, ...], fuse_mlp: bool) -> None:
+    """Tune the GEMM, attention (and with --fuse-mlp fused MLP) schedules of MODEL; records are appended to
+    the tuning database."""
     from inferx.autotune.database import DEFAULT_ROOT
     from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
 
     with _user_errors((TuneError, *_compile_errors())):
         options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,
                               replay=replay, max_seq_len=max_seq_len, max_batch=max_batch, dtype=dtype, seed=seed,
-                              jobs=jobs, strategy=strategy, out=Path(out) if out else DEFAULT_ROOT, only=only)
+                              jobs=jobs, strategy=strategy, out=Path(out) if out else DEFAULT_ROOT, only=only,
+                              fuse_mlp=fuse_mlp)
         result = tune(model, options, say=lambda line: click.echo(line, err=True))
     if result.stopped.startswith("interrupted"):
         raise SystemExit(130 if "SIGINT" in result.stopped else 143)

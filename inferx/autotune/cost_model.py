@@ -10,11 +10,13 @@ Every model answers ``update(records)`` (learn from measurements), ``predict(tas
   registers, a launch. ``update`` learns nothing. Attention has its own, simpler estimate
   (``attention_roofline_ms``): K/V read once (once per query block in prefill, L2-discounted),
   split-KV partials written and merged, 4 x queries x context x head_dim FLOPs, waves, a serial
-  key loop per program, a launch.
+  key loop per program, a launch. So has the fused decode MLP (``mlp_roofline_ms``): both
+  weights at the bandwidth one program per SM keeps in flight, its partial sums' atomics, the
+  last arrival's tail, a launch.
 - ``LearnedModel``, the clever one: gradient-boosted trees (``gbdt.py``) on log(time) over
   features of (task, schedule), the roofline's own estimate among them. Until it has seen
   ``min_records`` finite measurements of a template it answers with the roofline. Each template
-  has its own features (``FEATURES``, ``ATTENTION_FEATURES``) and its own trees.
+  has its own features (``FEATURES``, ``ATTENTION_FEATURES``, ``MLP_FEATURES``) and its own trees.
 
 Records with an infinite time (failed candidates) teach nothing about speed and are skipped.
 """
@@ -46,13 +48,15 @@ from inferx.autotune.space import (
     attention_wave_efficiency,
     blocks_per_sm,
     grid,
+    mlp_programs,
+    mlp_values_per_thread,
     programs,
     schedule_key,
     smem_bytes,
     wave_efficiency,
     weight_tiles,
 )
-from inferx.autotune.task import AnyTask, AttentionTask, Task
+from inferx.autotune.task import AnyTask, AttentionTask, MlpTask, Task
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 
 
@@ -91,6 +95,8 @@ def bound_ms(task: AnyTask, hw: Hopper = H200) -> float:
     "fraction of roofline" is measured against."""
     if isinstance(task, AttentionTask):
         return 1e3 * max(attention_ideal_bytes(task) / hw.dram_bytes_per_s, attention_flops(task) / hw.tensor_flops)
+    if isinstance(task, MlpTask):
+        return 1e3 * max(mlp_ideal_bytes(task) / hw.dram_bytes_per_s, mlp_flops(task) / hw.fma_flops)
     peak = hw.tensor_flops if task.rows > 1 else hw.fma_flops
     return 1e3 * max(ideal_bytes(task) / hw.dram_bytes_per_s, flops(task) / peak)
 
@@ -99,6 +105,8 @@ def roofline_ms(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float
     """The analytical time of one launch of ``task`` under schedule ``s`` (see the module doc)."""
     if isinstance(task, AttentionTask):
         return attention_roofline_ms(task, s, hw)
+    if isinstance(task, MlpTask):
+        return mlp_roofline_ms(task, s, hw)
     m, k, n, n_out = problem(task)
     gm, gn = grid(task, s)
     xb, wb = DTYPE_BYTES.get(task.x_dtype, 4), DTYPE_BYTES.get(task.w_dtype, 4)
@@ -199,6 +207,47 @@ def attention_roofline_ms(task: AttentionTask, s: Mapping[str, int], hw: Hopper 
     return 1e3 * (max(mem_s, comp_s) / max(eff, 1e-3) ** 0.5 + latency_s + merge_s + hw.launch_s)
 
 
+# --- the fused decode MLP -----------------------------------------------------------------------
+
+
+def mlp_ideal_bytes(task: MlpTask) -> float:
+    """Both weights once, x, the residual and the output once each."""
+    wb, xb = DTYPE_BYTES.get(task.w_dtype, 4), DTYPE_BYTES.get(task.x_dtype, 4)
+    weights = (2 * task.i * task.k + task.n * task.i) * wb
+    return weights + task.rows * (task.k * xb + task.n * (xb + _out_bytes(task)))
+
+
+def mlp_flops(task: MlpTask) -> float:
+    return 2.0 * task.rows * (2 * task.i * task.k + task.n * task.i)
+
+
+def mlp_roofline_ms(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
+    """The analytical time of one fused-MLP launch under ``s``: the weights at the bandwidth the
+    programs' loads in flight sustain (each program alone on its SM, one K or N step of tiles in
+    flight, two with a second stage), or the products on CUDA cores, whichever is longer, over
+    the wave efficiency; the partial sums' atomics (one per output element per program, at an
+    assumed 1.5e11 a second across the L2); the last arrival's loads and stores after the
+    weights (two DRAM latencies); plus a launch."""
+    wb = DTYPE_BYTES.get(task.w_dtype, 4)
+    n_programs = mlp_programs(task, s)
+    slots = hw.sms  # 16 warps: one program per SM; fewer warps: more, capped by registers
+    if s["num_warps"] < 16:
+        slots = hw.sms * max(1, min(16 // s["num_warps"], hw.max_blocks_per_sm))
+    resident = min(n_programs, slots)
+    tile = max(2 * s["bi"] * s["bk"], s["bn"] * s["bi"]) * wb
+    inflight = resident * tile * max(1, s["num_stages"] - 1)
+    bw = hw.dram_bytes_per_s * min(1.0, inflight / (hw.dram_bytes_per_s * hw.dram_latency_s))
+    mem_s = mlp_ideal_bytes(task) / bw
+    comp_s = mlp_flops(task) / hw.fma_flops
+    waves = math.ceil(n_programs / slots)
+    eff = n_programs / (waves * slots)
+    atomics_s = n_programs * s["bm"] * task.n / 1.5e11
+    steps = math.ceil(task.k / s["bk"]) + math.ceil(task.n / s["bn"])
+    latency_s = waves * steps * hw.dram_latency_s / max(1, s["num_stages"]) * 0.25
+    return 1e3 * (max(mem_s, comp_s) / max(eff, 1e-3) ** 0.5 + atomics_s + latency_s + 2 * hw.dram_latency_s
+                  + hw.launch_s)
+
+
 def _out_bytes(task: AnyTask) -> int:
     return max(DTYPE_BYTES.get(d, 4) for d in task.out_dtype.split("+"))
 
@@ -277,12 +326,34 @@ def attention_features(task: AttentionTask, s: Mapping[str, int], hw: Hopper = H
     ]
 
 
+MLP_FEATURES = (
+    "log_rows", "log_k", "log_i", "log_n", "wbytes", "log_bi", "log_bk", "log_bn", "log_warps", "stages",
+    "log_programs", "wave_eff", "values_per_thread", "k_steps", "n_steps", "log_roofline",
+)
+
+
+def mlp_features(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
+    """The learned model's inputs for one fused-MLP (task, schedule), named by ``MLP_FEATURES``."""
+    lg = lambda v: math.log2(max(1.0, float(v)))  # noqa: E731
+    n_programs = mlp_programs(task, s)
+    return [
+        lg(task.rows), lg(task.k), lg(task.i), lg(task.n), float(DTYPE_BYTES.get(task.w_dtype, 4)),
+        lg(s["bi"]), lg(s["bk"]), lg(s["bn"]), lg(s["num_warps"]), float(s["num_stages"]),
+        lg(n_programs), n_programs / (math.ceil(n_programs / hw.sms) * hw.sms), mlp_values_per_thread(s),
+        float(math.ceil(task.k / s["bk"])), float(math.ceil(task.n / s["bn"])), math.log(roofline_ms(task, s, hw)),
+    ]
+
+
 def features_of(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
-    """The features of ``task``'s template (``features`` or ``attention_features``)."""
-    return attention_features(task, s, hw) if isinstance(task, AttentionTask) else features(task, s, hw)
+    """The features of ``task``'s template (``features``, ``attention_features``, ``mlp_features``)."""
+    if isinstance(task, AttentionTask):
+        return attention_features(task, s, hw)
+    if isinstance(task, MlpTask):
+        return mlp_features(task, s, hw)
+    return features(task, s, hw)
 
 
-FEATURES_BY_TEMPLATE = {"gemm": FEATURES, "attention": ATTENTION_FEATURES}
+FEATURES_BY_TEMPLATE = {"gemm": FEATURES, "attention": ATTENTION_FEATURES, "mlp": MLP_FEATURES}
 
 
 @dataclass

@@ -29,6 +29,7 @@ import inferx
 from inferx.autotune.task import AnyTask, TaskError, task_from_json
 from inferx.compiler.codegen.attention import AttentionSchedule
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, GemmSchedule
+from inferx.compiler.codegen.mlp import MlpSchedule
 
 _PACKAGE = Path(inferx.__file__).resolve().parent
 
@@ -143,10 +144,33 @@ def attention_schedule(d: Mapping[str, Any]) -> AttentionSchedule:
     return s
 
 
+def mlp_schedule(d: Mapping[str, Any]) -> MlpSchedule:
+    """The MlpSchedule a record's schedule dict names; ScheduleError if the template would not
+    accept it: exactly the fields bm, bi, bk, bn, num_warps, num_stages; BM a power of two up to
+    8 (the template runs GEMV-style, all of a bucket's rows in a program); BI, BK, BN powers of two
+    from 16 to 1024; 1, 2, 4, 8 or 16 warps; 1 to 8 stages."""
+    want = {"bm", "bi", "bk", "bn", "num_warps", "num_stages"}
+    if set(d) != want:
+        raise ScheduleError(f"mlp schedule fields must be {sorted(want)}, got {sorted(d)}")
+    s = MlpSchedule(**{k: d[k] for k in want})
+    if not (_pow2(s.bm) and s.bm <= GEMV_MAX_ROWS):
+        raise ScheduleError(f"BM must be a power of two up to {GEMV_MAX_ROWS}: {s}")
+    for knob in ("bi", "bk", "bn"):
+        v = getattr(s, knob)
+        if not (_pow2(v) and 16 <= v <= 1024):
+            raise ScheduleError(f"{knob.upper()} must be a power of two from 16 to 1024: {s}")
+    if s.num_warps not in (1, 2, 4, 8, 16):
+        raise ScheduleError(f"num_warps must be 1, 2, 4, 8 or 16: {s}")
+    if not (isinstance(s.num_stages, int) and not isinstance(s.num_stages, bool) and 1 <= s.num_stages <= 8):
+        raise ScheduleError(f"num_stages must be 1..8: {s}")
+    return s
+
+
 # How each template reads and checks a schedule dict.
 SCHEDULE_FORMS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "gemm": gemm_schedule,
     "attention": attention_schedule,
+    "mlp": mlp_schedule,
 }
 
 

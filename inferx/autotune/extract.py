@@ -5,7 +5,7 @@ Runs the compiler's phases 2-4 (cleanup, merge-gemms, fuse: the kernels phase 7 
 asks ``driver.select_schedule`` for each kernel's task, so a task here is exactly the key the
 compiler will look up in the tuning database (decode at each batch bucket asked for, prefill GEMMs
 at short prompts and at ``max_seq_len``, prefill attention at ``max_seq_len``; attention at the
-context of ``max_seq_len``). GEMM and attention kernels have
+context of ``max_seq_len``). GEMM, attention and fused-MLP kernels have
 tasks; kernels of templates with no schedule space yet (gather, norms, pointwise) are counted,
 not tuned.
 
@@ -79,10 +79,11 @@ class Extraction:
         return "\n".join(lines)
 
 
-def fused_module(src: Any, dtype: str | None = None) -> ModuleOp:
-    """The module after the driver's phases 1-4. ``src`` is an ix module or Program (cloned, never
-    changed), an HF model directory (read from its config.json alone: tuning needs shapes, not
-    weights), or anything ``inferx.compile`` imports."""
+def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False) -> ModuleOp:
+    """The module after the driver's phases 1-4 (with ``fuse_mlp``, each decode layer's MLP one
+    kernel, as the compiler's option of that name makes it). ``src`` is an ix module or Program
+    (cloned, never changed), an HF model directory (read from its config.json alone: tuning needs
+    shapes, not weights), or anything ``inferx.compile`` imports."""
     from inferx.compiler.frontend.hf import with_dtype
     from inferx.models.decoder import build_decoder_module
     from inferx.models.registry import decoder_config
@@ -102,7 +103,7 @@ def fused_module(src: Any, dtype: str | None = None) -> ModuleOp:
         from inferx.compiler.driver import CompileOptions, _import
 
         module = _import(src, CompileOptions(dtype=dtype)).module
-    PassManager(parse(FUSE_PIPELINE, registry())).run(module)
+    PassManager(parse(FUSE_PIPELINE + (",fuse-decode-mlp" if fuse_mlp else ""), registry())).run(module)
     return module
 
 
@@ -150,11 +151,13 @@ def _ir_dtype(dtype: str | None) -> str | None:
 def heuristic_baseline(tt: TuningTask) -> dict[str, int] | None:
     """The schedule the compiler uses for ``tt`` when the database has no record (the template's
     heuristic at the task's rows), as a schedule dict; None without a kernel."""
-    from inferx.compiler.codegen import attention
+    from inferx.compiler.codegen import attention, mlp
     from inferx.compiler.codegen.gemm import heuristic_schedule
 
     if tt.kernel is None:
         return None
     if tt.task.template == "attention":
         return attention.heuristic_schedule(tt.kernel, "sm_90").to_dict()
+    if tt.task.template == "mlp":
+        return mlp.heuristic_schedule(tt.kernel, "sm_90", tt.task.rows).to_dict()
     return heuristic_schedule(tt.kernel, "sm_90", tt.task.rows).to_dict()

@@ -36,7 +36,7 @@ from xdsl.ir import BlockArgument
 
 from inferx.autotune.database import Record
 from inferx.autotune.space import H200, Hopper, schedule_key
-from inferx.autotune.task import AnyTask, AttentionTask
+from inferx.autotune.task import AnyTask, AttentionTask, MlpTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
 INF = float("inf")
@@ -218,7 +218,7 @@ class LocalRunner:
                     results[i] = MeasureResult.failed(wrong)
             if results[i] is None:
                 try:
-                    times = self._time(kop, ks, env)
+                    times = self.time_kernel(kop, ks, env)
                     results[i] = MeasureResult(statistics.median(times), tuple(times), "", toolchain, self._note())
                 except Exception as e:
                     results[i], launched = MeasureResult.failed(f"launch: {_one_line(e)}"), True
@@ -246,8 +246,8 @@ class LocalRunner:
         recorded as the fastest."""
         key = task.key
         if key not in self._reference:
-            self._reference[key] = self._outputs(kop, self._heuristic(task, kop), env)
-        ref, got = self._reference[key], self._outputs(kop, ks, env)
+            self._reference[key] = self.outputs(kop, self._heuristic(task, kop), env)
+        ref, got = self._reference[key], self.outputs(kop, ks, env)
         for name, want in ref.items():
             have = got[name]
             tol = 1e-4 if want.dtype.itemsize >= 4 else 2e-2
@@ -258,16 +258,18 @@ class LocalRunner:
         return ""
 
     def _heuristic(self, task: AnyTask, kop: KernelOp) -> Any:
-        from inferx.compiler.codegen import attention, generate
+        from inferx.compiler.codegen import attention, generate, mlp
         from inferx.compiler.codegen.gemm import heuristic_schedule
 
         if isinstance(task, AttentionTask):
             sched: Any = attention.heuristic_schedule(kop, self.target)
+        elif isinstance(task, MlpTask):
+            sched = mlp.heuristic_schedule(kop, self.target, task.rows)
         else:
             sched = heuristic_schedule(kop, self.target, task.rows)
         return generate(kop, f"ref_{task.template}", self.target, sched, grid_dependency=False)
 
-    def _outputs(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> dict[str, Any]:
+    def outputs(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> dict[str, Any]:
         """The kernel's results on operands drawn from a fixed seed: every output and every input
         it writes in place (a KV cache), by name."""
         import torch
@@ -315,7 +317,7 @@ class LocalRunner:
                 self.close()
         return out
 
-    def _time(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> list[float]:
+    def time_kernel(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> list[float]:
         import torch
 
         from inferx.runtime.plan import Launch, run

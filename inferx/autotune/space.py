@@ -20,7 +20,8 @@ to the template without knobs it does not know only when they are off (see ``Gem
 so a space can grow before the template does.
 
 ``AttentionSpace`` has one knob set per shape: decode (SPLITS, BN, warps, stages) and prefill
-(BM, BN, warps, stages). ``space_for(template, target)`` gives one template's space;
+(BM, BN, warps, stages). ``MlpSpace`` (the fused decode MLP): BI, BK, BN, warps, stages, with BM
+the bucket's rows. ``space_for(template, target)`` gives one template's space;
 ``spaces_for(target)`` gives every tunable template's, dispatching on the task (what the tuner
 uses when a model's tasks mix templates).
 """
@@ -34,8 +35,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from inferx.autotune.database import OPTIONAL_KNOBS, ScheduleError, attention_schedule, gemm_schedule
-from inferx.autotune.task import AnyTask, AttentionTask, Task
+from inferx.autotune.database import OPTIONAL_KNOBS, ScheduleError, attention_schedule, gemm_schedule, mlp_schedule
+from inferx.autotune.task import AnyTask, AttentionTask, MlpTask, Task
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, HOPPER_SMS
 
 Schedule = dict[str, int]
@@ -639,6 +640,87 @@ class AttentionSpace(_KnobSearch):
         return self.emit(s)
 
 
+# --- the fused decode MLP ------------------------------------------------------------------------
+
+
+MLP_KNOBS: tuple[Knob, ...] = (
+    Knob("bi", (64, 16, 32, 128, 256)),
+    Knob("bk", (256, 32, 64, 128, 512)),
+    Knob("bn", (256, 32, 64, 128, 512)),
+    Knob("num_warps", (16, 4, 8)),
+    Knob("num_stages", (2, 1, 3)),
+)
+# Weight values per thread of one tile (two BI x BK tiles of W1 per step, one BN x BI of W2, each
+# over BM rows) before the products spill: what ptxas held without spills at 64 on sm_90.
+MLP_VALUES_PER_THREAD = 64
+# Programs per row block past which the partial sums' atomics (N per row per program) outweigh
+# the bandwidth more programs add: two waves of 132.
+MLP_MAX_PROGRAMS = 2 * HOPPER_SMS
+
+
+def mlp_bm(task: MlpTask) -> int:
+    """Rows per program: all of the bucket's (a power of two up to 8)."""
+    return min(GEMV_MAX_ROWS, 1 << max(0, (task.rows - 1).bit_length()))
+
+
+def mlp_programs(task: MlpTask, s: Mapping[str, int]) -> int:
+    return math.ceil(task.rows / s["bm"]) * math.ceil(task.i / s["bi"])
+
+
+def mlp_values_per_thread(s: Mapping[str, int]) -> float:
+    """Weight values (times rows) each thread holds in the larger of the two loops' tiles."""
+    return s["bm"] * max(2 * s["bi"] * s["bk"], s["bn"] * s["bi"]) / (32 * s["num_warps"])
+
+
+@dataclass(frozen=True)
+class MlpSpace(_KnobSearch):
+    """The schedules of the fused decode MLP template (``codegen.mlp``) for one target: BI, BK, BN,
+    warps and stages, BM fixed by the task's rows. Every schedule it returns is accepted by
+    ``mlp_schedule`` and fits ``MLP_VALUES_PER_THREAD``, ``MLP_MAX_PROGRAMS`` and the problem
+    (no tile dim past the next power of two of its dim)."""
+
+    hw: Hopper = H200
+    knobs: tuple[Knob, ...] = MLP_KNOBS
+    _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    template = "mlp"
+
+    def of(self, task: AnyTask) -> MlpSpace:
+        return self
+
+    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
+        bm = mlp_bm(task) if isinstance(task, MlpTask) else 1
+        return (Knob("bm", (bm,)), *self.knobs)
+
+    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
+        """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
+        if not isinstance(task, MlpTask):
+            return f"the mlp space does not schedule {task.template} tasks"
+        try:
+            mlp_schedule(self.emit(s))
+        except (ScheduleError, TypeError, KeyError) as e:
+            return str(e)
+        if s["bm"] != mlp_bm(task):
+            return f"BM is the bucket's rows ({mlp_bm(task)}), got {s['bm']}"
+        for knob, dim in (("bi", task.i), ("bk", task.k), ("bn", task.n)):
+            if s[knob] > max(16, 1 << (dim - 1).bit_length()):
+                return f"{knob.upper()}={s[knob]} is wider than the problem ({dim})"
+        if mlp_values_per_thread(s) > MLP_VALUES_PER_THREAD:
+            return (f"{mlp_values_per_thread(s):.0f} weight values per thread (more than "
+                    f"{MLP_VALUES_PER_THREAD}: the products spill)")
+        if mlp_programs(task, s) > MLP_MAX_PROGRAMS:
+            return f"{mlp_programs(task, s)} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"
+        return None
+
+    def emit(self, s: Mapping[str, int]) -> Schedule:
+        """The template's schedule dict (every knob is a field of the template)."""
+        return {k: int(v) for k, v in s.items()}
+
+    def complete(self, s: Mapping[str, int]) -> Schedule:
+        """A stored schedule as a point of the space: records name all their knobs."""
+        return self.emit(s)
+
+
 # --- every template ------------------------------------------------------------------------------
 
 
@@ -679,7 +761,7 @@ class Spaces:
 
 
 # The tunable templates and their spaces (explicit: no registration on import).
-SPACES: dict[str, Callable[[Hopper], Space]] = {"gemm": GemmSpace, "attention": AttentionSpace}
+SPACES: dict[str, Callable[[Hopper], Space]] = {"gemm": GemmSpace, "attention": AttentionSpace, "mlp": MlpSpace}
 
 
 def space_for(template: str, target: str) -> Space:

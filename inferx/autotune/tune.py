@@ -39,6 +39,7 @@ from inferx.autotune.search import (
     TuneResult,
 )
 from inferx.autotune.space import HARDWARE, spaces_for
+from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 from inferx.signals import raising_on
 
 RUNNERS = ("local", "replay")
@@ -65,6 +66,7 @@ class TuneOptions:
     jobs: int = 8
     strategy: str = "evolutionary"
     only: tuple[str, ...] = ()  # tune only the tasks whose summary contains each of these
+    fuse_mlp: bool = False  # the decode MLPs as the compiler's fuse_mlp makes them (mlp tasks)
 
 
 def parse_budget(text: str) -> float:
@@ -91,7 +93,11 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
         raise TuneError("give a --budget or --trials")
     hw = HARDWARE[options.target]
     batches = tuple(sorted({b for b in (1, 4, 16, 64) if b < options.max_batch} | {options.max_batch}))
-    extraction = extract_tasks(fused_module(model, options.dtype), options.max_seq_len, hw, batches=batches)
+    if options.fuse_mlp and options.max_batch > GEMV_MAX_ROWS:
+        raise TuneError(f"--fuse-mlp: the fused decode MLP runs at most {GEMV_MAX_ROWS} rows "
+                        f"(--max-batch {options.max_batch})")
+    extraction = extract_tasks(fused_module(model, options.dtype, options.fuse_mlp), options.max_seq_len, hw,
+                               batches=batches)
     say(extraction.summary())
     if not extraction.tasks:
         raise TuneError("the model has no GEMM or attention task to tune")

@@ -38,7 +38,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, SCHEDULE_FORMS, Database, Record
-from inferx.autotune.task import AnyTask, TaskError, attention_task, gemm_task, rows_bucket, shape_of
+from inferx.autotune.task import AnyTask, TaskError, attention_task, gemm_task, mlp_task, rows_bucket, shape_of
 from inferx.compiler.codegen import attention, gemm, generate, mlp
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 from inferx.compiler.codegen.tile import dim_code
@@ -89,7 +89,8 @@ class CompileOptions:
     # run-to-run spread) and the Llama-3.2-1B one 0.882 against 0.847 (benchmarks/NOTES.md).
     overlap: bool = False
     # A decode layer's MLP (gate|up GEMV, down GEMV) as one kernel (fuse-decode-mlp, the mlp
-    # template), for decode buckets of up to 8 rows. Off: not yet measured on a GPU.
+    # template; tuned by ``inferx tune --fuse-mlp``), for decode buckets of up to 8 rows. Off:
+    # not yet measured on a GPU.
     fuse_mlp: bool = False
 
 
@@ -291,7 +292,8 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: 
     try:
         decode = _decode_kernel(kop)
         at = rows if rows is not None else 1 if decode else max_seq_len
-        task: AnyTask = attention_task(kop, at, max_seq_len) if template == "attention" else gemm_task(kop, at)
+        task: AnyTask = (attention_task(kop, at, max_seq_len) if template == "attention"
+                         else mlp_task(kop, at) if template == "mlp" else gemm_task(kop, at))
     except TaskError as e:
         return ScheduleChoice(None, None, None, f"no task: {e}")
     if db is None:

@@ -1,0 +1,167 @@
+"""The fused decode MLP (``--fuse-mlp``: one kernel for gate|up, SiLU*up, down and the residual add)
+beside the two kernels it replaces, on the same GPU in the same process: whether fusing pays, and
+on which schedule.
+
+For a Llama shape at one decode batch: the unfused gate|up and down kernels, each on the tuning
+database's best record for its task (else its heuristic schedule), and the fused kernel on its
+heuristic schedule and on each schedule of a grid (BI, BK = BN, warps, stages) that the tuner's
+space accepts (``autotune.space.MlpSpace``). Each fused candidate's results are checked against the heuristic
+schedule's (relative L2 within 2e-2, bf16); every kernel is timed as the tuner times one (a CUDA
+graph of launches over rotated operand copies, so the L2 never holds the next launch's weights;
+median per launch). Printed beside each: its weight bytes over its time, and the launch floor
+(plain streaming kernels of those bytes, measured first: ``inferx.benchmark.floor``).
+
+    python benchmarks/mlp_sweep.py --shape 1b --batch 1 --db tuning_logs --out r.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def int_list(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def grid(task: Any, bis: list[int], steps: list[int], warps: list[int], stages: list[int]) -> list[Any]:
+    """The fused schedules of the grid (BK = BN) that the tuner's space accepts for ``task``."""
+    from inferx.autotune.space import MlpSpace, mlp_bm
+    from inferx.compiler.codegen.mlp import MlpSchedule
+
+    space, bm = MlpSpace(), mlp_bm(task)
+    out = []
+    for bi in bis:
+        for step in steps:
+            for w in warps:
+                for st in stages:
+                    s = MlpSchedule(bm, bi, step, step, num_warps=w, num_stages=st)
+                    if space.why_invalid(task, s.to_dict()) is None:
+                        out.append(s)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", default="1b")
+    ap.add_argument("--batch", type=int, default=1, help="decode rows (1-8)")
+    ap.add_argument("--db", default="tuning_logs", help="tuning database root ('' for heuristics only)")
+    ap.add_argument("--target", default="h200")
+    ap.add_argument("--bi", default="32,64,128")
+    ap.add_argument("--steps", default="64,128,256", help="BK = BN values")
+    ap.add_argument("--warps", default="8,16")
+    ap.add_argument("--stages", default="1,2")
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+
+    import torch
+
+    from inferx.autotune.database import Database
+    from inferx.autotune.extract import fused_module
+    from inferx.autotune.runner import LocalRunner
+    from inferx.autotune.space import HARDWARE
+    from inferx.autotune.task import gemm_task, mlp_task, rows_bucket
+    from inferx.benchmark.floor import measure_launch_floor
+    from inferx.benchmark.shapes import make_config
+    from inferx.compiler.codegen import gemm, generate, mlp
+    from inferx.compiler.ir.ops_kernel import KernelOp
+    from inferx.passes import registry
+    from inferx.passes.pipeline import PassManager, parse
+
+    hw = HARDWARE[args.target]
+    with tempfile.TemporaryDirectory() as d:
+        make_config(args.shape).save_pretrained(d)
+        plain = fused_module(d, "bf16")
+    fused = plain.clone()
+    PassManager(parse("fuse-decode-mlp", registry())).run(fused)
+    mlps = [o for o in fused.walk() if isinstance(o, KernelOp) and o.template.data == "mlp"]
+    if not mlps:
+        sys.exit(f"mlp_sweep: no decode MLP of the {args.shape} shape fuses")
+    kop = mlps[len(mlps) // 2]  # a middle layer's (every layer's is the same kernel)
+    parts = mlp.parts(kop)
+    assert not isinstance(parts, str)
+    # The two kernels it replaced: the decode GEMMs with the gate|up and the down weights' shapes
+    pair: dict[str, KernelOp] = {}
+    for op in plain.walk():
+        if isinstance(op, KernelOp) and op.template.data == "gemm":
+            task = gemm_task(op, args.batch)
+            if task.shape == "decode" and (task.k, task.n) == (parts.k, 2 * parts.i):
+                pair.setdefault("gate_up", op)
+            elif task.shape == "decode" and (task.k, task.n) == (parts.i, parts.n):
+                pair.setdefault("down", op)
+    db = Database.load(args.db, args.target) if args.db else None
+    env = {"batch": args.batch, "seq": 1, "ctx": 576}
+    runner = LocalRunner({}, hw=hw, repeats=args.repeats)
+    floor = measure_launch_floor()
+    print(f"launch floor: {floor.launch_s * 1e6:.2f} us per launch + bytes / {floor.read_bytes_per_s / 1e12:.2f} TB/s",
+          flush=True)
+    rows: list[dict[str, Any]] = []
+
+    def report(name: str, k: KernelOp, ks: Any, sched: Any, nbytes: int, origin: str) -> float:
+        try:
+            ms = statistics.median(runner.time_kernel(k, ks, env))
+        except Exception as e:  # a failing candidate is reported and skipped
+            print(f"{name:10s} {sched.to_dict()}: failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            return math.inf
+        fl = floor.kernel_s(nbytes) * 1e3
+        rows.append({"kernel": name, "schedule": sched.to_dict(), "origin": origin, "ms": ms, "bytes": nbytes,
+                     "floor_ms": fl})
+        print(f"{name:10s} {ms * 1e3:8.1f} us  floor {fl * 1e3:6.1f}  {nbytes / ms / 1e9:5.2f} TB/s  {origin} "
+              f"{sched.to_dict()}", flush=True)
+        return ms
+
+    item = 2  # bf16 weights
+    w_gate_up, w_down = 2 * parts.i * parts.k * item, parts.n * parts.i * item
+    total = 0.0
+    for name, nbytes in (("gate_up", w_gate_up), ("down", w_down)):
+        if name not in pair:
+            sys.exit(f"mlp_sweep: no unfused {name} kernel found")
+        task = gemm_task(pair[name], args.batch)
+        best = db.best(task) if db is not None else None
+        sched, origin = (best[0], "tuned") if best else (gemm.heuristic_schedule(pair[name], "sm_90",
+                                                                                  rows_bucket(args.batch)), "heuristic")
+        total += report(name, pair[name], generate(pair[name], f"{name}_b{args.batch}", "sm_90", sched,
+                                                   grid_dependency=False), sched, nbytes, origin)
+    print(f"{'pair':10s} {total * 1e3:8.1f} us  floor {floor.chain_s(2, w_gate_up + w_down) * 1e6:6.1f}", flush=True)
+
+    heuristic = mlp.heuristic_schedule(kop, "sm_90", args.batch)
+    ref_ks = generate(kop, "mlp_ref", "sm_90", heuristic, grid_dependency=False)
+    ref = runner.outputs(kop, ref_ks, env)
+    best_ms = report("mlp", kop, ref_ks, heuristic, w_gate_up + w_down, "heuristic")
+    for sched in grid(mlp_task(kop, args.batch), int_list(args.bi), int_list(args.steps), int_list(args.warps),
+                      int_list(args.stages)):
+        if sched == heuristic:
+            continue
+        try:
+            ks = generate(kop, "mlp_cand", "sm_90", sched, grid_dependency=False)
+            got = runner.outputs(kop, ks, env)
+        except Exception as e:
+            print(f"mlp        {sched.to_dict()}: failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
+        errs = [float((got[n].double() - w.double()).norm() / max(float(w.double().norm()), 1e-30))
+                for n, w in ref.items()]
+        if not max(errs) <= 2e-2:
+            print(f"mlp        {sched.to_dict()}: wrong results (relative L2 {max(errs):.3g})", flush=True)
+            continue
+        best_ms = min(best_ms, report("mlp", kop, ks, sched, w_gate_up + w_down, "grid"))
+    print(f"fused best {best_ms * 1e3:.1f} us against the pair's {total * 1e3:.1f} us ({total / best_ms:.2f}x)",
+          flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "shape": args.shape, "batch": args.batch, "db": args.db,
+        "environment": {"device": torch.cuda.get_device_name(), "torch": torch.__version__},
+        "launch_floor": {"launch_s": floor.launch_s, "read_bytes_per_s": floor.read_bytes_per_s},
+        "pair_ms": total, "fused_best_ms": best_ms, "results": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

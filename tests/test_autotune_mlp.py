@@ -1,0 +1,147 @@
+"""The fused decode MLP in the tuner: its tasks (extracted from a ``fuse_mlp`` module, keyed,
+read back), its schedule space (every valid schedule one the template accepts and generates; the
+rules that prune), the cost models, and `inferx tune --fuse-mlp` through the replay runner,
+whose best record the compiler then takes for the mlp kernel (run in Triton's interpreter
+against HF)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+from click.testing import CliRunner
+
+import inferx
+from inferx.autotune.cost_model import LearnedModel, RooflineModel, bound_ms, roofline_ms
+from inferx.autotune.database import Database, Record, ScheduleError, mlp_schedule
+from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
+from inferx.autotune.space import MLP_MAX_PROGRAMS, MlpSpace
+from inferx.autotune.synthetic import landscape
+from inferx.autotune.task import MlpTask, task_from_json
+from inferx.cli import main
+from inferx.compiler.codegen import generate
+from inferx.runtime.artifact import load_artifact
+
+TINY = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=128, model_type="llama", architectures=["LlamaForCausalLM"])
+
+
+def _model_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "tiny"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
+    return d
+
+
+def test_mlp_tasks_are_extracted_keyed_and_read_back(tmp_path: Path) -> None:
+    ex = extract_tasks(fused_module(_model_dir(tmp_path), "bf16", fuse_mlp=True), 128, batches=(1, 4))
+    mlps = [t for t in ex.tasks if isinstance(t.task, MlpTask)]
+    assert [t.task.rows for t in sorted(mlps, key=lambda t: t.task.rows)] == [1, 4]
+    assert all(t.launches == 2 for t in mlps), "both layers' MLPs share one task per bucket"
+    task = mlps[0].task
+    assert (task.k, task.i, task.n, task.gate_rows, task.prologue) == (64, 96, 64, "pairs", "rmsnorm")
+    assert (task.middle, task.epilogue) == ("mul+silu", "residual")
+    assert str(task).startswith("mlp bf16 K=64 I=96 N=64 pairs rmsnorm>linear>mul+silu>linear>residual decode")
+    assert task_from_json(json.loads(task.key)) == task
+    assert not any(t.task.template == "gemm" and t.task.shape == "decode" and t.task.k == 96 for t in ex.tasks), \
+        "the fused down GEMM has no task of its own"
+    assert bound_ms(task) > 0
+    base = heuristic_baseline(mlps[0])
+    assert base is not None and MlpSpace().why_invalid(task, base) is None
+
+
+def test_the_space_prunes_and_every_valid_schedule_generates(tmp_path: Path) -> None:
+    ex = extract_tasks(fused_module(_model_dir(tmp_path), "bf16", fuse_mlp=True), 128, batches=(4,))
+    tt = next(t for t in ex.tasks if isinstance(t.task, MlpTask))
+    space, task = MlpSpace(), tt.task
+    assert isinstance(task, MlpTask)
+    valid = space.all_valid(task)
+    assert valid and all(s["bm"] == 4 for s in valid)
+    for s in random.Random(0).sample(valid, 5):
+        ks = generate(tt.kernel, "m", "sm_90", mlp_schedule(space.emit(s)), grid_dependency=False)
+        assert ks.constexprs["BI"] == s["bi"]
+    ok = dict(valid[0])
+    cases = [({"bm": 1}, "BM is the bucket's rows"), ({"bi": 512}, "wider than the problem"),
+             ({"bi": 128, "bk": 64, "num_warps": 4}, "weight values per thread"), ({"bn": 12}, "power of two")]
+    for change, reason in cases:
+        why = space.why_invalid(task, {**ok, **change})
+        assert why is not None and reason in why, (change, why)
+    wide = MlpTask("mlp", "bf16", "bf16", "bf16", 4096, 1 << 20, 4096, "pairs", "rmsnorm", "mul+silu", "residual", 1)
+    why = space.why_invalid(wide, {"bm": 1, "bi": 64, "bk": 64, "bn": 64, "num_warps": 16, "num_stages": 2})
+    assert why is not None and f"more than {MLP_MAX_PROGRAMS}" in why
+    with pytest.raises(ScheduleError, match="BM must be a power of two up to 8"):
+        mlp_schedule({"bm": 16, "bi": 64, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2})
+
+
+def test_cost_models_rank_mlp_schedules() -> None:
+    task = MlpTask("mlp", "bf16", "bf16", "bf16", 2048, 8192, 2048, "pairs", "rmsnorm", "mul+silu", "residual", 1)
+    space = MlpSpace()
+    valid = space.all_valid(task)
+    times = RooflineModel().predict(task, valid)
+    assert np.all(np.isfinite(times)) and times.min() * 1e3 > bound_ms(task) * 1e3
+    # fewer loads in flight per SM (4 warps, small tiles) is slower in the model than 16 warps of large ones
+    small = {"bm": 1, "bi": 64, "bk": 32, "bn": 32, "num_warps": 4, "num_stages": 1}
+    large = {"bm": 1, "bi": 64, "bk": 256, "bn": 256, "num_warps": 16, "num_stages": 2}
+    assert roofline_ms(task, small) > roofline_ms(task, large)
+    records = landscape([task])
+    model = LearnedModel(seed=0)
+    model.update(records)
+    assert "mlp" in model.gbdts
+    finite = [r for r in records if math.isfinite(r.median_ms)]
+    pred = model.predict(task, [r.schedule for r in finite])
+    rank = np.corrcoef(np.argsort(np.argsort(pred)), np.argsort(np.argsort([r.median_ms for r in finite])))[0, 1]
+    assert rank > 0.8, f"Spearman {rank:.2f} on the training landscape"
+
+
+def test_tune_fuse_mlp_then_compile_takes_the_record(tmp_path: Path) -> None:
+    model_dir = _model_dir(tmp_path)
+    # fp32, so that the compiled artifact runs in Triton's interpreter on the tuned record
+    ex = extract_tasks(fused_module(model_dir, "fp32", fuse_mlp=True), 64, batches=(1,))
+    tt = next(t for t in ex.tasks if isinstance(t.task, MlpTask))
+    task = tt.task
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([task])))
+    out = tmp_path / "logs"
+    args = ["tune", str(model_dir), "--runner", "replay", "--replay", str(replay), "--trials", "24", "--out", str(out),
+            "--max-seq-len", "64", "--dtype", "fp32", "--fuse-mlp", "--only", "mlp"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    db = Database.load(out, "h200")
+    assert (out / "h200" / "mlp.jsonl").is_file() and db.records
+    best = db.best(task)
+    assert best is not None and best[0].to_dict() != heuristic_baseline(tt), "the test needs a record to take"
+    refused = CliRunner().invoke(main, [*args[:-2], "--max-batch", "16"])
+    assert refused.exit_code != 0 and "at most 8 rows" in refused.output
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(**{k: v for k, v in TINY.items() if k not in ("model_type", "architectures")})
+    model = T.LlamaForCausalLM(cfg).eval()
+    art = inferx.compile(model, target="cpu", schedules="h200", output=tmp_path / "a", dtype="fp32", max_seq_len=64,
+                         max_batch=1, fuse_mlp=True, tuning_logs=out)
+    m = load_artifact(art).manifest
+    (name,) = [n for n, k in m["kernels"].items() if k["template"] == "mlp"]
+    assert m["kernels"][name]["schedule_origin"] == "tuned"
+    assert m["kernels"][name]["constexprs"] == {"BM": 1, "BI": best[0].bi, "BK": best[0].bk, "BN": best[0].bn}
+    session = inferx.load(art)
+    ids = torch.randint(0, 96, (1, 7), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = model(ids).logits.numpy()
+    session.prefill(ids[:, :6])
+    np.testing.assert_allclose(session.decode(ids[:, 6:]), want[:, 6:], atol=1e-4,
+                               err_msg=f"repro: pytest {__file__} -k tune_fuse_mlp")
+
+
+def test_records_of_the_mlp_template_round_trip(tmp_path: Path) -> None:
+    task = MlpTask("mlp", "bf16", "bf16", "bf16", 64, 96, 64, "pairs", "rmsnorm", "mul+silu", "residual", 1)
+    sched = {"bm": 1, "bi": 32, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2}
+    db = Database.load(tmp_path, "h200")
+    db.append(Record.make(task, sched, [0.01], {"triton": "3.6.0"}, "test"))
+    again = Database.load(tmp_path, "h200")
+    best = again.best(task)
+    assert best is not None and best[0].to_dict() == sched
