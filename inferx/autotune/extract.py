@@ -151,13 +151,7 @@ def _ir_dtype(dtype: str | None) -> str | None:
 def heuristic_baseline(tt: TuningTask) -> dict[str, int] | None:
     """The schedule the compiler uses for ``tt`` when the database has no record (the template's
     heuristic at the task's rows), as a schedule dict; None without a kernel."""
-    from inferx.compiler.codegen import attention, mlp
-    from inferx.compiler.codegen.gemm import heuristic_schedule
+    from inferx.compiler.codegen import heuristic_schedule
 
-    if tt.kernel is None:
-        return None
-    if tt.task.template == "attention":
-        return attention.heuristic_schedule(tt.kernel, "sm_90").to_dict()
-    if tt.task.template == "mlp":
-        return mlp.heuristic_schedule(tt.kernel, "sm_90", tt.task.rows).to_dict()
-    return heuristic_schedule(tt.kernel, "sm_90", tt.task.rows).to_dict()
+    sched = heuristic_schedule(tt.kernel, "sm_90", tt.task.rows) if tt.kernel is not None else None
+    return sched.to_dict() if sched is not None else None

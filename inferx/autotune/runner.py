@@ -36,7 +36,7 @@ from xdsl.ir import BlockArgument
 
 from inferx.autotune.database import Record
 from inferx.autotune.space import H200, Hopper, schedule_key
-from inferx.autotune.task import AnyTask, AttentionTask, MlpTask
+from inferx.autotune.task import AnyTask, AttentionTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
 INF = float("inf")
@@ -258,15 +258,9 @@ class LocalRunner:
         return ""
 
     def _heuristic(self, task: AnyTask, kop: KernelOp) -> Any:
-        from inferx.compiler.codegen import attention, generate, mlp
-        from inferx.compiler.codegen.gemm import heuristic_schedule
+        from inferx.compiler.codegen import generate, heuristic_schedule
 
-        if isinstance(task, AttentionTask):
-            sched: Any = attention.heuristic_schedule(kop, self.target)
-        elif isinstance(task, MlpTask):
-            sched = mlp.heuristic_schedule(kop, self.target, task.rows)
-        else:
-            sched = heuristic_schedule(kop, self.target, task.rows)
+        sched = heuristic_schedule(kop, self.target, task.rows)
         return generate(kop, f"ref_{task.template}", self.target, sched, grid_dependency=False)
 
     def outputs(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, SCHEDULE_FORMS, Database, Record
 from inferx.autotune.task import AnyTask, TaskError, attention_task, gemm_task, mlp_task, rows_bucket, shape_of
-from inferx.compiler.codegen import attention, gemm, generate, mlp
+from inferx.compiler.codegen import attention, gemm, generate, heuristic_schedule
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 from inferx.compiler.codegen.tile import dim_code
 from inferx.compiler.interpreter.context import KernelContext
@@ -306,11 +306,7 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: 
 
 def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
               rows: int | None = None, overlap: bool = False) -> KernelSource:
-    schedule = choice.schedule
-    if schedule is None and kop.template.data == "gemm" and gemm.applies(kop) is None:
-        schedule = gemm.heuristic_schedule(kop, sched_target, rows)
-    if schedule is None and kop.template.data == "mlp" and mlp.applies(kop) is None:
-        schedule = mlp.heuristic_schedule(kop, sched_target, rows)
+    schedule = choice.schedule or heuristic_schedule(kop, sched_target, rows)
     ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", overlap=overlap)
     return ks if choice.schedule is None else replace(ks, schedule_origin="tuned")
 

@@ -66,6 +66,21 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
     raise CodegenError(f"kernel {name}: no template implements it ({'; '.join(reasons) or wanted})")
 
 
+def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> Schedule | None:
+    """The schedule the kernel's template picks itself for ``rows`` (its row bucket: a decode
+    batch bucket, a prefill's bucket of batch x seq; None for the template's default), used where
+    the tuning database has no record; None for templates that take no schedule, or when the
+    template does not implement the kernel (``generate`` then says why)."""
+    template = kernel.template.data
+    if template == "gemm" and gemm.applies(kernel) is None:
+        return gemm.heuristic_schedule(kernel, target, rows)
+    if template == "attention" and attention.applies(kernel) is None:
+        return attention.heuristic_schedule(kernel, target)
+    if template == "mlp" and mlp.applies(kernel) is None:
+        return mlp.heuristic_schedule(kernel, target, rows)
+    return None
+
+
 GDC_IMPORT = "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait\n"
 
 
@@ -112,4 +127,4 @@ def with_grid_dependency(ks: KernelSource, early_release: bool = False) -> Kerne
     return dataclasses.replace(ks, source=source, grid_dependency=True)
 
 
-__all__ = ["CodegenError", "KernelSource", "generate"]
+__all__ = ["CodegenError", "KernelSource", "generate", "heuristic_schedule"]
