@@ -5,12 +5,10 @@ steps of up to ``GEMV_MAX_ROWS`` rows.
 Each program owns BI columns of the intermediate activation ``h``: it streams its gate and up
 rows of W1 (the K loop accumulates the RMSNorm statistics as the gemm template's GEMVs do),
 computes its slice of ``h`` in registers, then streams the BI columns of W2 that multiply it,
-BN output columns at a time, adding each partial product into an fp32 scratch row with relaxed
-atomics (programs start at different column tiles, so they do not queue on the same addresses).
-Each output tile has an arrival counter; the program that arrives last at a tile (all its
-partials are in) loads the sums, runs the epilogue (the residual add) and stores the result, then
-zeroes the tile's sums and its counter for the next launch. So a decode layer's MLP is one
-launch instead of two, with no pass over ``h`` in memory.
+BN output columns at a time, adding each partial product into the output's fp32 sums (programs
+start at different column tiles, so they do not queue on the same addresses); the last program
+to arrive at an output tile runs the epilogue (the residual add) on it (``partials.py``). So a
+decode layer's MLP is one launch instead of two, with no pass over ``h`` in memory.
 
 Applies to a kernel whose body is ``[rmsnorm ->] linear (gate|up halves, no bias) -> elementwise
 ops -> linear (no bias) -> elementwise epilogue``, both weights stored [N, K], with static dims
@@ -23,7 +21,9 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from inferx.compiler.codegen import partials
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, HEADER, HOPPER_SMS, gated_split, norm_scale
+from inferx.compiler.codegen.partials import add_partial, finish_tiles
 from inferx.compiler.codegen.tile import BINARY, TL_DTYPE, UNARY, Emitter, Tile, attr_str
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
@@ -31,7 +31,7 @@ from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import TensorType
-from inferx.runtime.kernel_source import KernelSource, Param, Scratch
+from inferx.runtime.kernel_source import KernelSource
 
 # Weight elements per tile (per matrix) a GPU program loads in one loop step: the program is alone
 # on its SM (one wave of about 132), so its own loads must keep the SM's share of the bandwidth
@@ -224,39 +224,17 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
         e(f"part = tl.sum({w} * h, 1)[None, :]")
     else:
         e(f"part = tl.sum({w}[None, :, :] * h[:, None, :], 2)")
-    e(f"tl.atomic_add(ws_sum + r[:, None] * {p.n} + n[None, :], part, mask=rm[:, None] & nm[None, :], "
-      "sem='relaxed')")
+    add_partial(em, "part", f"r[:, None] * {p.n} + n[None, :]", "rm[:, None] & nm[None, :]")
     em.indent -= 1
 
     # 3. the tiles this program completed: the epilogue, then their sums and counters zeroed
-    e("tl.debug_barrier()")
     e(f"tt = tl.arange(0, {n_tp})")
-    e(f"tm = tt < {n_t}")
-    e(f"arrived = tl.atomic_add(ws_count + pid_m * {n_t} + tt, 1, mask=tm)")
-    e(f"done = tm & (arrived == {n_i - 1})")
-    e("if tl.max(done.to(tl.int32), 0) > 0:")
-    em.indent += 1
-    e("tl.debug_barrier()")
-    e("col = tt[:, None] * BN + tl.arange(0, BN)[None, :]")
-    e(f"fin = done[:, None] & (col < {p.n})")
-    e("for i in tl.static_range(BM):")
-    em.indent += 1
-    e("ri = pid_m * BM + i")
-    e("mi = fin & (ri < M)")
-    e(f"y = tl.load(ws_sum + ri * {p.n} + col, mask=mi, other=0, cache_modifier='.cg')")
-    e(f"tl.store(ws_sum + ri * {p.n} + col, tl.zeros_like(y), mask=mi)")
-    y_t = p.down.result.type
-    assert isinstance(y_t, TensorType)
-    em.values[p.down.result] = Tile("y", [*em.unravel("ri", rows_shape), "col"], "mi", y_t)
-    em.run_epilogue(p.epilogue)
-    em.indent -= 1
-    e(f"tl.store(ws_count + pid_m * {n_t} + tt, tl.zeros_like(arrived), mask=done)")
-    em.indent -= 1
+    finish_tiles(em, counters=f"pid_m * {n_t} + tt", tiles="tt", live=f"tt < {n_t}", arrivals=n_i, n=p.n,
+                 first_row="pid_m * BM", rows="BM", rows_shape=rows_shape, result=p.down.result, epilogue=p.epilogue)
 
-    params = em.params()
     blocks = f"((({m_code}) + {sched.bm - 1}) // {sched.bm})"
-    scratch = (Scratch((f"{blocks} * {sched.bm} * {p.n}",), "f32"), Scratch((f"{blocks} * {n_t}",), "i32"))
-    params += [Param("ws_sum", "scratch", index=0, dtype="f32"), Param("ws_count", "scratch", index=1, dtype="i32")]
+    ws_params, scratch = partials.scratch(f"{blocks} * {sched.bm}", p.n, f"{blocks} * {n_t}")
+    params = em.params() + ws_params
     constexprs = {"BM": sched.bm, "BI": sched.bi, "BK": sched.bk, "BN": sched.bn}
     args = ", ".join([q.name for q in params] + [f"{c}: tl.constexpr" for c in constexprs])
     body = "\n".join(em.lines)
