@@ -24,7 +24,8 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     database's root; None for heuristic schedules only), ``pdl`` (CUDA sessions launch with
     programmatic dependent launch unless told otherwise), ``overlap`` (under PDL, each kernel's
     weights start streaming as the one before it ends), ``fuse_mlp`` (each decode layer's MLP as
-    one kernel, for ``max_batch`` up to 8)."""
+    one kernel, for ``max_batch`` up to 8), ``fuse_attention_o`` (each decode layer's attention and
+    o projection as one kernel, for ``max_batch`` up to 8)."""
     from pathlib import Path
 
     from inferx.compiler.driver import CompileOptions, compile_model

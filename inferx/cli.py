@@ -167,6 +167,8 @@ OVERLAP_HELP = ("Decode GEMVs load their first weight tiles before waiting for t
                 "next one start right after: under PDL, their weights stream as the kernel before ends.")
 FUSE_MLP_HELP = ("Each decode layer's MLP (gate|up and down GEMVs) as one kernel, for --max-batch up to 8 "
                  "(not yet measured on a GPU).")
+FUSE_ATTENTION_O_HELP = ("Each decode layer's attention and o projection as one kernel (no split of the context), "
+                         "for --max-batch up to 8 (not yet measured on a GPU).")
 
 
 @main.command("compile", context_settings={"help_option_names": ["-h", "--help"]})
@@ -190,8 +192,11 @@ FUSE_MLP_HELP = ("Each decode layer's MLP (gate|up and down GEMVs) as one kernel
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
               help=OVERLAP_HELP)
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
+@click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
+              help=FUSE_ATTENTION_O_HELP)
 def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
-                    dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool, fuse_mlp: bool) -> None:
+                    dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool, fuse_mlp: bool,
+                    fuse_attention_o: bool) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
     Progress goes to stderr; the artifact's path to stdout."""
@@ -212,7 +217,7 @@ def compile_command(model: str, output: str, target: str, dtype: str | None, max
         target=target, dtype=dtype, max_seq_len=max_seq_len, max_batch=max_batch,
         dump_ir=Path(dump_ir) if dump_ir else None, progress=lambda line: click.echo(line, err=True),
         jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2), pdl=pdl, overlap=overlap,
-        fuse_mlp=fuse_mlp,
+        fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
     )
     with _user_errors(_compile_errors()):
         out = compile_model(path, Path(output), options)
@@ -377,16 +382,18 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
               help=OVERLAP_HELP)
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
+@click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
+              help=FUSE_ATTENTION_O_HELP)
 def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
                   warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool, overlap: bool,
-                  fuse_mlp: bool) -> None:
+                  fuse_mlp: bool, fuse_attention_o: bool) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
     from inferx.benchmark.main import BenchError, bench, options
 
     try:
         opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl,
-                       overlap=overlap, fuse_mlp=fuse_mlp)
+                       overlap=overlap, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o)
         bench(opts, Path(out) if out else None)
     except BenchError as e:
         raise UserError(str(e)) from None

@@ -240,32 +240,36 @@ def test_overlap_artifact_matches_the_plain_one(tmp_path) -> None:  # type: igno
         assert _rel(got, want) < 1e-3, f"step {step}: rel err {_rel(got, want):.3g}; {repro}"
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-def test_fused_mlp_matches_hf_and_replays(tmp_path, batch: int) -> None:  # type: ignore[no-untyped-def]
-    """``fuse_mlp`` (each decode layer's MLP one kernel; the down projection's partial sums are
-    added atomically in arrival order, so two runs may differ in the last bits): bf16 decode
-    logits against HF over 8 teacher-forced steps in buckets 1 and 4 (3 rows padded), and graph
-    replay against plain launches over 50 steps within 1e-3."""
+@pytest.mark.parametrize("options", [("fuse_mlp",), ("fuse_attention_o",), ("fuse_mlp", "fuse_attention_o")])
+def test_fused_decode_kernels_match_hf_and_replay(tmp_path, options) -> None:  # type: ignore[no-untyped-def]
+    """``fuse_mlp`` and ``fuse_attention_o`` (a decode layer's MLP, its attention and o projection,
+    one kernel each; partial products are added atomically in arrival order, so two runs may
+    differ in the last bits): bf16 decode logits against HF over 8 teacher-forced steps in
+    buckets 1 and 4 (3 rows padded), and graph replay against plain launches over 50 steps
+    within 1e-3."""
     model = _model("llama")
     art = inferx.compile(model, target="h200", output=tmp_path / "fused.ixa", dtype="bf16", max_seq_len=128,
-                         max_batch=4, fuse_mlp=True, jobs=os.cpu_count() or 4)
-    assert sum(k["template"] == "mlp" for k in load_artifact(art).manifest["kernels"].values()) == 2  # buckets 1, 4
+                         max_batch=4, jobs=os.cpu_count() or 4, **dict.fromkeys(options, True))
+    templates = {k["template"] for k in load_artifact(art).manifest["kernels"].values()}
+    assert all({"fuse_mlp": "mlp", "fuse_attention_o": "attention_o"}[o] in templates for o in options)
     model = model.to("cuda", torch.bfloat16)
-    replayed, plain = inferx.load(art, device="cuda"), inferx.load(art, device="cuda", graphs=False)
-    repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'fused_mlp and {batch}'"
-    ids = torch.randint(0, 160, (batch, 9), generator=torch.Generator().manual_seed(batch))
-    with torch.no_grad():
-        ref = model(ids.cuda()).logits.float().cpu().numpy()
-    replayed.prefill(ids)
-    plain.prefill(ids)
-    seq = ids
-    for step in range(50):
-        nxt = torch.from_numpy(ref[:, -1].argmax(-1))[:, None] if step < 8 else torch.randint(0, 160, (batch, 1))
-        got, launched = replayed.decode(nxt), plain.decode(nxt)
-        assert _rel(got, launched) < 1e-3, f"step {step}: replay against launches {_rel(got, launched):.3g}; {repro}"
-        if step < 8:
-            seq = torch.cat([seq, nxt], 1)
-            with torch.no_grad():
-                ref = model(seq.cuda()).logits.float().cpu().numpy()
-            err = _rel(got[:, 0], ref[:, -1])
-            assert err < 2e-2, f"step {step}: rel err {err:.3g}; {repro}"
+    for batch in (1, 3):
+        replayed, plain = inferx.load(art, device="cuda"), inferx.load(art, device="cuda", graphs=False)
+        repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k fused_decode ({options}, batch {batch})"
+        ids = torch.randint(0, 160, (batch, 9), generator=torch.Generator().manual_seed(batch))
+        with torch.no_grad():
+            ref = model(ids.cuda()).logits.float().cpu().numpy()
+        replayed.prefill(ids)
+        plain.prefill(ids)
+        seq = ids
+        for step in range(50):
+            nxt = torch.from_numpy(ref[:, -1].argmax(-1))[:, None] if step < 8 else torch.randint(0, 160, (batch, 1))
+            got, launched = replayed.decode(nxt), plain.decode(nxt)
+            diff = _rel(got, launched)
+            assert diff < 1e-3, f"step {step}: replay against launches {diff:.3g}; {repro}"
+            if step < 8:
+                seq = torch.cat([seq, nxt], 1)
+                with torch.no_grad():
+                    ref = model(seq.cuda()).logits.float().cpu().numpy()
+                err = _rel(got[:, 0], ref[:, -1])
+                assert err < 2e-2, f"step {step}: rel err {err:.3g}; {repro}"

@@ -72,6 +72,7 @@ class BenchOptions:
     pdl: bool = True  # InferX's CUDA session launches with programmatic dependent launch
     overlap: bool = False  # compiled so that under PDL a decode GEMV's weights stream as the kernel before ends
     fuse_mlp: bool = False  # compiled with each decode layer's MLP as one kernel (batches up to 8)
+    fuse_attention_o: bool = False  # and/or its attention and o projection as one (batches up to 8)
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -106,7 +107,8 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
 
     return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
                           max_batch=max(opts.batches), jobs=opts.jobs, overlap=opts.overlap,
-                          fuse_mlp=opts.fuse_mlp, progress=lambda line: say(f"  {line}"))
+                          fuse_mlp=opts.fuse_mlp, fuse_attention_o=opts.fuse_attention_o,
+                          progress=lambda line: say(f"  {line}"))
 
 
 def _load_inferx(art: Path, device: str, pdl: bool) -> Any:

@@ -5,8 +5,8 @@
     3. merge-gemms     q/k/v and gate/up become one GEMM each (weights concatenated), gate|up
                        with its rows interleaved (interleave-pairs); RMSNorm scales move into
                        the weights of the GEMMs they feed (fold-norm-weights)
-    4. fuse            every run-time op into an ix.kernel (5 per decoder layer; 4 in decode
-                       with ``fuse_mlp``, the MLP as one kernel)
+    4. fuse            every run-time op into an ix.kernel (5 per decoder layer; in decode one
+                       fewer with ``fuse_mlp`` (the MLP) and with ``fuse_attention_o``)
     5. plan-memory     one arena per shape bucket
     6. fold weights    weight-only values (concatenations) become stored weights
     7. codegen         Triton source per kernel, identical kernels shared across layers; each GEMM
@@ -92,6 +92,10 @@ class CompileOptions:
     # template; tuned by ``inferx tune --fuse-mlp``), for decode buckets of up to 8 rows. Off:
     # not yet measured on a GPU.
     fuse_mlp: bool = False
+    # A decode layer's attention and o projection as one kernel (fuse-decode-attention-o, the
+    # attention_o template: no split of the context), for decode buckets of up to 8 rows. Off:
+    # not yet measured on a GPU.
+    fuse_attention_o: bool = False
 
 
 def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path:
@@ -102,9 +106,10 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         raise CompileError(f"unknown target {options.target!r}; the targets are {', '.join(TARGETS)}")
     if options.max_batch < 1 or options.max_seq_len < 1:
         raise CompileError("max_batch and max_seq_len must be positive")
-    if options.fuse_mlp and options.max_batch > GEMV_MAX_ROWS:
-        raise CompileError(f"fuse_mlp: the fused decode MLP runs at most {GEMV_MAX_ROWS} rows per step "
-                           f"(max_batch {options.max_batch})")
+    for flag, on in (("fuse_mlp", options.fuse_mlp), ("fuse_attention_o", options.fuse_attention_o)):
+        if on and options.max_batch > GEMV_MAX_ROWS:
+            raise CompileError(f"{flag}: the fused decode kernel runs at most {GEMV_MAX_ROWS} rows per step "
+                               f"(max_batch {options.max_batch})")
     say = options.progress or (lambda msg: None)
     clock = time.perf_counter()
 
@@ -127,14 +132,15 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     for n, name, pipeline in (
         (2, "cleanup", "canonicalize,cse,dce"),
         (3, "merge-gemms", "merge-gemms,interleave-pairs,fold-norm-weights,dce"),
-        (4, "fuse", "fuse,norm-stats" + (",fuse-decode-mlp" if options.fuse_mlp else "")),
+        (4, "fuse", "fuse,norm-stats" + (",fuse-decode-mlp" if options.fuse_mlp else "")
+         + (",fuse-decode-attention-o" if options.fuse_attention_o else "")),
         (5, "plan-memory", _plan_pipeline(options)),
     ):
         phase(n, name)
         PassManager(parse(pipeline, registry())).run(program.module)
         _dump(options, f"{n}-{name}", program)
-        if n == 4 and options.fuse_mlp:
-            _check_fused_mlp(program)
+        if n == 4:
+            _check_fused(program, options)
     funcs = {f.sym_name.data: f for f in program.module.ops if isinstance(f, FuncOp)}
 
     phase(6, "fold weights")
@@ -270,12 +276,12 @@ def kernel_row_buckets(kop: KernelOp, batches: Sequence[int], max_seq_len: int) 
 
 
 def _decode_kernel(kop: KernelOp) -> bool:
-    """A decode GEMM (rows without ``seq``), a fused decode MLP, or decode attention (one query
+    """A decode GEMM (rows without ``seq``), a fused decode kernel, or decode attention (one query
     per sequence)."""
     template = kop.template.data
     if template == "gemm":
         return shape_of(kop) == "decode"
-    if template == "mlp":
+    if template in ("mlp", "attention_o"):
         return True
     return template == "attention" and attention.applies(kop) is None and attention.is_decode(kop)
 
@@ -379,19 +385,29 @@ def _tokenizer_files(program: Program, say: Callable[[str], None]) -> dict[str, 
     return files
 
 
-def _check_fused_mlp(program: Program) -> None:
-    """With ``fuse_mlp``, the decode entry must have an mlp kernel per decoder layer: else the
-    model's MLP is not one the template implements, and the compile stops saying so."""
+# What each fused decode template takes, for the error when a model's layers do not fuse.
+FUSED_DECODE = {
+    "fuse_mlp": ("mlp", "decode MLPs", "a gated MLP with an RMSNorm prologue, no biases and weights stored [N, K] "
+                 "(inferx/compiler/codegen/mlp.py)"),
+    "fuse_attention_o": ("attention_o", "decode attentions", "heads joined by transpose and reshape into a "
+                         "projection with no bias stored [N, K] (inferx/compiler/codegen/attention_o.py)"),
+}
+
+
+def _check_fused(program: Program, options: CompileOptions) -> None:
+    """With ``fuse_mlp`` or ``fuse_attention_o``, the decode entry must have that fused kernel for
+    every decoder layer: else the model's layers are not ones the template implements, and the
+    compile stops saying so."""
     info = program.info
     assert info is not None
-    for func in program.module.ops:
-        if isinstance(func, FuncOp) and func.sym_name.data == "decode":
-            fused = sum(1 for o in func.body.block.ops if isinstance(o, KernelOp) and o.template.data == "mlp")
-            if fused != info.num_layers:
-                raise CompileError(
-                    f"fuse_mlp: {fused} of the {info.num_layers} decode MLPs fused; the mlp template takes a gated "
-                    "MLP with an RMSNorm prologue, no biases and weights stored [N, K] (inferx/compiler/codegen/mlp.py)"
-                )
+    decode = next(f for f in program.module.ops if isinstance(f, FuncOp) and f.sym_name.data == "decode")
+    for flag, (template, what, takes) in FUSED_DECODE.items():
+        if not getattr(options, flag):
+            continue
+        fused = sum(1 for o in decode.body.block.ops if isinstance(o, KernelOp) and o.template.data == template)
+        if fused != info.num_layers:
+            raise CompileError(f"{flag}: {fused} of the {info.num_layers} {what} fused; the {template} template "
+                               f"takes {takes}")
 
 
 def _import(src: Any, options: CompileOptions) -> Program:

@@ -1,7 +1,7 @@
 """Passes over `ix` IR. The registry is explicit: a pass is listed here or it does not exist.
 
 Pipeline order (design.md): canonicalize, cse, dce -> quantize -> fuse -> norm-stats
-[-> fuse-decode-mlp] -> plan-memory.
+[-> fuse-decode-mlp, fuse-decode-attention-o] -> plan-memory.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.dce import DCE
     from inferx.passes.fold_norm_weights import FoldNormWeights
     from inferx.passes.fuse import Fuse
+    from inferx.passes.fuse_decode_attention_o import FuseDecodeAttentionO
     from inferx.passes.fuse_decode_mlp import FuseDecodeMlp
     from inferx.passes.interleave_pairs import InterleavePairs
     from inferx.passes.merge_gemms import MergeGemms
@@ -23,4 +24,4 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.plan_memory import PlanMemory
 
     return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, InterleavePairs, FoldNormWeights, Fuse, NormStats,
-                                      FuseDecodeMlp, PlanMemory)}
+                                      FuseDecodeMlp, FuseDecodeAttentionO, PlanMemory)}

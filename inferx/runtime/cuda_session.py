@@ -248,7 +248,7 @@ class CudaSession(DecoderSession):
         """Bytes a launch must move (weights read once, buffers at the true sizes, the KV cache:
         ``context`` positions read by attention, ``seq`` written elsewhere) and its FLOPs
         (2 per weight element per row for GEMMs and fused MLPs; 4 * q elements * context for
-        attention)."""
+        attention, plus the projection's for the fused attention and o projection)."""
         i = self.info
         kv_row = env["batch"] * i.num_kv_heads * i.head_dim * ITEM[i.dtype]
         # Buffers sized by the context (the KV cache as attention reads it) count at ``context``
@@ -264,7 +264,7 @@ class CudaSession(DecoderSession):
             elif b["kind"] == "buffer":
                 total += _size(plan["buffers"][b["name"]], env)
             elif b["index"] >= N_INPUTS:
-                total += kv_row * (context if ks.template == "attention" else env["seq"])
+                total += kv_row * (context if ks.template in ("attention", "attention_o") else env["seq"])
             elif j not in aliased:
                 total += _size(plan["args"][b["index"]], env)
         for j, b in enumerate(step["outputs"]):
@@ -276,9 +276,9 @@ class CudaSession(DecoderSession):
             flops = 2 * rows * max(weights) // ITEM[i.dtype]
         elif ks.template == "mlp":  # its two GEMMs' weights, the largest inputs (not the norm's scale)
             flops = 2 * rows * sum(sorted(weights)[-2:]) // ITEM[i.dtype]
-        elif ks.template == "attention" and step["inputs"][0]["kind"] == "buffer":
+        elif ks.template in ("attention", "attention_o") and step["inputs"][0]["kind"] == "buffer":
             q = _size(plan["buffers"][step["inputs"][0]["name"]], env) // ITEM[i.dtype]
-            flops = 4 * q * context
+            flops = 4 * q * context + (2 * rows * max(weights) // ITEM[i.dtype] if weights else 0)
         return total, flops
 
     # running -------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from inferx.compiler.codegen import attention, gemm, mlp, rowwise
+from inferx.compiler.codegen import attention, attention_o, gemm, mlp, rowwise
 from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.tile import GRID_WAIT
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -17,24 +17,26 @@ RULES: list[tuple[str, Callable[[KernelOp], str | None], Callable[..., KernelSou
     ("gemm", gemm.applies, gemm.generate),
     ("attention", attention.applies, attention.generate),
     ("mlp", mlp.applies, mlp.generate),
+    ("attention_o", attention_o.applies, attention_o.generate),
     ("gather", rowwise.gather_applies, rowwise.gather),
     ("reduction", rowwise.reduction_applies, rowwise.reduction),
     ("pointwise", lambda k: None, rowwise.pointwise),
 ]
 # The schedule type each tunable template takes.
 SCHEDULES: dict[str, type] = {"gemm": gemm.GemmSchedule, "attention": attention.AttentionSchedule,
-                              "mlp": mlp.MlpSchedule}
+                              "mlp": mlp.MlpSchedule, "attention_o": attention_o.AttentionOSchedule}
 
 
-Schedule = gemm.GemmSchedule | attention.AttentionSchedule | mlp.MlpSchedule
+Schedule = gemm.GemmSchedule | attention.AttentionSchedule | mlp.MlpSchedule | attention_o.AttentionOSchedule
 
 
 def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Schedule | None = None,
              grid_dependency: bool | None = None, overlap: bool = False) -> KernelSource:
     """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits.
     ``target`` ("sm_90" or "cpu") picks schedules, never semantics; a GEMM takes a GemmSchedule,
-    attention an AttentionSchedule and the fused MLP an MlpSchedule when given (the template's
-    heuristic when None; a schedule of another template is a CodegenError). ``grid_dependency``
+    attention an AttentionSchedule, the fused MLP an MlpSchedule and the fused attention and
+    projection an AttentionOSchedule when given (the template's heuristic when None; a schedule
+    of another template is a CodegenError). ``grid_dependency``
     (default: on for sm_90) makes the kernel safe for PDL; kernels that Triton's interpreter runs
     must not have it. ``overlap``: a decode GEMV loads its first weight tiles before anything else,
     and with the grid dependency waits only after them and lets the next kernel start right after
@@ -59,6 +61,9 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
             elif template == "mlp":
                 assert schedule is None or isinstance(schedule, mlp.MlpSchedule)
                 ks = mlp.generate(kernel, name, schedule, target)
+            elif template == "attention_o":
+                assert schedule is None or isinstance(schedule, attention_o.AttentionOSchedule)
+                ks = attention_o.generate(kernel, name, schedule, target)
             else:
                 ks = gen(kernel, name)
             return with_grid_dependency(ks, early_release=overlap) if gdc else ks
@@ -78,6 +83,8 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         return attention.heuristic_schedule(kernel, target)
     if template == "mlp" and mlp.applies(kernel) is None:
         return mlp.heuristic_schedule(kernel, target, rows)
+    if template == "attention_o" and attention_o.applies(kernel) is None:
+        return attention_o.heuristic_schedule(kernel, target, rows)
     return None
 
 

@@ -31,19 +31,21 @@ def add_partial(em: Emitter, part: str, offsets: str, mask: str) -> None:
 
 
 def finish_tiles(em: Emitter, *, counters: str, tiles: str, live: str, arrivals: int, n: int, first_row: str,
-                 rows: int | str, rows_shape: Sequence[sy.Dim], result: SSAValue, epilogue: list[Operation]) -> None:
+                 rows: int | str, rows_shape: Sequence[sy.Dim], result: SSAValue, epilogue: list[Operation],
+                 width: str = "BN") -> None:
     """After the program's last ``add_partial``: its arrival at the output tiles ``tiles`` (a vector
-    of tile indices, ``live`` its mask; ``counters`` the matching offsets in ``ws_count``), and for
-    the tiles it completes (the ``arrivals``-th arrival) the epilogue on rows ``first_row + i``,
-    i < ``rows`` (below ``M``, a name the template defines), with the tile's sums as ``result``."""
+    of tile indices, ``live`` its mask; ``counters`` the matching offsets in ``ws_count``; a tile is
+    ``width`` columns, a constexpr's name), and for the tiles it completes (the ``arrivals``-th
+    arrival) the epilogue on rows ``first_row + i``, i < ``rows`` (below ``M``, a name the
+    template defines), with the tile's sums as ``result``."""
     e = em.emit
     e("tl.debug_barrier()")  # every thread's partials are in before the arrival is counted
     e(f"arrived = tl.atomic_add(ws_count + {counters}, 1, mask={live})")
-    e(f"done = {live} & (arrived == {arrivals - 1})")
+    e(f"done = ({live}) & (arrived == {arrivals - 1})")
     e("if tl.max(done.to(tl.int32), 0) > 0:")
     em.indent += 1
     e("tl.debug_barrier()")
-    e(f"col = {tiles}[:, None] * BN + tl.arange(0, BN)[None, :]")
+    e(f"col = {tiles}[:, None] * {width} + tl.arange(0, {width})[None, :]")
     e(f"fin = done[:, None] & (col < {n})")
     e(f"for i in tl.static_range({rows}):")
     em.indent += 1

@@ -9,7 +9,7 @@
 The body is ordinary ix IR, so the reference interpreter runs a fused module exactly as it ran
 the unfused one: fusion is checked by comparing the two. ``template`` names the code template
 that will implement the body (``gemm``, ``attention``, ``gather``, ``pointwise``, ``reduction``,
-``mlp``); ``schedule`` (a dictionary, optional) holds the tile sizes the tuner or the heuristic
+``mlp``, ``attention_o``); ``schedule`` (a dictionary, optional) holds the tile sizes the tuner or the heuristic
 chose.
 """
 
@@ -30,7 +30,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from inferx.compiler.ir.types import TensorType
 
-TEMPLATES = ("gemm", "attention", "gather", "pointwise", "reduction", "mlp")
+TEMPLATES = ("gemm", "attention", "gather", "pointwise", "reduction", "mlp", "attention_o")
 
 
 @irdl_op_definition
