@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +198,10 @@ def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
     assert any("generating random bf16 weights" in line for line in lines)
     run_bench(opts, Hooks(compile=fake_compile, load=lambda art, dev: FakeSession()), lines.append)
     assert len(compiled) == 1  # the kept work directory's artifact is reused
+    # ... unless it was compiled with other options: then it is compiled again, and the run says so
+    run_bench(replace(opts, fuse_mlp=True), Hooks(compile=fake_compile, load=lambda art, dev: FakeSession()),
+              lines.append)
+    assert len(compiled) == 2 and any("compiling again with" in line and '"fuse_mlp": true' in line for line in lines)
 
 
 # --- options and the CLI ------------------------------------------------------------------------

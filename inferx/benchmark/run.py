@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 import gc
+import json
 import os
 import platform
 import shutil
@@ -232,12 +233,25 @@ def _configs(opts: BenchOptions) -> list[tuple[str, int, int, int]]:
     return decode + [("prefill", 1, s, s) for s in opts.prefills]
 
 
+def compile_settings(opts: BenchOptions) -> str:
+    """The options an artifact is compiled with, as a kept work directory records them: a run with
+    other settings compiles again instead of timing the kept artifact."""
+    return json.dumps({"max_batch": max(opts.batches), "max_seq_len": opts.max_seq_len, "overlap": opts.overlap,
+                       "fuse_mlp": opts.fuse_mlp, "fuse_attention_o": opts.fuse_attention_o}, sort_keys=True) + "\n"
+
+
 def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, hooks: Hooks,
                     out: dict[str, Any], say: Callable[[str], None]) -> None:
     ckpt, art = workdir / "checkpoint", workdir / "artifact"
     marker = workdir / "artifact.complete"
+    settings = compile_settings(opts)
     try:
-        if not marker.is_file():
+        kept = marker.read_text() if marker.is_file() else None
+        if kept is not None and kept != settings:
+            say(f"{shape}: the kept artifact was compiled with {kept.strip()}; compiling again with {settings.strip()}")
+            marker.unlink()
+            shutil.rmtree(art, ignore_errors=True)
+        if kept != settings:
             if not is_complete(ckpt):
                 clock = time.perf_counter()
                 say(f"{shape}: saving the checkpoint to {ckpt}")
@@ -246,7 +260,7 @@ def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, h
             clock = time.perf_counter()
             say(f"{shape}: compiling with InferX (max_batch {max(opts.batches)}, max_seq_len {opts.max_seq_len})")
             (hooks.compile or _compile_inferx)(ckpt, art, opts, say)
-            marker.write_text("ok\n")
+            marker.write_text(settings)
             out["setup_s"]["inferx_compile"] = time.perf_counter() - clock
             if opts.workdir is None:
                 shutil.rmtree(ckpt, ignore_errors=True)  # the model stays in memory; free the disk
