@@ -278,6 +278,34 @@ def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, mask
     em.indent -= 1
 
 
+def decode_queries(em: Emitter, op: nn.AttentionOp, low: bool, T: str) -> None:
+    """The start of a decode program that owns KV head ``hk`` of sequence ``b`` (``bh``, already
+    named): the query heads that share it (``h``, BM rows, ``gm`` the real ones) loaded as ``q``
+    ([BM, BD]), the sequence's position ``pos`` and KV length ``kvl``, and an empty softmax state
+    (``m_i``, ``l_i``, ``acc``)."""
+    q_t, k_t, v_t = (v.type for v in (op.q, op.k, op.v))
+    assert isinstance(q_t, TensorType) and isinstance(k_t, TensorType) and isinstance(v_t, TensorType)
+    hq, hkv, d = (int(x) for x in (q_t.shape[1], k_t.shape[1], q_t.shape[3]))  # type: ignore[arg-type]
+    group = hq // hkv
+    e = em.emit
+    e(f"b = bh // {hkv}")
+    e(f"hk = bh % {hkv}")
+    e("g = tl.arange(0, BM)")
+    e(f"gm = g < {group}")
+    e(f"h = hk * {group} + g")
+    e("dd = tl.arange(0, BD)")
+    e("de = tl.arange(0, BDV)")
+    q_mask = f"gm[:, None] & (dd[None, :] < {d})"
+    e(f"q = tl.load(in{op.q.index} + (b * {hq} + h[:, None]) * {d} + dd[None, :], mask={q_mask}, other=0)")  # type: ignore[attr-defined]
+    if not low:
+        e("q = q.to(tl.float32)")
+    e(f"pos = tl.load(in{op.positions.index} + b)" if op.positions is not None else f"pos = {T} - 1")  # type: ignore[attr-defined]
+    e(f"kvl = tl.load(in{op.kv_lens.index} + b)" if op.kv_lens is not None else f"kvl = {T}")  # type: ignore[attr-defined]
+    e("m_i = tl.zeros((BM,), dtype=tl.float32) - 1.0e30")
+    e("l_i = tl.zeros((BM,), dtype=tl.float32)")
+    e("acc = tl.zeros((BM, BDV), dtype=tl.float32)")
+
+
 def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched: AttentionSchedule) -> KernelSource:
     splits = sched.splits
     q_t, k_t, v_t = (v.type for v in (op.q, op.k, op.v))
@@ -293,29 +321,13 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched:
     bd, bdv = _padded(d), _padded(dv)
     low = q_t.dtype in (DType.f16, DType.bf16)
     T, B = em.dim(k_t.shape[2]), em.dim(q_t.shape[0])
-    qi = f"in{op.q.index}"  # type: ignore[attr-defined]
     e = em.emit
     e("sp = tl.program_id(0)")
     e("bh = tl.program_id(1)")
-    e(f"b = bh // {hkv}")
-    e(f"hk = bh % {hkv}")
-    e("g = tl.arange(0, BM)")
-    e(f"gm = g < {group}")
-    e(f"h = hk * {group} + g")
-    e("dd = tl.arange(0, BD)")
-    e("de = tl.arange(0, BDV)")
-    q_mask = f"gm[:, None] & (dd[None, :] < {d})"
-    e(f"q = tl.load({qi} + (b * {hq} + h[:, None]) * {d} + dd[None, :], mask={q_mask}, other=0)")
-    if not low:
-        e("q = q.to(tl.float32)")
-    e(f"pos = tl.load(in{op.positions.index} + b)" if op.positions is not None else f"pos = {T} - 1")  # type: ignore[attr-defined]
-    e(f"kvl = tl.load(in{op.kv_lens.index} + b)" if op.kv_lens is not None else f"kvl = {T}")  # type: ignore[attr-defined]
+    decode_queries(em, op, low, T)
     e("chunk = tl.cdiv(tl.cdiv(kvl, SPLITS), BN) * BN")
     e("start = sp * chunk")
     e("end = tl.minimum(start + chunk, kvl)")
-    e("m_i = tl.zeros((BM,), dtype=tl.float32) - 1.0e30")
-    e("l_i = tl.zeros((BM,), dtype=tl.float32)")
-    e("acc = tl.zeros((BM, BDV), dtype=tl.float32)")
     loop = _Loop(causal, window, cap, scale, low, d, dv, hkv, T, pos="pos", base2=False, pad_masks=False)
     _kv_loop(em, op, "start", "end", "end", True, loop)
     # Partials to scratch, then the last program of this (sequence, KV head) merges them. Only

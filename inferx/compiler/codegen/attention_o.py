@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument, Operation
 
 from inferx.compiler.codegen import partials
-from inferx.compiler.codegen.attention import _kv_loop, _Loop, _padded
-from inferx.compiler.codegen.gemm import HEADER, HOPPER_SMS
+from inferx.compiler.codegen.attention import _kv_loop, _Loop, _padded, decode_queries
+from inferx.compiler.codegen.gemm import HOPPER_SMS, _module
 from inferx.compiler.codegen.partials import add_partial, finish_tiles
 from inferx.compiler.codegen.tile import TL_DTYPE, Emitter, attr_str
 from inferx.compiler.ir import ops_nn as nn
@@ -150,23 +150,8 @@ def generate(kernel: KernelOp, name: str, schedule: AttentionOSchedule | None = 
     # 1. this KV head's attention over the whole context, for the query heads that share it
     e("pid_n = tl.program_id(0)")
     e("bh = tl.program_id(1)")
-    e(f"b = bh // {p.hkv}")
-    e(f"hk = bh % {p.hkv}")
     e(f"M = {B}")
-    e("g = tl.arange(0, BM)")
-    e(f"gm = g < {group}")
-    e(f"h = hk * {group} + g")
-    e("dd = tl.arange(0, BD)")
-    e("de = tl.arange(0, BDV)")
-    e(f"q = tl.load(in{op.q.index} + (b * {p.hq} + h[:, None]) * {p.d} + dd[None, :], "  # type: ignore[attr-defined]
-      f"mask=gm[:, None] & (dd[None, :] < {p.d}), other=0)")
-    if not low:
-        e("q = q.to(tl.float32)")
-    e(f"pos = tl.load(in{op.positions.index} + b)" if op.positions is not None else f"pos = {T} - 1")  # type: ignore[attr-defined]
-    e(f"kvl = tl.load(in{op.kv_lens.index} + b)" if op.kv_lens is not None else f"kvl = {T}")  # type: ignore[attr-defined]
-    e("m_i = tl.zeros((BM,), dtype=tl.float32) - 1.0e30")
-    e("l_i = tl.zeros((BM,), dtype=tl.float32)")
-    e("acc = tl.zeros((BM, BDV), dtype=tl.float32)")
+    decode_queries(em, op, low, T)
     lo = "0"
     if window is not None:  # only the keys the window shows
         e(f"lo = tl.maximum(pos - {window - 1}, 0) // BN * BN")
@@ -208,11 +193,10 @@ def generate(kernel: KernelOp, name: str, schedule: AttentionOSchedule | None = 
     params = em.params() + ws_params
     constexprs = {"BM": bm, "BN": sched.bn, "BD": bd, "BDV": bdv, "BNO": sched.bno, "TILES": sched.tiles}
     args = ", ".join([q.name for q in params] + [f"{c}: tl.constexpr" for c in constexprs])
-    body = "\n".join(em.lines)
     return KernelSource(
         name=name,
         template="attention_o",
-        source=f"{HEADER}\n@triton.jit\ndef {name}({args}):\n{body}\n",
+        source=_module(name, args, em.lines),
         params=tuple(params),
         grid=(str(n_chunks), f"{B} * {p.hkv}"),
         constexprs=constexprs,

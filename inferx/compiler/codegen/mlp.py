@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from inferx.compiler.codegen import partials
-from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, HEADER, HOPPER_SMS, gated_split, norm_scale
+from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, HOPPER_SMS, _module, gated_split, norm_scale
 from inferx.compiler.codegen.partials import add_partial, finish_tiles
 from inferx.compiler.codegen.tile import BINARY, TL_DTYPE, UNARY, Emitter, Tile, attr_str
 from inferx.compiler.ir import ops_nn as nn
@@ -237,11 +237,10 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
     params = em.params() + ws_params
     constexprs = {"BM": sched.bm, "BI": sched.bi, "BK": sched.bk, "BN": sched.bn}
     args = ", ".join([q.name for q in params] + [f"{c}: tl.constexpr" for c in constexprs])
-    body = "\n".join(em.lines)
     return KernelSource(
         name=name,
         template="mlp",
-        source=f"{HEADER}\n@triton.jit\ndef {name}({args}):\n{body}\n",
+        source=_module(name, args, em.lines),
         params=tuple(params),
         grid=(f"cdiv({m_code}, {sched.bm})", str(n_i)),
         constexprs=constexprs,
