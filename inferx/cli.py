@@ -253,11 +253,13 @@ def compile_main() -> None:
                    "e.g. --only prefill --only rmsnorm.")
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True,
               help="Tune the decode MLPs as `compile --fuse-mlp` makes them (one mlp kernel each).")
+@click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
+              help="Tune the decode attentions as `compile --fuse-attention-o` makes them (with the o projection).")
 def tune_command(model: str, target: str, budget: str, trials: int | None, runner: str, replay: tuple[str, ...],
                  out: str | None, max_seq_len: int, max_batch: int, dtype: str | None, strategy: str, seed: int,
-                 jobs: int, only: tuple[str, ...], fuse_mlp: bool) -> None:
-    """Tune the GEMM, attention (and with --fuse-mlp fused MLP) schedules of MODEL; records are appended to
-    the tuning database."""
+                 jobs: int, only: tuple[str, ...], fuse_mlp: bool, fuse_attention_o: bool) -> None:
+    """Tune the GEMM and attention schedules of MODEL (and the fused decode kernels with --fuse-mlp,
+    --fuse-attention-o); records are appended to the tuning database."""
     from inferx.autotune.database import DEFAULT_ROOT
     from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
 
@@ -265,7 +267,7 @@ def tune_command(model: str, target: str, budget: str, trials: int | None, runne
         options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,
                               replay=replay, max_seq_len=max_seq_len, max_batch=max_batch, dtype=dtype, seed=seed,
                               jobs=jobs, strategy=strategy, out=Path(out) if out else DEFAULT_ROOT, only=only,
-                              fuse_mlp=fuse_mlp)
+                              fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o)
         result = tune(model, options, say=lambda line: click.echo(line, err=True))
     if result.stopped.startswith("interrupted"):
         raise SystemExit(130 if "SIGINT" in result.stopped else 143)

@@ -12,7 +12,8 @@ Every model answers ``update(records)`` (learn from measurements), ``predict(tas
   split-KV partials written and merged, 4 x queries x context x head_dim FLOPs, waves, a serial
   key loop per program, a launch. So has the fused decode MLP (``mlp_roofline_ms``): both
   weights at the bandwidth one program per SM keeps in flight, its partial sums' atomics, the
-  last arrival's tail, a launch.
+  last arrival's tail, a launch; and the fused attention and o projection
+  (``attention_o_roofline_ms``), with its chunks' re-reads of K/V from the L2.
 - ``LearnedModel``, the clever one: gradient-boosted trees (``gbdt.py``) on log(time) over
   features of (task, schedule), the roofline's own estimate among them. Until it has seen
   ``min_records`` finite measurements of a template it answers with the roofline. Each template
@@ -42,6 +43,9 @@ from inferx.autotune.space import (
     attention_blocks_per_sm,
     attention_bm,
     attention_head_tiles,
+    attention_o_programs,
+    attention_o_tiles,
+    attention_o_values_per_thread,
     attention_programs,
     attention_smem_bytes,
     attention_values_per_thread,
@@ -56,7 +60,7 @@ from inferx.autotune.space import (
     wave_efficiency,
     weight_tiles,
 )
-from inferx.autotune.task import AnyTask, AttentionTask, MlpTask, Task
+from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask, MlpTask, Task
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 
 
@@ -97,6 +101,8 @@ def bound_ms(task: AnyTask, hw: Hopper = H200) -> float:
         return 1e3 * max(attention_ideal_bytes(task) / hw.dram_bytes_per_s, attention_flops(task) / hw.tensor_flops)
     if isinstance(task, MlpTask):
         return 1e3 * max(mlp_ideal_bytes(task) / hw.dram_bytes_per_s, mlp_flops(task) / hw.fma_flops)
+    if isinstance(task, AttentionOTask):
+        return 1e3 * attention_o_ideal_bytes(task) / hw.dram_bytes_per_s
     peak = hw.tensor_flops if task.rows > 1 else hw.fma_flops
     return 1e3 * max(ideal_bytes(task) / hw.dram_bytes_per_s, flops(task) / peak)
 
@@ -107,6 +113,8 @@ def roofline_ms(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float
         return attention_roofline_ms(task, s, hw)
     if isinstance(task, MlpTask):
         return mlp_roofline_ms(task, s, hw)
+    if isinstance(task, AttentionOTask):
+        return attention_o_roofline_ms(task, s, hw)
     m, k, n, n_out = problem(task)
     gm, gn = grid(task, s)
     xb, wb = DTYPE_BYTES.get(task.x_dtype, 4), DTYPE_BYTES.get(task.w_dtype, 4)
@@ -248,6 +256,38 @@ def mlp_roofline_ms(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> f
                   + hw.launch_s)
 
 
+# --- the fused decode attention and o projection ------------------------------------------------
+
+L2_BYTES_PER_S = 10e12  # what the L2 serves re-reads at (an assumption, not a measurement)
+
+
+def attention_o_ideal_bytes(task: AttentionOTask) -> float:
+    """W_o once, each sequence's K and V at the context once, q, the residual and the output."""
+    kvb, wb, ob = (DTYPE_BYTES.get(d, 4) for d in (task.kv_dtype, task.w_dtype, task.out_dtype.split("+")[0]))
+    kv = task.rows * task.kv_heads * task.ctx * (task.head_dim + task.head_dim_v) * kvb
+    return task.n * task.q_heads * task.head_dim_v * wb + kv + task.rows * task.n * 2 * ob
+
+
+def attention_o_roofline_ms(task: AttentionOTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
+    """The analytical time of one fused attention and o projection launch under ``s``: the ideal
+    bytes at DRAM speed, the chunks' re-reads of K/V at ``L2_BYTES_PER_S``, each program's serial
+    key loop (a DRAM latency per step over the pipeline's stages), the atomics (one per output per
+    KV head), the last arrival's tail, a launch; over the wave efficiency."""
+    kvb = DTYPE_BYTES.get(task.kv_dtype, 4)
+    chunks = math.ceil(attention_o_tiles(task, s) / s["tiles"])
+    n_programs = attention_o_programs(task, s)
+    kv_head = task.ctx * (task.head_dim + task.head_dim_v) * kvb
+    rereads_s = task.rows * task.kv_heads * (chunks - 1) * kv_head / L2_BYTES_PER_S
+    slots = hw.sms * max(1, min(8 // max(1, s["num_warps"] // 2), hw.max_blocks_per_sm))  # resident programs
+    waves = math.ceil(n_programs / slots)
+    eff = n_programs / (math.ceil(n_programs / hw.sms) * hw.sms)  # SMs busy
+    key_loop_s = waves * math.ceil(task.ctx / s["bn"]) * hw.dram_latency_s / max(1, s["num_stages"]) * 0.5
+    atomics_s = task.rows * task.kv_heads * task.n / 1.5e11
+    mem_s = attention_o_ideal_bytes(task) / hw.dram_bytes_per_s
+    return 1e3 * (max(mem_s, rereads_s) / max(eff, 1e-3) ** 0.5 + key_loop_s + atomics_s + 2 * hw.dram_latency_s
+                  + hw.launch_s)
+
+
 def _out_bytes(task: AnyTask) -> int:
     return max(DTYPE_BYTES.get(d, 4) for d in task.out_dtype.split("+"))
 
@@ -344,16 +384,37 @@ def mlp_features(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> list
     ]
 
 
+ATTENTION_O_FEATURES = (
+    "log_rows", "log_ctx", "log_group", "log_kv_heads", "log_head_dim", "log_n", "window", "log_bn", "log_bno",
+    "log_tiles", "log_warps", "stages", "log_programs", "values_per_thread", "log_roofline",
+)
+
+
+def attention_o_features(task: AttentionOTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
+    """The learned model's inputs for one fused attention and o projection (task, schedule)."""
+    lg = lambda v: math.log2(max(1.0, float(v)))  # noqa: E731
+    return [
+        lg(task.rows), lg(task.ctx), lg(task.q_heads // max(1, task.kv_heads)), lg(task.kv_heads),
+        lg(task.head_dim), lg(task.n), float(task.window), lg(s["bn"]), lg(s["bno"]), lg(s["tiles"]),
+        lg(s["num_warps"]), float(s["num_stages"]), lg(attention_o_programs(task, s)),
+        attention_o_values_per_thread(task, s), math.log(roofline_ms(task, s, hw)),
+    ]
+
+
 def features_of(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
-    """The features of ``task``'s template (``features``, ``attention_features``, ``mlp_features``)."""
+    """The features of ``task``'s template (``features``, ``attention_features``, ``mlp_features``,
+    ``attention_o_features``)."""
     if isinstance(task, AttentionTask):
         return attention_features(task, s, hw)
     if isinstance(task, MlpTask):
         return mlp_features(task, s, hw)
+    if isinstance(task, AttentionOTask):
+        return attention_o_features(task, s, hw)
     return features(task, s, hw)
 
 
-FEATURES_BY_TEMPLATE = {"gemm": FEATURES, "attention": ATTENTION_FEATURES, "mlp": MLP_FEATURES}
+FEATURES_BY_TEMPLATE = {"gemm": FEATURES, "attention": ATTENTION_FEATURES, "mlp": MLP_FEATURES,
+                        "attention_o": ATTENTION_O_FEATURES}
 
 
 @dataclass

@@ -28,6 +28,7 @@ from typing import Any
 import inferx
 from inferx.autotune.task import AnyTask, TaskError, task_from_json
 from inferx.compiler.codegen.attention import AttentionSchedule
+from inferx.compiler.codegen.attention_o import AttentionOSchedule
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, GemmSchedule
 from inferx.compiler.codegen.mlp import MlpSchedule
 
@@ -166,11 +167,32 @@ def mlp_schedule(d: Mapping[str, Any]) -> MlpSchedule:
     return s
 
 
+def attention_o_schedule(d: Mapping[str, Any]) -> AttentionOSchedule:
+    """The AttentionOSchedule a record's schedule dict names; ScheduleError if the template would
+    not accept it: exactly the fields bn, bno, tiles, num_warps, num_stages; BN (keys a step) a
+    power of two from 16 (tl.dot's minimum) to 256; BNO a power of two from 8 to 512; TILES a
+    power of two up to 64; 1, 2, 4, 8 or 16 warps; 1 to 8 stages."""
+    want = {"bn", "bno", "tiles", "num_warps", "num_stages"}
+    if set(d) != want:
+        raise ScheduleError(f"attention_o schedule fields must be {sorted(want)}, got {sorted(d)}")
+    s = AttentionOSchedule(**{k: d[k] for k in want})
+    for knob, lo, hi in (("bn", 16, 256), ("bno", 8, 512), ("tiles", 1, 64)):
+        v = getattr(s, knob)
+        if not (_pow2(v) and lo <= v <= hi):
+            raise ScheduleError(f"{knob.upper()} must be a power of two from {lo} to {hi}: {s}")
+    if s.num_warps not in (1, 2, 4, 8, 16):
+        raise ScheduleError(f"num_warps must be 1, 2, 4, 8 or 16: {s}")
+    if not (isinstance(s.num_stages, int) and not isinstance(s.num_stages, bool) and 1 <= s.num_stages <= 8):
+        raise ScheduleError(f"num_stages must be 1..8: {s}")
+    return s
+
+
 # How each template reads and checks a schedule dict.
 SCHEDULE_FORMS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "gemm": gemm_schedule,
     "attention": attention_schedule,
     "mlp": mlp_schedule,
+    "attention_o": attention_o_schedule,
 }
 
 

@@ -5,8 +5,8 @@ Runs the compiler's phases 2-4 (cleanup, merge-gemms, fuse: the kernels phase 7 
 asks ``driver.select_schedule`` for each kernel's task, so a task here is exactly the key the
 compiler will look up in the tuning database (decode at each batch bucket asked for, prefill GEMMs
 at short prompts and at ``max_seq_len``, prefill attention at ``max_seq_len``; attention at the
-context of ``max_seq_len``). GEMM, attention and fused-MLP kernels have
-tasks; kernels of templates with no schedule space yet (gather, norms, pointwise) are counted,
+context of ``max_seq_len``). GEMM, attention and the fused decode kernels
+have tasks; kernels of templates with no schedule space yet (gather, norms, pointwise) are counted,
 not tuned.
 
 A task's weight is its expected time per token: launches per token (launches per call of its
@@ -79,11 +79,12 @@ class Extraction:
         return "\n".join(lines)
 
 
-def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False) -> ModuleOp:
-    """The module after the driver's phases 1-4 (with ``fuse_mlp``, each decode layer's MLP one
-    kernel, as the compiler's option of that name makes it). ``src`` is an ix module or Program
-    (cloned, never changed), an HF model directory (read from its config.json alone: tuning needs
-    shapes, not weights), or anything ``inferx.compile`` imports."""
+def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
+                 fuse_attention_o: bool = False) -> ModuleOp:
+    """The module after the driver's phases 1-4 (with ``fuse_mlp`` and ``fuse_attention_o``, the
+    decode layers' fused kernels, as the compiler's options of those names make them). ``src`` is
+    an ix module or Program (cloned, never changed), an HF model directory (read from its
+    config.json alone: tuning needs shapes, not weights), or anything ``inferx.compile`` imports."""
     from inferx.compiler.frontend.hf import with_dtype
     from inferx.models.decoder import build_decoder_module
     from inferx.models.registry import decoder_config
@@ -103,7 +104,8 @@ def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False) -> 
         from inferx.compiler.driver import CompileOptions, _import
 
         module = _import(src, CompileOptions(dtype=dtype)).module
-    PassManager(parse(FUSE_PIPELINE + (",fuse-decode-mlp" if fuse_mlp else ""), registry())).run(module)
+    fusions = (",fuse-decode-mlp" if fuse_mlp else "") + (",fuse-decode-attention-o" if fuse_attention_o else "")
+    PassManager(parse(FUSE_PIPELINE + fusions, registry())).run(module)
     return module
 
 

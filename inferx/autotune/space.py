@@ -21,7 +21,8 @@ so a space can grow before the template does.
 
 ``AttentionSpace`` has one knob set per shape: decode (SPLITS, BN, warps, stages) and prefill
 (BM, BN, warps, stages). ``MlpSpace`` (the fused decode MLP): BI, BK, BN, warps, stages, with BM
-the bucket's rows. ``space_for(template, target)`` gives one template's space;
+the bucket's rows; ``AttentionOSpace`` (the fused decode attention and o projection): keys a
+step, output tile width, tiles per program, warps, stages. ``space_for(template, target)`` gives one template's space;
 ``spaces_for(target)`` gives every tunable template's, dispatching on the task (what the tuner
 uses when a model's tasks mix templates).
 """
@@ -35,8 +36,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from inferx.autotune.database import OPTIONAL_KNOBS, ScheduleError, attention_schedule, gemm_schedule, mlp_schedule
-from inferx.autotune.task import AnyTask, AttentionTask, MlpTask, Task
+from inferx.autotune.database import (
+    OPTIONAL_KNOBS,
+    ScheduleError,
+    attention_o_schedule,
+    attention_schedule,
+    gemm_schedule,
+    mlp_schedule,
+)
+from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask, MlpTask, Task
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, HOPPER_SMS
 
 Schedule = dict[str, int]
@@ -721,6 +729,82 @@ class MlpSpace(_KnobSearch):
         return self.emit(s)
 
 
+# --- the fused decode attention and o projection -------------------------------------------------
+
+
+ATTENTION_O_KNOBS: tuple[Knob, ...] = (
+    Knob("bn", (64, 16, 32, 128)),
+    Knob("bno", (64, 16, 32, 128, 256)),
+    Knob("tiles", (1, 2, 4, 8, 16)),
+    Knob("num_warps", (4, 2, 8)),
+    Knob("num_stages", (2, 1, 3)),
+)
+
+
+def attention_o_tiles(task: AttentionOTask, s: Mapping[str, int]) -> int:
+    """Output tiles of the projection."""
+    return math.ceil(task.n / s["bno"])
+
+
+def attention_o_programs(task: AttentionOTask, s: Mapping[str, int]) -> int:
+    return task.rows * task.kv_heads * math.ceil(attention_o_tiles(task, s) / s["tiles"])
+
+
+def attention_o_values_per_thread(task: AttentionOTask, s: Mapping[str, int]) -> float:
+    """Values each thread holds of the larger of a key step's K and V tiles and a W_o tile."""
+    bd, bdv = _p2(max(16, task.head_dim)), _p2(max(16, task.head_dim_v))
+    return max((bd + bdv) * s["bn"] / 2, s["bno"] * bdv) / (32 * s["num_warps"])
+
+
+@dataclass(frozen=True)
+class AttentionOSpace(_KnobSearch):
+    """The schedules of the fused decode attention and o projection (``codegen.attention_o``):
+    keys a step, output tile width, tiles per program, warps, stages. Every schedule it returns is
+    accepted by ``attention_o_schedule``, holds at most ``MLP_VALUES_PER_THREAD`` values per thread
+    in its largest tile, leaves at most ``MLP_MAX_PROGRAMS`` programs and no tile wider than the
+    problem."""
+
+    hw: Hopper = H200
+    knobs: tuple[Knob, ...] = ATTENTION_O_KNOBS
+    _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    template = "attention_o"
+
+    def of(self, task: AnyTask) -> AttentionOSpace:
+        return self
+
+    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
+        return self.knobs
+
+    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
+        """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
+        if not isinstance(task, AttentionOTask):
+            return f"the attention_o space does not schedule {task.template} tasks"
+        try:
+            attention_o_schedule(self.emit(s))
+        except (ScheduleError, TypeError, KeyError) as e:
+            return str(e)
+        if s["bn"] > max(16, _p2(task.ctx)) or s["bno"] > max(16, _p2(task.n)):
+            return f"BN={s['bn']} or BNO={s['bno']} is wider than the problem (ctx {task.ctx}, N {task.n})"
+        if s["tiles"] > _p2(attention_o_tiles(task, s)):
+            return f"TILES={s['tiles']} is more than the {attention_o_tiles(task, s)} output tiles"
+        if attention_o_values_per_thread(task, s) > MLP_VALUES_PER_THREAD:
+            return (f"{attention_o_values_per_thread(task, s):.0f} values per thread (more than "
+                    f"{MLP_VALUES_PER_THREAD}: the tiles spill)")
+        n_programs = attention_o_programs(task, s)
+        if n_programs > MLP_MAX_PROGRAMS:
+            return f"{n_programs} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"
+        return None
+
+    def emit(self, s: Mapping[str, int]) -> Schedule:
+        """The template's schedule dict (every knob is a field of the template)."""
+        return {k: int(v) for k, v in s.items()}
+
+    def complete(self, s: Mapping[str, int]) -> Schedule:
+        """A stored schedule as a point of the space: records name all their knobs."""
+        return self.emit(s)
+
+
 # --- every template ------------------------------------------------------------------------------
 
 
@@ -761,7 +845,8 @@ class Spaces:
 
 
 # The tunable templates and their spaces (explicit: no registration on import).
-SPACES: dict[str, Callable[[Hopper], Space]] = {"gemm": GemmSpace, "attention": AttentionSpace, "mlp": MlpSpace}
+SPACES: dict[str, Callable[[Hopper], Space]] = {"gemm": GemmSpace, "attention": AttentionSpace, "mlp": MlpSpace,
+                                                "attention_o": AttentionOSpace}
 
 
 def space_for(template: str, target: str) -> Space:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from inferx.autotune.cost_model import roofline_ms
 from inferx.autotune.database import Record
 from inferx.autotune.space import Space, attention_smem_bytes, schedule_key, smem_bytes, spaces_for
-from inferx.autotune.task import AnyTask, AttentionTask, MlpTask
+from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask, MlpTask
 
 TOOLCHAIN = {"triton": "synthetic", "torch": "synthetic", "device": "synthetic landscape"}
 
@@ -30,12 +30,14 @@ def _unit(*parts: str) -> float:
 def synthetic_ms(task: AnyTask, s: Mapping[str, int], floor_ms: float) -> float:
     """The landscape's time of ``s`` (inf for a synthetic out-of-resource failure); ``floor_ms``
     is the best roofline time of the task. For attention the "area" is BN x SPLITS (decode) or
-    BN x BM (prefill), for the fused MLP BI x BK."""
+    BN x BM (prefill), for the fused MLP BI x BK, for the fused attention BNO x TILES."""
     key = schedule_key(s)
     if isinstance(task, AttentionTask):
         smem, area_of = attention_smem_bytes(task, s), s["bn"] * s.get("splits", s.get("bm", 1))
     elif isinstance(task, MlpTask):  # no shared memory; the area is the first loop's tile
         smem, area_of = 0, s["bi"] * s["bk"]
+    elif isinstance(task, AttentionOTask):  # the area is the output columns a program holds
+        smem, area_of = 0, s["bno"] * s["tiles"]
     else:
         smem, area_of = smem_bytes(task, s), s["bn"] * s["bk"]
     if smem > 160 * 1024 and _unit(task.key, key, "fail") < 0.5:

@@ -67,6 +67,7 @@ class TuneOptions:
     strategy: str = "evolutionary"
     only: tuple[str, ...] = ()  # tune only the tasks whose summary contains each of these
     fuse_mlp: bool = False  # the decode MLPs as the compiler's fuse_mlp makes them (mlp tasks)
+    fuse_attention_o: bool = False  # the decode attentions as fuse_attention_o makes them
 
 
 def parse_budget(text: str) -> float:
@@ -93,11 +94,12 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
         raise TuneError("give a --budget or --trials")
     hw = HARDWARE[options.target]
     batches = tuple(sorted({b for b in (1, 4, 16, 64) if b < options.max_batch} | {options.max_batch}))
-    if options.fuse_mlp and options.max_batch > GEMV_MAX_ROWS:
-        raise TuneError(f"--fuse-mlp: the fused decode MLP runs at most {GEMV_MAX_ROWS} rows "
-                        f"(--max-batch {options.max_batch})")
-    extraction = extract_tasks(fused_module(model, options.dtype, options.fuse_mlp), options.max_seq_len, hw,
-                               batches=batches)
+    fused = (options.fuse_mlp or options.fuse_attention_o)
+    if fused and options.max_batch > GEMV_MAX_ROWS:
+        raise TuneError(f"--fuse-mlp, --fuse-attention-o: the fused decode kernels run at most {GEMV_MAX_ROWS} "
+                        f"rows (--max-batch {options.max_batch})")
+    module = fused_module(model, options.dtype, options.fuse_mlp, options.fuse_attention_o)
+    extraction = extract_tasks(module, options.max_seq_len, hw, batches=batches)
     say(extraction.summary())
     if not extraction.tasks:
         raise TuneError("the model has no GEMM or attention task to tune")

@@ -38,7 +38,16 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, SCHEDULE_FORMS, Database, Record
-from inferx.autotune.task import AnyTask, TaskError, attention_task, gemm_task, mlp_task, rows_bucket, shape_of
+from inferx.autotune.task import (
+    AnyTask,
+    TaskError,
+    attention_o_task,
+    attention_task,
+    gemm_task,
+    mlp_task,
+    rows_bucket,
+    shape_of,
+)
 from inferx.compiler.codegen import attention, gemm, generate, heuristic_schedule
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 from inferx.compiler.codegen.tile import dim_code
@@ -93,8 +102,8 @@ class CompileOptions:
     # not yet measured on a GPU.
     fuse_mlp: bool = False
     # A decode layer's attention and o projection as one kernel (fuse-decode-attention-o, the
-    # attention_o template: no split of the context), for decode buckets of up to 8 rows. Off:
-    # not yet measured on a GPU.
+    # attention_o template: no split of the context; tuned by ``inferx tune --fuse-attention-o``),
+    # for decode buckets of up to 8 rows. Off: not yet measured on a GPU.
     fuse_attention_o: bool = False
 
 
@@ -299,6 +308,7 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: 
         decode = _decode_kernel(kop)
         at = rows if rows is not None else 1 if decode else max_seq_len
         task: AnyTask = (attention_task(kop, at, max_seq_len) if template == "attention"
+                         else attention_o_task(kop, at, max_seq_len) if template == "attention_o"
                          else mlp_task(kop, at) if template == "mlp" else gemm_task(kop, at))
     except TaskError as e:
         return ScheduleChoice(None, None, None, f"no task: {e}")

@@ -1,8 +1,8 @@
-"""The fused decode MLP in the tuner: its tasks (extracted from a ``fuse_mlp`` module, keyed,
-read back), its schedule space (every valid schedule one the template accepts and generates; the
-rules that prune), the cost models, and `inferx tune --fuse-mlp` through the replay runner,
-whose best record the compiler then takes for the mlp kernel (run in Triton's interpreter
-against HF)."""
+"""The fused decode kernels in the tuner (the mlp template of ``fuse_mlp``, the attention_o
+template of ``fuse_attention_o``): their tasks (extracted, keyed, read back), their schedule
+spaces (every valid schedule one the template accepts and generates; the rules that prune), the
+cost models, and `inferx tune --fuse-mlp --fuse-attention-o` through the replay runner, whose
+best records the compiler then takes (run in Triton's interpreter against HF)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from click.testing import CliRunner
 
 import inferx
 from inferx.autotune.cost_model import LearnedModel, RooflineModel, bound_ms, roofline_ms
-from inferx.autotune.database import Database, Record, ScheduleError, mlp_schedule
+from inferx.autotune.database import Database, Record, ScheduleError, attention_o_schedule, mlp_schedule
 from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
-from inferx.autotune.space import MLP_MAX_PROGRAMS, MlpSpace
+from inferx.autotune.space import MLP_MAX_PROGRAMS, AttentionOSpace, MlpSpace
 from inferx.autotune.synthetic import landscape
-from inferx.autotune.task import MlpTask, task_from_json
+from inferx.autotune.task import AttentionOTask, MlpTask, task_from_json
 from inferx.cli import main
 from inferx.compiler.codegen import generate
 from inferx.runtime.artifact import load_artifact
@@ -79,6 +79,32 @@ def test_the_space_prunes_and_every_valid_schedule_generates(tmp_path: Path) -> 
         mlp_schedule({"bm": 16, "bi": 64, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2})
 
 
+def test_attention_o_tasks_and_space(tmp_path: Path) -> None:
+    ex = extract_tasks(fused_module(_model_dir(tmp_path), "bf16", fuse_attention_o=True), 128, batches=(1, 4))
+    fused = [t for t in ex.tasks if isinstance(t.task, AttentionOTask)]
+    assert sorted(t.task.rows for t in fused) == [1, 4] and all(t.launches == 2 for t in fused)
+    tt = fused[0]
+    task = tt.task
+    assert isinstance(task, AttentionOTask)
+    assert (task.q_heads, task.kv_heads, task.head_dim, task.n, task.ctx, task.causal) == (4, 2, 16, 64, 128, True)
+    assert str(task).startswith("attention_o bf16 heads=4/2 d=16 causal >linear N=64>residual decode")
+    assert task_from_json(json.loads(task.key)) == task
+    assert not any(t.task.template == "attention" and t.task.shape == "decode" for t in ex.tasks)
+    space = AttentionOSpace()
+    base = heuristic_baseline(tt)
+    assert base is not None and space.why_invalid(task, base) is None
+    valid = space.all_valid(task)
+    for s in random.Random(0).sample(valid, 4):
+        ks = generate(tt.kernel, "a", "sm_90", attention_o_schedule(space.emit(s)), grid_dependency=False)
+        assert ks.constexprs["TILES"] == s["tiles"]
+    ok = dict(valid[0])
+    for change, reason in (({"tiles": 16}, "more than the"), ({"bno": 512}, "wider than the problem"),
+                           ({"bn": 12}, "power of two")):
+        why = space.why_invalid(task, {**ok, **change})
+        assert why is not None and reason in why, (change, why)
+    assert bound_ms(task) > 0 and all(math.isfinite(x) for x in RooflineModel().predict(task, valid))
+
+
 def test_cost_models_rank_mlp_schedules() -> None:
     task = MlpTask("mlp", "bf16", "bf16", "bf16", 2048, 8192, 2048, "pairs", "rmsnorm", "mul+silu", "residual", 1)
     space = MlpSpace()
@@ -99,23 +125,26 @@ def test_cost_models_rank_mlp_schedules() -> None:
     assert rank > 0.8, f"Spearman {rank:.2f} on the training landscape"
 
 
-def test_tune_fuse_mlp_then_compile_takes_the_record(tmp_path: Path) -> None:
+def test_tune_fused_then_compile_takes_the_records(tmp_path: Path) -> None:
     model_dir = _model_dir(tmp_path)
-    # fp32, so that the compiled artifact runs in Triton's interpreter on the tuned record
-    ex = extract_tasks(fused_module(model_dir, "fp32", fuse_mlp=True), 64, batches=(1,))
+    # fp32, so that the compiled artifact runs in Triton's interpreter on the tuned records
+    ex = extract_tasks(fused_module(model_dir, "fp32", fuse_mlp=True, fuse_attention_o=True), 64, batches=(1,))
     tt = next(t for t in ex.tasks if isinstance(t.task, MlpTask))
+    att = next(t for t in ex.tasks if isinstance(t.task, AttentionOTask))
     task = tt.task
     replay = tmp_path / "replay.jsonl"
-    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([task])))
+    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([task, att.task])))
     out = tmp_path / "logs"
     args = ["tune", str(model_dir), "--runner", "replay", "--replay", str(replay), "--trials", "24", "--out", str(out),
-            "--max-seq-len", "64", "--dtype", "fp32", "--fuse-mlp", "--only", "mlp"]
+            "--max-seq-len", "64", "--dtype", "fp32", "--fuse-mlp", "--fuse-attention-o", "--only", "decode"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     db = Database.load(out, "h200")
     assert (out / "h200" / "mlp.jsonl").is_file() and db.records
-    best = db.best(task)
+    best, best_att = db.best(task), db.best(att.task)
     assert best is not None and best[0].to_dict() != heuristic_baseline(tt), "the test needs a record to take"
+    assert best_att is not None and best_att[0].to_dict() != heuristic_baseline(att)
+    assert (out / "h200" / "attention_o.jsonl").is_file()
     refused = CliRunner().invoke(main, [*args[:-2], "--max-batch", "16"])
     assert refused.exit_code != 0 and "at most 8 rows" in refused.output
 
@@ -123,18 +152,24 @@ def test_tune_fuse_mlp_then_compile_takes_the_record(tmp_path: Path) -> None:
     cfg = T.LlamaConfig(**{k: v for k, v in TINY.items() if k not in ("model_type", "architectures")})
     model = T.LlamaForCausalLM(cfg).eval()
     art = inferx.compile(model, target="cpu", schedules="h200", output=tmp_path / "a", dtype="fp32", max_seq_len=64,
-                         max_batch=1, fuse_mlp=True, tuning_logs=out)
+                         max_batch=1, fuse_mlp=True, fuse_attention_o=True, tuning_logs=out)
     m = load_artifact(art).manifest
     (name,) = [n for n, k in m["kernels"].items() if k["template"] == "mlp"]
     assert m["kernels"][name]["schedule_origin"] == "tuned"
     assert m["kernels"][name]["constexprs"] == {"BM": 1, "BI": best[0].bi, "BK": best[0].bk, "BN": best[0].bn}
+    (name,) = [n for n, k in m["kernels"].items() if k["template"] == "attention_o"]
+    k = m["kernels"][name]
+    assert k["schedule_origin"] == "tuned" and k["num_warps"] == best_att[0].num_warps
+    assert (k["constexprs"]["BN"], k["constexprs"]["BNO"], k["constexprs"]["TILES"]) == (
+        best_att[0].bn, best_att[0].bno, best_att[0].tiles)
     session = inferx.load(art)
-    ids = torch.randint(0, 96, (1, 7), generator=torch.Generator().manual_seed(3))
+    ids = torch.randint(0, 96, (1, 9), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         want = model(ids).logits.numpy()
     session.prefill(ids[:, :6])
-    np.testing.assert_allclose(session.decode(ids[:, 6:]), want[:, 6:], atol=1e-4,
-                               err_msg=f"repro: pytest {__file__} -k tune_fuse_mlp")
+    for step in range(6, 9):
+        np.testing.assert_allclose(session.decode(ids[:, step : step + 1]), want[:, step : step + 1], atol=1e-4,
+                                   err_msg=f"repro: pytest {__file__} -k tune_fused (step {step})")
 
 
 def test_records_of_the_mlp_template_round_trip(tmp_path: Path) -> None:
