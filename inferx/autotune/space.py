@@ -422,6 +422,21 @@ class _KnobSearch:
         yield from rec(0, {})
 
 
+class _WholeSchedule(_KnobSearch):
+    """A one-template space whose every knob is a field of its template's schedule."""
+
+    def of(self, task: AnyTask) -> _WholeSchedule:
+        return self
+
+    def emit(self, s: Mapping[str, int]) -> Schedule:
+        """The template's schedule dict (every knob is a field of the template)."""
+        return {k: int(v) for k, v in s.items()}
+
+    def complete(self, s: Mapping[str, int]) -> Schedule:
+        """A stored schedule as a point of the space: records name all their knobs."""
+        return self.emit(s)
+
+
 @dataclass(frozen=True)
 class GemmSpace(_KnobSearch):
     """The schedules of the GEMM template for one target. Every schedule it returns is accepted by
@@ -603,7 +618,7 @@ ATTENTION_PREFILL_KNOBS: tuple[Knob, ...] = (
 
 
 @dataclass(frozen=True)
-class AttentionSpace(_KnobSearch):
+class AttentionSpace(_WholeSchedule):
     """The schedules of the attention template for one target: decode tasks draw from
     ``decode_knobs``, prefill tasks from ``prefill_knobs``. Every schedule it returns is accepted
     by ``attention_schedule`` and passes ``constraints``."""
@@ -615,9 +630,6 @@ class AttentionSpace(_KnobSearch):
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "attention"
-
-    def of(self, task: AnyTask) -> AttentionSpace:
-        return self
 
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
         return self.decode_knobs if task.shape == "decode" else self.prefill_knobs
@@ -638,14 +650,6 @@ class AttentionSpace(_KnobSearch):
             if reason is not None:
                 return reason
         return None
-
-    def emit(self, s: Mapping[str, int]) -> Schedule:
-        """The template's schedule dict (every knob is a field of the template)."""
-        return {k: int(v) for k, v in s.items()}
-
-    def complete(self, s: Mapping[str, int]) -> Schedule:
-        """A stored schedule as a point of the space: records name all their knobs."""
-        return self.emit(s)
 
 
 # --- the fused decode MLP ------------------------------------------------------------------------
@@ -681,7 +685,7 @@ def mlp_values_per_thread(s: Mapping[str, int]) -> float:
 
 
 @dataclass(frozen=True)
-class MlpSpace(_KnobSearch):
+class MlpSpace(_WholeSchedule):
     """The schedules of the fused decode MLP template (``codegen.mlp``) for one target: BI, BK, BN,
     warps and stages, BM fixed by the task's rows. Every schedule it returns is accepted by
     ``mlp_schedule`` and fits ``MLP_VALUES_PER_THREAD``, ``MLP_MAX_PROGRAMS`` and the problem
@@ -692,9 +696,6 @@ class MlpSpace(_KnobSearch):
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "mlp"
-
-    def of(self, task: AnyTask) -> MlpSpace:
-        return self
 
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
         bm = mlp_bm(task) if isinstance(task, MlpTask) else 1
@@ -719,14 +720,6 @@ class MlpSpace(_KnobSearch):
         if mlp_programs(task, s) > MLP_MAX_PROGRAMS:
             return f"{mlp_programs(task, s)} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"
         return None
-
-    def emit(self, s: Mapping[str, int]) -> Schedule:
-        """The template's schedule dict (every knob is a field of the template)."""
-        return {k: int(v) for k, v in s.items()}
-
-    def complete(self, s: Mapping[str, int]) -> Schedule:
-        """A stored schedule as a point of the space: records name all their knobs."""
-        return self.emit(s)
 
 
 # --- the fused decode attention and o projection -------------------------------------------------
@@ -757,7 +750,7 @@ def attention_o_values_per_thread(task: AttentionOTask, s: Mapping[str, int]) ->
 
 
 @dataclass(frozen=True)
-class AttentionOSpace(_KnobSearch):
+class AttentionOSpace(_WholeSchedule):
     """The schedules of the fused decode attention and o projection (``codegen.attention_o``):
     keys a step, output tile width, tiles per program, warps, stages. Every schedule it returns is
     accepted by ``attention_o_schedule``, holds at most ``MLP_VALUES_PER_THREAD`` values per thread
@@ -769,9 +762,6 @@ class AttentionOSpace(_KnobSearch):
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "attention_o"
-
-    def of(self, task: AnyTask) -> AttentionOSpace:
-        return self
 
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
         return self.knobs
@@ -795,14 +785,6 @@ class AttentionOSpace(_KnobSearch):
         if n_programs > MLP_MAX_PROGRAMS:
             return f"{n_programs} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"
         return None
-
-    def emit(self, s: Mapping[str, int]) -> Schedule:
-        """The template's schedule dict (every knob is a field of the template)."""
-        return {k: int(v) for k, v in s.items()}
-
-    def complete(self, s: Mapping[str, int]) -> Schedule:
-        """A stored schedule as a point of the space: records name all their knobs."""
-        return self.emit(s)
 
 
 # --- every template ------------------------------------------------------------------------------
