@@ -180,3 +180,36 @@ def test_records_of_the_mlp_template_round_trip(tmp_path: Path) -> None:
     again = Database.load(tmp_path, "h200")
     best = again.best(task)
     assert best is not None and best[0].to_dict() == sched
+
+
+def test_mlp_sweep_script_runs_through_on_a_faked_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/mlp_sweep.py with the GPU faked (times, outputs, the launch floor, the device
+    name): it finds the fused kernel and the two it replaced, times the pair, the heuristic and the
+    grid's schedules the space accepts, and writes them with the comparison."""
+    import runpy
+    import sys
+
+    from inferx.autotune import runner as runner_mod
+    from inferx.benchmark import floor as floor_mod
+
+    calls: list[dict[str, int]] = []
+
+    def fake_time(self, kop, ks, env):  # type: ignore[no-untyped-def]
+        calls.append(dict(ks.constexprs))
+        return [0.02 if ks.template == "gemm" else 0.03 - 0.0001 * len(calls)]
+
+    monkeypatch.setattr(runner_mod.LocalRunner, "time_kernel", fake_time)
+    monkeypatch.setattr(runner_mod.LocalRunner, "outputs", lambda self, kop, ks, env: {"out0": torch.ones(4)})
+    monkeypatch.setattr(floor_mod, "measure_launch_floor", lambda: floor_mod.LaunchFloor(2.4e-6, 4.6e12))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "fake")
+    out = tmp_path / "sweep.json"
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "mlp_sweep.py"
+    monkeypatch.setattr(sys, "argv", ["mlp_sweep.py", "--shape", "tiny", "--db", "", "--bi", "16,32",
+                                      "--steps", "64", "--warps", "4", "--stages", "2", "--out", str(out)])
+    runpy.run_path(str(script), run_name="__main__")
+    got = json.loads(out.read_text())
+    kinds = [r["kernel"] for r in got["results"]]
+    assert kinds[:3] == ["gate_up", "down", "mlp"] and len(kinds) == len(calls) >= 4  # a grid schedule or more
+    assert got["pair_ms"] == pytest.approx(0.04) and got["fused_best_ms"] == min(
+        r["ms"] for r in got["results"] if r["kernel"] == "mlp")
+    assert all(r["floor_ms"] > 0 for r in got["results"])

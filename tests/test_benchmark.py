@@ -19,7 +19,7 @@ from inferx.benchmark.floor import LaunchFloor, fit
 from inferx.benchmark.llama import PlainLlama
 from inferx.benchmark.main import BenchError, check_device, int_list, options
 from inferx.benchmark.roofline import Ceilings, Dims, decode_bytes, prefill_bytes, prefill_flops
-from inferx.benchmark.run import BenchOptions, Hooks, run_bench
+from inferx.benchmark.run import BenchOptions, Hooks, compile_settings, run_bench
 from inferx.benchmark.shapes import make_config, make_model
 from inferx.cli import main
 
@@ -217,6 +217,9 @@ def test_option_errors() -> None:
         check_device(options("1b", "1", "512", "", "eager", "", 3, 1, "cpu", None))
     assert options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None).pdl  # the default
     assert not options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, pdl=False).pdl
+    fused = options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, fuse_mlp=True, fuse_attention_o=True)
+    plain = options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None)
+    assert fused.fuse_mlp and fused.fuse_attention_o and compile_settings(fused) != compile_settings(plain)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without a GPU")
