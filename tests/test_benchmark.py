@@ -202,6 +202,10 @@ def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
     run_bench(replace(opts, fuse_mlp=True), Hooks(compile=fake_compile, load=lambda art, dev: FakeSession()),
               lines.append)
     assert len(compiled) == 2 and any("compiling again with" in line and '"fuse_mlp": true' in line for line in lines)
+    assert "InferX compiled with" not in text
+    fused = run_bench(replace(opts, fuse_mlp=True), Hooks(compile=fake_compile, load=lambda art, dev: FakeSession()),
+                      lines.append)
+    assert "InferX compiled with --fuse-mlp\n" in report.render(fused)
 
 
 # --- options and the CLI ------------------------------------------------------------------------

@@ -136,6 +136,10 @@ def kernel_table(kernels: Sequence[Mapping[str, Any]], floor: LaunchFloor | None
     return lines
 
 
+# Compile options a run names in its header when on (the JSON's "options" holds them all)
+COMPILE_FLAGS = ("overlap", "fuse_mlp", "fuse_attention_o")
+
+
 def render(results: Mapping[str, Any]) -> str:
     """The text printed at the end of a run: a header, then each shape's tables and notes."""
     c = results["ceilings"]
@@ -147,6 +151,10 @@ def render(results: Mapping[str, Any]) -> str:
              "vs compile = fastest torch.compile ms / InferX ms"]
     if "error" in lf:
         lines.append(f"launch floor not measured: {lf['error']}")
+    opts = results.get("options") or {}
+    compiled = [flag for flag in COMPILE_FLAGS if opts.get(flag)]
+    if compiled:
+        lines.append(f"InferX compiled with {', '.join('--' + f.replace('_', '-') for f in compiled)}")
     for s in results["shapes"]:
         lines += ["", f"== {s['name']} ({s['shape']}) =="]
         lines += shape_table(s["rows"])
