@@ -21,6 +21,7 @@ import inferx
 from inferx.autotune.cost_model import LearnedModel, RooflineModel, bound_ms, roofline_ms
 from inferx.autotune.database import Database, Record, ScheduleError, attention_o_schedule, mlp_schedule
 from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
+from inferx.autotune.runner import bench_env, operand_sets
 from inferx.autotune.space import MLP_MAX_PROGRAMS, AttentionOSpace, MlpSpace
 from inferx.autotune.synthetic import landscape
 from inferx.autotune.task import AttentionOTask, MlpTask, task_from_json
@@ -103,6 +104,13 @@ def test_attention_o_tasks_and_space(tmp_path: Path) -> None:
         why = space.why_invalid(task, {**ok, **change})
         assert why is not None and reason in why, (change, why)
     assert bound_ms(task) > 0 and all(math.isfinite(x) for x in RooflineModel().predict(task, valid))
+    # measured as attention is: at the task's context, every sequence holding all of it
+    env = bench_env(task)
+    assert env == {"batch": 1, "seq": 1, "ctx": 128}
+    ks = generate(tt.kernel, "a", "cpu", attention_o_schedule(base), grid_dependency=False)
+    (args,) = operand_sets(tt.kernel, ks, env, 1 << 20, device="cpu", count=1)
+    att_op = tt.kernel.body.block.first_op
+    assert args[att_op.kv_lens.index].tolist() == [128] and args[att_op.positions.index].tolist() == [[127]]
 
 
 def test_cost_models_rank_mlp_schedules() -> None:

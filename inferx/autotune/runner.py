@@ -36,7 +36,7 @@ from xdsl.ir import BlockArgument
 
 from inferx.autotune.database import Record
 from inferx.autotune.space import H200, Hopper, schedule_key
-from inferx.autotune.task import AnyTask, AttentionTask
+from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
 INF = float("inf")
@@ -157,8 +157,8 @@ def launches_per_graph(sets: int, at_least: int = 8) -> int:
 def bench_env(task: AnyTask, ctx: int = 576) -> dict[str, int]:
     """Symbol values a task is measured at: its row bucket as the batch (decode) or the sequence
     (prefill, one sequence), and a KV context of ``ctx`` (at least the prefill's length); an
-    attention task at its own context."""
-    if isinstance(task, AttentionTask):
+    attention task (the fused attention and o projection's too) at its own context."""
+    if isinstance(task, (AttentionTask, AttentionOTask)):
         ctx = max(task.ctx, task.rows if task.shape == "prefill" else 1)
     if task.shape == "decode":
         return {"batch": task.rows, "seq": 1, "ctx": ctx}
@@ -399,7 +399,7 @@ def _positions(shape: list[int], ctx: int, dtype: Any, device: str) -> Any:
 
 
 def _attention_ints(kop: KernelOp, env: Mapping[str, int], device: str = "cuda") -> dict[int, Any]:
-    """For an attention kernel, makers of its ``positions`` and ``kv_lens`` inputs (by operand
+    """For a kernel that starts with attention, makers of its ``positions`` and ``kv_lens`` inputs (by operand
     index) for a full context: decode sequences hold ``ctx`` keys with the query at position
     ctx - 1; a prefill prompt of ``seq`` tokens sits at positions 0..seq-1 and holds ``seq`` keys.
     Empty for other kernels."""
@@ -408,7 +408,7 @@ def _attention_ints(kop: KernelOp, env: Mapping[str, int], device: str = "cuda")
     from inferx.compiler.ir import ops_nn as nn
 
     op = kop.body.block.first_op
-    if kop.template.data != "attention" or not isinstance(op, nn.AttentionOp):
+    if not isinstance(op, nn.AttentionOp):  # attention, or attention fused with its projection
         return {}
     seq, ctx = env.get("seq", 1), env.get("ctx", 1)
     decode = seq == 1
