@@ -221,3 +221,19 @@ def test_mlp_sweep_script_runs_through_on_a_faked_gpu(tmp_path: Path, monkeypatc
     assert got["pair_ms"] == pytest.approx(0.04) and got["fused_best_ms"] == min(
         r["ms"] for r in got["results"] if r["kernel"] == "mlp")
     assert all(r["floor_ms"] > 0 for r in got["results"])
+
+
+def test_failures_of_every_template_are_read_back(tmp_path: Path) -> None:
+    """A resumed tune skips the failed candidates of every template, not only the GEMM's."""
+    from inferx.autotune.failures import FailureLog
+
+    mlp_t = MlpTask("mlp", "bf16", "bf16", "bf16", 64, 96, 64, "pairs", "rmsnorm", "mul+silu", "residual", 1)
+    att_t = AttentionOTask("attention_o", "bf16", "bf16", "bf16", "bf16", 4, 2, 16, 16, 64, True, False, False,
+                           "residual", 1, 128)
+    log = FailureLog(tmp_path, "h200")
+    for task, sched in ((mlp_t, {"bm": 1, "bi": 16, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2}),
+                        (att_t, {"bn": 16, "bno": 16, "tiles": 1, "num_warps": 4, "num_stages": 2})):
+        log.append(task, sched, "out of resources", "local", {}, "2026-12-01")
+    again = FailureLog(tmp_path, "h200").load()
+    assert again.failed(mlp_t, "local") and again.failed(att_t, "local") and not again.failed(mlp_t, "replay")
+    assert not FailureLog(tmp_path, "h200").load("gemm").failed(mlp_t, "local")

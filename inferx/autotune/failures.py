@@ -25,10 +25,11 @@ class FailureLog:
     def path(self, template: str) -> Path:
         return self.root / self.target / "failed" / f"{template}.jsonl"
 
-    def load(self, template: str = "gemm") -> FailureLog:
-        """Reads what is on disk (for ``template``) into the log; returns the log."""
-        path = self.path(template)
-        if path.is_file():
+    def load(self, template: str | None = None) -> FailureLog:
+        """Reads what is on disk (for ``template``; None: every template's file) into the log;
+        returns the log."""
+        paths = [self.path(template)] if template else sorted((self.root / self.target / "failed").glob("*.jsonl"))
+        for path in (p for p in paths if p.is_file()):
             for line in path.read_text().splitlines():
                 try:
                     d = json.loads(line)
