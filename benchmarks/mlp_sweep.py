@@ -34,7 +34,7 @@ def int_list(text: str) -> list[int]:
 
 def grid(task: Any, bis: list[int], steps: list[int], warps: list[int], stages: list[int]) -> list[Any]:
     """The fused schedules of the grid (BK = BN) that the tuner's space accepts for ``task``."""
-    from inferx.autotune.space import MlpSpace, mlp_bm
+    from inferx.autotune.space_fused import MlpSpace, mlp_bm
     from inferx.compiler.codegen.mlp import MlpSchedule
 
     space, bm = MlpSpace(), mlp_bm(task)

@@ -22,7 +22,7 @@ from inferx.autotune.cost_model import LearnedModel, RooflineModel, bound_ms, ro
 from inferx.autotune.database import Database, Record, ScheduleError, attention_o_schedule, mlp_schedule
 from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
 from inferx.autotune.runner import bench_env, operand_sets
-from inferx.autotune.space import MLP_MAX_PROGRAMS, AttentionOSpace, MlpSpace
+from inferx.autotune.space_fused import MLP_MAX_PROGRAMS, AttentionOSpace, MlpSpace
 from inferx.autotune.synthetic import landscape
 from inferx.autotune.task import AttentionOTask, MlpTask, task_from_json
 from inferx.cli import main

@@ -43,22 +43,24 @@ from inferx.autotune.space import (
     attention_blocks_per_sm,
     attention_bm,
     attention_head_tiles,
-    attention_o_programs,
-    attention_o_tiles,
-    attention_o_values_per_thread,
     attention_programs,
     attention_smem_bytes,
     attention_values_per_thread,
     attention_wave_efficiency,
     blocks_per_sm,
     grid,
-    mlp_programs,
-    mlp_values_per_thread,
     programs,
     schedule_key,
     smem_bytes,
     wave_efficiency,
     weight_tiles,
+)
+from inferx.autotune.space_fused import (
+    attention_o_programs,
+    attention_o_tiles,
+    attention_o_values_per_thread,
+    mlp_programs,
+    mlp_values_per_thread,
 )
 from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask, MlpTask, Task
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS

@@ -20,11 +20,10 @@ to the template without knobs it does not know only when they are off (see ``Gem
 so a space can grow before the template does.
 
 ``AttentionSpace`` has one knob set per shape: decode (SPLITS, BN, warps, stages) and prefill
-(BM, BN, warps, stages). ``MlpSpace`` (the fused decode MLP): BI, BK, BN, warps, stages, with BM
-the bucket's rows; ``AttentionOSpace`` (the fused decode attention and o projection): keys a
-step, output tile width, tiles per program, warps, stages. ``space_for(template, target)`` gives one template's space;
-``spaces_for(target)`` gives every tunable template's, dispatching on the task (what the tuner
-uses when a model's tasks mix templates).
+(BM, BN, warps, stages). The fused decode kernels' spaces are in ``space_fused``.
+``space_for(template, target)`` gives one template's space; ``spaces_for(target)`` gives every
+tunable template's, dispatching on the task (what the tuner uses when a model's tasks mix
+templates).
 """
 
 from __future__ import annotations
@@ -36,15 +35,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from inferx.autotune.database import (
-    OPTIONAL_KNOBS,
-    ScheduleError,
-    attention_o_schedule,
-    attention_schedule,
-    gemm_schedule,
-    mlp_schedule,
-)
-from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask, MlpTask, Task
+from inferx.autotune.database import OPTIONAL_KNOBS, ScheduleError, attention_schedule, gemm_schedule
+from inferx.autotune.task import AnyTask, AttentionTask, Task
 from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, HOPPER_SMS
 
 Schedule = dict[str, int]
@@ -652,141 +644,6 @@ class AttentionSpace(_WholeSchedule):
         return None
 
 
-# --- the fused decode MLP ------------------------------------------------------------------------
-
-
-MLP_KNOBS: tuple[Knob, ...] = (
-    Knob("bi", (64, 16, 32, 128, 256)),
-    Knob("bk", (256, 32, 64, 128, 512)),
-    Knob("bn", (256, 32, 64, 128, 512)),
-    Knob("num_warps", (16, 4, 8)),
-    Knob("num_stages", (2, 1, 3)),
-)
-# Weight values per thread of one tile (two BI x BK tiles of W1 per step, one BN x BI of W2, each
-# over BM rows) before the products spill: what ptxas held without spills at 64 on sm_90.
-MLP_VALUES_PER_THREAD = 64
-# Programs per row block past which the partial sums' atomics (N per row per program) outweigh
-# the bandwidth more programs add: two waves of 132.
-MLP_MAX_PROGRAMS = 2 * HOPPER_SMS
-
-
-def mlp_bm(task: MlpTask) -> int:
-    """Rows per program: all of the bucket's (a power of two up to 8)."""
-    return min(GEMV_MAX_ROWS, 1 << max(0, (task.rows - 1).bit_length()))
-
-
-def mlp_programs(task: MlpTask, s: Mapping[str, int]) -> int:
-    return math.ceil(task.rows / s["bm"]) * math.ceil(task.i / s["bi"])
-
-
-def mlp_values_per_thread(s: Mapping[str, int]) -> float:
-    """Weight values (times rows) each thread holds in the larger of the two loops' tiles."""
-    return s["bm"] * max(2 * s["bi"] * s["bk"], s["bn"] * s["bi"]) / (32 * s["num_warps"])
-
-
-@dataclass(frozen=True)
-class MlpSpace(_WholeSchedule):
-    """The schedules of the fused decode MLP template (``codegen.mlp``) for one target: BI, BK, BN,
-    warps and stages, BM fixed by the task's rows. Every schedule it returns is accepted by
-    ``mlp_schedule`` and fits ``MLP_VALUES_PER_THREAD``, ``MLP_MAX_PROGRAMS`` and the problem
-    (no tile dim past the next power of two of its dim)."""
-
-    hw: Hopper = H200
-    knobs: tuple[Knob, ...] = MLP_KNOBS
-    _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
-
-    template = "mlp"
-
-    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
-        bm = mlp_bm(task) if isinstance(task, MlpTask) else 1
-        return (Knob("bm", (bm,)), *self.knobs)
-
-    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
-        """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
-        if not isinstance(task, MlpTask):
-            return f"the mlp space does not schedule {task.template} tasks"
-        try:
-            mlp_schedule(self.emit(s))
-        except (ScheduleError, TypeError, KeyError) as e:
-            return str(e)
-        if s["bm"] != mlp_bm(task):
-            return f"BM is the bucket's rows ({mlp_bm(task)}), got {s['bm']}"
-        for knob, dim in (("bi", task.i), ("bk", task.k), ("bn", task.n)):
-            if s[knob] > max(16, 1 << (dim - 1).bit_length()):
-                return f"{knob.upper()}={s[knob]} is wider than the problem ({dim})"
-        if mlp_values_per_thread(s) > MLP_VALUES_PER_THREAD:
-            return (f"{mlp_values_per_thread(s):.0f} weight values per thread (more than "
-                    f"{MLP_VALUES_PER_THREAD}: the products spill)")
-        if mlp_programs(task, s) > MLP_MAX_PROGRAMS:
-            return f"{mlp_programs(task, s)} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"
-        return None
-
-
-# --- the fused decode attention and o projection -------------------------------------------------
-
-
-ATTENTION_O_KNOBS: tuple[Knob, ...] = (
-    Knob("bn", (64, 16, 32, 128)),
-    Knob("bno", (64, 16, 32, 128, 256)),
-    Knob("tiles", (1, 2, 4, 8, 16)),
-    Knob("num_warps", (4, 2, 8)),
-    Knob("num_stages", (2, 1, 3)),
-)
-
-
-def attention_o_tiles(task: AttentionOTask, s: Mapping[str, int]) -> int:
-    """Output tiles of the projection."""
-    return math.ceil(task.n / s["bno"])
-
-
-def attention_o_programs(task: AttentionOTask, s: Mapping[str, int]) -> int:
-    return task.rows * task.kv_heads * math.ceil(attention_o_tiles(task, s) / s["tiles"])
-
-
-def attention_o_values_per_thread(task: AttentionOTask, s: Mapping[str, int]) -> float:
-    """Values each thread holds of the larger of a key step's K and V tiles and a W_o tile."""
-    bd, bdv = _p2(max(16, task.head_dim)), _p2(max(16, task.head_dim_v))
-    return max((bd + bdv) * s["bn"] / 2, s["bno"] * bdv) / (32 * s["num_warps"])
-
-
-@dataclass(frozen=True)
-class AttentionOSpace(_WholeSchedule):
-    """The schedules of the fused decode attention and o projection (``codegen.attention_o``):
-    keys a step, output tile width, tiles per program, warps, stages. Every schedule it returns is
-    accepted by ``attention_o_schedule``, holds at most ``MLP_VALUES_PER_THREAD`` values per thread
-    in its largest tile, leaves at most ``MLP_MAX_PROGRAMS`` programs and no tile wider than the
-    problem."""
-
-    hw: Hopper = H200
-    knobs: tuple[Knob, ...] = ATTENTION_O_KNOBS
-    _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
-
-    template = "attention_o"
-
-    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
-        return self.knobs
-
-    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
-        """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
-        if not isinstance(task, AttentionOTask):
-            return f"the attention_o space does not schedule {task.template} tasks"
-        try:
-            attention_o_schedule(self.emit(s))
-        except (ScheduleError, TypeError, KeyError) as e:
-            return str(e)
-        if s["bn"] > max(16, _p2(task.ctx)) or s["bno"] > max(16, _p2(task.n)):
-            return f"BN={s['bn']} or BNO={s['bno']} is wider than the problem (ctx {task.ctx}, N {task.n})"
-        if s["tiles"] > _p2(attention_o_tiles(task, s)):
-            return f"TILES={s['tiles']} is more than the {attention_o_tiles(task, s)} output tiles"
-        if attention_o_values_per_thread(task, s) > MLP_VALUES_PER_THREAD:
-            return (f"{attention_o_values_per_thread(task, s):.0f} values per thread (more than "
-                    f"{MLP_VALUES_PER_THREAD}: the tiles spill)")
-        n_programs = attention_o_programs(task, s)
-        if n_programs > MLP_MAX_PROGRAMS:
-            return f"{n_programs} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"
-        return None
-
-
 # --- every template ------------------------------------------------------------------------------
 
 
@@ -827,20 +684,25 @@ class Spaces:
 
 
 # The tunable templates and their spaces (explicit: no registration on import).
-SPACES: dict[str, Callable[[Hopper], Space]] = {"gemm": GemmSpace, "attention": AttentionSpace, "mlp": MlpSpace,
-                                                "attention_o": AttentionOSpace}
+def _makers() -> dict[str, Callable[[Hopper], Space]]:
+    """The tunable templates and their spaces (explicit: no registration on import; the fused
+    decode kernels' live in ``space_fused``, which builds on this module)."""
+    from inferx.autotune.space_fused import AttentionOSpace, MlpSpace
+
+    return {"gemm": GemmSpace, "attention": AttentionSpace, "mlp": MlpSpace, "attention_o": AttentionOSpace}
 
 
 def space_for(template: str, target: str) -> Space:
     """The schedule space of ``template`` on ``target``; ValueError for a template with none."""
-    if template not in SPACES:
+    makers = _makers()
+    if template not in makers:
         raise ValueError(f"no schedule space for template {template!r}")
-    return SPACES[template](HARDWARE.get(target, H200))
+    return makers[template](HARDWARE.get(target, H200))
 
 
 def spaces_for(target: str) -> Spaces:
     """Every tunable template's space on ``target``, dispatching on each task's template."""
-    return Spaces({t: make(HARDWARE.get(target, H200)) for t, make in SPACES.items()})
+    return Spaces({t: make(HARDWARE.get(target, H200)) for t, make in _makers().items()})
 
 
 def complete(space: Space, s: Mapping[str, int]) -> Schedule:
