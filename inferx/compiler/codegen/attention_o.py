@@ -181,15 +181,15 @@ def generate(kernel: KernelOp, name: str, schedule: AttentionOSchedule | None = 
     add_partial(em, "part", f"b * {p.n} + n", "nm")
     em.indent -= 1
 
-    # 3. the tiles whose last KV head this program is: the epilogue, then their sums zeroed
+    # 3. if this program is the last KV head to add into its tiles: the epilogue, then sums and counter zeroed
     e("tt = pid_n * TILES + tl.arange(0, TILES)")
     y_t = p.proj.result.type
     assert isinstance(y_t, TensorType)
-    finish_tiles(em, counters=f"b * {n_t} + tt", tiles="tt", live=f"tt < {n_t}", arrivals=p.hkv, n=p.n,
+    finish_tiles(em, counter=f"b * {n_chunks} + pid_n", tiles="tt", live=f"tt < {n_t}", arrivals=p.hkv, n=p.n,
                  first_row="b", rows=1, rows_shape=list(y_t.shape[:-1]), result=p.proj.result, epilogue=p.epilogue,
                  width="BNO")
 
-    ws_params, scratch = partials.scratch(B, p.n, f"{B} * {n_t}")
+    ws_params, scratch = partials.scratch(B, p.n, f"{B} * {n_chunks}")
     params = em.params() + ws_params
     constexprs = {"BM": bm, "BN": sched.bn, "BD": bd, "BDV": bdv, "BNO": sched.bno, "TILES": sched.tiles}
     args = ", ".join([q.name for q in params] + [f"{c}: tl.constexpr" for c in constexprs])

@@ -227,13 +227,13 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
     add_partial(em, "part", f"r[:, None] * {p.n} + n[None, :]", "rm[:, None] & nm[None, :]")
     em.indent -= 1
 
-    # 3. the tiles this program completed: the epilogue, then their sums and counters zeroed
+    # 3. if this program is its row block's last: the epilogue, then the sums and the counter zeroed
     e(f"tt = tl.arange(0, {n_tp})")
-    finish_tiles(em, counters=f"pid_m * {n_t} + tt", tiles="tt", live=f"tt < {n_t}", arrivals=n_i, n=p.n,
+    finish_tiles(em, counter="pid_m", tiles="tt", live=f"tt < {n_t}", arrivals=n_i, n=p.n,
                  first_row="pid_m * BM", rows="BM", rows_shape=rows_shape, result=p.down.result, epilogue=p.epilogue)
 
     blocks = f"((({m_code}) + {sched.bm - 1}) // {sched.bm})"
-    ws_params, scratch = partials.scratch(f"{blocks} * {sched.bm}", p.n, f"{blocks} * {n_t}")
+    ws_params, scratch = partials.scratch(f"{blocks} * {sched.bm}", p.n, blocks)
     params = em.params() + ws_params
     constexprs = {"BM": sched.bm, "BI": sched.bi, "BK": sched.bk, "BN": sched.bn}
     args = ", ".join([q.name for q in params] + [f"{c}: tl.constexpr" for c in constexprs])
