@@ -191,3 +191,33 @@ def test_fusion_refuses_what_it_cannot_fuse(option: str, tmp_path: Path) -> None
         inferx.compile(gpt2, target="cpu", output=tmp_path / "b", dtype="fp32", max_seq_len=24, max_batch=2,
                        **{option: True})
     assert not (tmp_path / "b").exists()
+
+
+def test_counted_arrivals_fence_their_writes_on_gpu(tmp_path: Path) -> None:
+    """Every kernel whose programs count their arrival before another reads what they wrote (the
+    fused kernels' sums, split-K and split-KV partials) makes each thread's writes visible at GPU
+    scope before the barrier that precedes its arrival, where it is compiled for a GPU (the
+    interpreter runs these same sources in the other tests of this file)."""
+    from inferx.autotune.extract import fused_module
+    from inferx.compiler.codegen import generate
+    from inferx.compiler.codegen.attention import AttentionSchedule, is_decode
+    from inferx.compiler.codegen.gemm import GemmSchedule
+    from inferx.compiler.codegen.tile import RELEASE_WRITES
+
+    _model("llama").save_pretrained(tmp_path / "m")
+    plain = fused_module(tmp_path / "m", "fp32")
+    attention = next(o for o in plain.walk() if isinstance(o, KernelOp) and o.template.data == "attention"
+                     and is_decode(o))
+    module = plain.clone()
+    PassManager(parse("fuse-decode-mlp,fuse-decode-attention-o", registry())).run(module)
+    kernels = {o.template.data: o for o in module.walk() if isinstance(o, KernelOp)}
+    cases = {"mlp": (kernels["mlp"], None), "attention_o": (kernels["attention_o"], None),
+             "gemm split-K": (kernels["gemm"], GemmSchedule(16, 16, 16, split_k=2)),
+             "split-KV attention": (attention, AttentionSchedule(bn=16, splits=4))}
+    for what, (kop, sched) in cases.items():
+        src = generate(kop, "k", "sm_90", sched).source
+        assert "ON_GPU = tl.constexpr(" in src, what
+        lines = [line.strip() for line in src.splitlines()]
+        arrival = next(i for i, line in enumerate(lines) if line.startswith("arrived = tl.atomic_add(ws_count"))
+        assert lines[arrival - 3: arrival] == ["if ON_GPU:", RELEASE_WRITES, "tl.debug_barrier()"], \
+            f"{what}: {lines[arrival - 3: arrival]}"

@@ -28,7 +28,7 @@ from xdsl.ir import BlockArgument
 
 from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.gemm import _module
-from inferx.compiler.codegen.tile import Emitter, Tile
+from inferx.compiler.codegen.tile import Emitter, Tile, release_writes
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.ops_base import get_flag, get_float, get_int, get_opt_float
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -339,6 +339,7 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched:
     e("tl.store(ws_acc + (base * BM + g[:, None]) * BDV + de[None, :], acc, mask=live[:, None])")
     e("tl.store(ws_ml + (base * 2) * BM + g, m_i, mask=live)")
     e("tl.store(ws_ml + (base * 2 + 1) * BM + g, l_i, mask=live)")
+    release_writes(em)
     e("tl.debug_barrier()")
     # The counter only grows: the last arrival of every step sees arrived = SPLITS - 1 modulo
     # SPLITS (a power of two, so the test survives int32 wrap-around). Nothing resets it, so a

@@ -18,7 +18,7 @@ from xdsl.ir import Operation, SSAValue
 
 from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, rope_regions
-from inferx.compiler.codegen.tile import GRID_WAIT, SIG_DTYPE, Emitter, Tile, attr_str
+from inferx.compiler.codegen.tile import GRID_WAIT, SIG_DTYPE, Emitter, Tile, attr_str, release_writes
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
@@ -565,6 +565,7 @@ def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None
     e(f"wsb = (pid_m.to(tl.int64) * {n_tiles} + pid_n) * SPLIT_K + pid_k")
     for reg, ws, offsets, _ in partials:
         e(f"tl.store({ws} + {offsets}, {reg})")
+    release_writes(em)
     e("tl.debug_barrier()")
     e(f"arrived = tl.atomic_add(ws_count + pid_m * {n_tiles} + pid_n, 1)")
     e("if (arrived & (SPLIT_K - 1)) == SPLIT_K - 1:")
@@ -589,6 +590,7 @@ def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], n
     j = em.squares_of_rows(op, yields, "the GEMM's columns")
     e = em.emit
     e(f"tl.store(ws_rs + (pid_m * {n_tiles} + pid_n) * BM + tl.arange(0, BM), tl.sum(xs * xs, 1))")
+    release_writes(em)
     e("tl.debug_barrier()")
     e("rs_arrived = tl.atomic_add(ws_rs_count + pid_m, 1)")
     e(f"if rs_arrived == {n_tiles - 1}:")
@@ -684,7 +686,11 @@ def _row_inputs(epilogue: list[Operation], rows_shape: list[sy.Dim]) -> list[SSA
     return out
 
 
-HEADER = "import triton\nimport triton.language as tl\nfrom triton.language.extra import libdevice  # noqa: F401\n\n"
+# ON_GPU: the module is compiled for a GPU, not run by Triton's interpreter (which the runtime
+# selects with TRITON_INTERPRET while it loads the module): inline PTX only under it.
+HEADER = ("import os\n\nimport triton\nimport triton.language as tl\n"
+          "from triton.language.extra import libdevice  # noqa: F401\n\n"
+          'ON_GPU = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")\n\n')
 
 
 def tma_applies(sched: GemmSchedule, layout: str, gathered: bool, paired: str | None, norm: Operation | None,

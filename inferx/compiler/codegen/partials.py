@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from xdsl.ir import Operation, SSAValue
 
-from inferx.compiler.codegen.tile import Emitter, Tile
+from inferx.compiler.codegen.tile import Emitter, Tile, release_writes
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.types import TensorType
 from inferx.runtime.kernel_source import Param, Scratch
@@ -45,7 +45,8 @@ def finish_tiles(em: Emitter, *, counter: str, tiles: str, live: str, arrivals: 
     ``width`` columns, a constexpr's name) on rows ``first_row + i``, i < ``rows`` (below ``M``, a
     name the template defines), with the tiles' sums as ``result``."""
     e = em.emit
-    e("tl.debug_barrier()")  # every thread's partials are in before the arrival is counted
+    release_writes(em)  # every thread's partials are in the L2 before the arrival is counted
+    e("tl.debug_barrier()")
     e(f"arrived = tl.atomic_add(ws_count + {counter}, 1)")
     e(f"if arrived == {arrivals - 1}:")
     em.indent += 1

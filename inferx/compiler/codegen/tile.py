@@ -31,6 +31,23 @@ from inferx.runtime.kernel_source import Param
 # template that emits this line itself has the wait there, else it comes first.
 GRID_WAIT = "gdc_wait()"
 
+# Emitted by every thread of a program before the barrier that precedes its arrival at a counter
+# other programs read (split-K and split-KV partials, the fused kernels' sums): stores and
+# reductions are posted, and neither the barrier nor the counting thread's own release waits for
+# other threads' writes to reach the L2, so the last arrival could read partials still in flight
+# (the suspected cause of wrong sums the H200 gave for the fused MLP of the Llama-3-8B shape at
+# BI 64). Only where the kernel is compiled for a GPU (``ON_GPU``, in every kernel module's
+# header): Triton's interpreter runs no inline PTX, and runs programs one after another.
+RELEASE_WRITES = ('tl.inline_asm_elementwise("fence.acq_rel.gpu; // $0", "=r", [], dtype=tl.int32, is_pure=False, '
+                  'pack=1)')
+
+
+def release_writes(em: Emitter) -> None:
+    """The fence above, in a kernel compiled for a GPU."""
+    em.emit("if ON_GPU:")
+    em.emit("    " + RELEASE_WRITES)
+
+
 TL_DTYPE = {DType.f32: "tl.float32", DType.f16: "tl.float16", DType.bf16: "tl.bfloat16",
             DType.f8e4m3: "tl.float8e4nv", DType.i8: "tl.int8", DType.i32: "tl.int32",
             DType.i64: "tl.int64", DType.bool: "tl.int1"}
