@@ -8,8 +8,8 @@ row, N columns) with relaxed atomics (``add_partial``). The programs that add in
 tiles form a group (the fused MLP: a row block's programs; the fused attention and o: a chunk of
 output tiles' KV heads). When a program has added all it holds, it counts its arrival at its
 group's counter in ``ws_count`` with one scalar atomic (``finish_tiles``); the last to arrive
-loads the group's sums, runs the kernel's epilogue on them (the residual add), stores the result,
-then zeroes the sums and the counter: so every launch starts from zeros, and a replayed CUDA
+takes the group's sums, zeroing them, with atomic exchanges, runs the kernel's epilogue on them
+(the residual add), stores the result, and zeroes the counter: so every launch starts from zeros, and a replayed CUDA
 graph, which reuses its scratch, stays correct. Sums land in arrival order: two runs may differ in
 the last bits.
 
@@ -57,8 +57,15 @@ def finish_tiles(em: Emitter, *, counter: str, tiles: str, live: str, arrivals: 
     em.indent += 1
     e(f"ri = {first_row} + i")
     e("mi = fin & (ri < M)")
-    e(f"y = tl.load(ws_sum + ri * {n} + col, mask=mi, other=0, cache_modifier='.cg')")
-    e(f"tl.store(ws_sum + ri * {n} + col, tl.zeros_like(y), mask=mi)")
+    # read and zeroed by atomic exchange: plain loads of the sums (even from the L2, '.cg') read
+    # stale values on the H200 (the Llama-3-8B shape's MLP: 3 launches in 6 wrong by 0.23 at the
+    # heuristic schedule, 6 in 6 at BI 64; none with the exchange). Triton's interpreter has no
+    # float exchange, and runs programs one after another: a load and a store there.
+    e("if ON_GPU:")
+    e(f"    y = tl.atomic_xchg(ws_sum + ri * {n} + col, tl.zeros(col.shape, dtype=tl.float32), mask=mi)")
+    e("else:")
+    e(f"    y = tl.load(ws_sum + ri * {n} + col, mask=mi, other=0)")
+    e(f"    tl.store(ws_sum + ri * {n} + col, tl.zeros_like(y), mask=mi)")
     y_t = result.type
     assert isinstance(y_t, TensorType)
     em.values[result] = Tile("y", [*em.unravel("ri", list(rows_shape)), "col"], "mi", y_t)

@@ -33,11 +33,10 @@ GRID_WAIT = "gdc_wait()"
 
 # Emitted by every thread of a program before the barrier that precedes its arrival at a counter
 # other programs read (split-K and split-KV partials, the fused kernels' sums): stores and
-# reductions are posted, and neither the barrier nor the counting thread's own release waits for
-# other threads' writes to reach the L2, so the last arrival could read partials still in flight
-# (the suspected cause of wrong sums the H200 gave for the fused MLP of the Llama-3-8B shape at
-# BI 64). Only where the kernel is compiled for a GPU (``ON_GPU``, in every kernel module's
-# header): Triton's interpreter runs no inline PTX, and runs programs one after another.
+# reductions are posted, and under the PTX memory model neither the barrier nor the counting
+# thread's own release orders other threads' writes before the arrival. Only where the kernel is
+# compiled for a GPU (``ON_GPU``, in every kernel module's header): Triton's interpreter runs no
+# inline PTX, and runs programs one after another.
 RELEASE_WRITES = ('tl.inline_asm_elementwise("fence.acq_rel.gpu; // $0", "=r", [], dtype=tl.int32, is_pure=False, '
                   'pack=1)')
 
