@@ -9,6 +9,7 @@ captured graph does); refused clearly where they do not apply."""
 from __future__ import annotations
 
 import collections
+import re
 from pathlib import Path
 
 import numpy as np
@@ -221,3 +222,28 @@ def test_counted_arrivals_fence_their_writes_on_gpu(tmp_path: Path) -> None:
         arrival = next(i for i, line in enumerate(lines) if line.startswith("arrived = tl.atomic_add(ws_count"))
         assert lines[arrival - 3: arrival] == ["if ON_GPU:", RELEASE_WRITES, "tl.debug_barrier()"], \
             f"{what}: {lines[arrival - 3: arrival]}"
+
+
+def test_mlp_reference_matches_the_kernel(tmp_path: Path) -> None:
+    """The torch reference the GPU checks of the fused MLP use (``benchmark.fused_check``) agrees
+    with the kernel in Triton's interpreter over repeated launches on one scratch (the sums and the
+    counter left zeroed), and sees a kernel that drops the residual."""
+    from dataclasses import replace
+
+    from inferx.autotune.extract import fused_module
+    from inferx.benchmark.fused_check import mlp_errors
+    from inferx.compiler.codegen import generate
+    from inferx.compiler.codegen.mlp import MlpSchedule
+
+    _model("llama").save_pretrained(tmp_path / "m")
+    module = fused_module(tmp_path / "m", "fp32")
+    PassManager(parse("fuse-decode-mlp", registry())).run(module)
+    kop = next(o for o in module.walk() if isinstance(o, KernelOp) and o.template.data == "mlp")
+    env = {"batch": 3, "seq": 1}
+    ks = generate(kop, "k", "cpu", MlpSchedule(1, 16, 16, 8), grid_dependency=False)
+    errs = mlp_errors(kop, ks, env, launches=2, device="cpu")
+    assert max(errs) < 1e-5, f"{errs}; repro: pytest {__file__} -k mlp_reference"
+    # the residual dropped: the check sees it
+    dropped = replace(ks, source=re.sub(r"\((x\d+)\) \+ \(y\)", "(y)", ks.source))
+    assert dropped.source != ks.source
+    assert min(mlp_errors(kop, dropped, env, launches=1, device="cpu")) > 1e-3
