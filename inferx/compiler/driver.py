@@ -99,11 +99,11 @@ class CompileOptions:
     overlap: bool = False
     # A decode layer's MLP (gate|up GEMV, down GEMV) as one kernel (fuse-decode-mlp, the mlp
     # template; tuned by ``inferx tune --fuse-mlp``), for decode buckets of up to 8 rows. Off:
-    # not yet measured on a GPU.
+    # slower than the two kernels on an H200 (benchmarks/NOTES.md, thirteenth session).
     fuse_mlp: bool = False
     # A decode layer's attention and o projection as one kernel (fuse-decode-attention-o, the
     # attention_o template: no split of the context; tuned by ``inferx tune --fuse-attention-o``),
-    # for decode buckets of up to 8 rows. Off: not yet measured on a GPU.
+    # for decode buckets of up to 8 rows. Off: slower than the two kernels on an H200.
     fuse_attention_o: bool = False
 
 
