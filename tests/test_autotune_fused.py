@@ -190,15 +190,18 @@ def test_records_of_the_mlp_template_round_trip(tmp_path: Path) -> None:
     assert best is not None and best[0].to_dict() == sched
 
 
-def test_mlp_sweep_script_runs_through_on_a_faked_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """benchmarks/mlp_sweep.py with the GPU faked (times, outputs, the launch floor, the device
-    name): it finds the fused kernel and the two it replaced, times the pair, the heuristic and the
-    grid's schedules the space accepts, and writes them with the comparison."""
+def test_mlp_sweep_script_runs_through_on_a_faked_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/mlp_sweep.py with the GPU faked (times, the check against torch, the launch
+    floor, the device name): it finds the fused kernel and the two it replaced, times the pair, the
+    heuristic and the grid's schedules the space accepts that pass the check, and writes them with
+    the comparison; a schedule wrong in one launch of six is reported and left out."""
     import runpy
     import sys
 
     from inferx.autotune import runner as runner_mod
     from inferx.benchmark import floor as floor_mod
+    from inferx.benchmark import fused_check
 
     calls: list[dict[str, int]] = []
 
@@ -207,7 +210,9 @@ def test_mlp_sweep_script_runs_through_on_a_faked_gpu(tmp_path: Path, monkeypatc
         return [0.02 if ks.template == "gemm" else 0.03 - 0.0001 * len(calls)]
 
     monkeypatch.setattr(runner_mod.LocalRunner, "time_kernel", fake_time)
-    monkeypatch.setattr(runner_mod.LocalRunner, "outputs", lambda self, kop, ks, env: {"out0": torch.ones(4)})
+    # BI 32 wrong in its third launch
+    monkeypatch.setattr(fused_check, "mlp_errors",
+                        lambda kop, ks, env: [1e-3, 1e-3, 0.3 if ks.constexprs["BI"] == 32 else 1e-3, 1e-3, 1e-3, 1e-3])
     monkeypatch.setattr(floor_mod, "measure_launch_floor", lambda: floor_mod.LaunchFloor(2.4e-6, 4.6e12))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "fake")
     out = tmp_path / "sweep.json"
@@ -218,6 +223,8 @@ def test_mlp_sweep_script_runs_through_on_a_faked_gpu(tmp_path: Path, monkeypatc
     got = json.loads(out.read_text())
     kinds = [r["kernel"] for r in got["results"]]
     assert kinds[:3] == ["gate_up", "down", "mlp"] and len(kinds) == len(calls) >= 4  # a grid schedule or more
+    assert all(r["schedule"]["bi"] != 32 for r in got["results"] if r["kernel"] == "mlp")
+    assert "wrong results in 1 of 6 launches" in capsys.readouterr().out
     assert got["pair_ms"] == pytest.approx(0.04) and got["fused_best_ms"] == min(
         r["ms"] for r in got["results"] if r["kernel"] == "mlp")
     assert all(r["floor_ms"] > 0 for r in got["results"])
