@@ -23,10 +23,10 @@ SEED = 1234
 
 
 def mlp_reference(kop: KernelOp, named: Mapping[str, Any]) -> Any:
-    """y = x + down(h) in fp32, h = silu(gate(xn)) * up(xn) rounded to its dtype in the kernel (bf16
-    in a bf16 model), xn = rmsnorm(x) without its weight,
-    from the kernel's operands by parameter name (``in0`` x, W1 and W2 as ``mlp.parts`` finds
-    them). ValueError for MLPs outside that form."""
+    """y = x + down(h) in fp32, with h = silu(gate(xn)) * up(xn) rounded to its dtype in the kernel
+    (bf16 in a bf16 model) and xn = rmsnorm(x) without its weight, from the kernel's operands by
+    parameter name (x, W1 and W2 where ``mlp.parts`` finds them). ValueError for MLPs outside that
+    form."""
     import torch
 
     from inferx.compiler.codegen import mlp

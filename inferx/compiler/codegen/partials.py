@@ -9,9 +9,9 @@ tiles form a group (the fused MLP: a row block's programs; the fused attention a
 output tiles' KV heads). When a program has added all it holds, it counts its arrival at its
 group's counter in ``ws_count`` with one scalar atomic (``finish_tiles``); the last to arrive
 takes the group's sums, zeroing them, with atomic exchanges, runs the kernel's epilogue on them
-(the residual add), stores the result, and zeroes the counter: so every launch starts from zeros, and a replayed CUDA
-graph, which reuses its scratch, stays correct. Sums land in arrival order: two runs may differ in
-the last bits.
+(the residual add), stores the result, and zeroes the counter: so every launch starts from zeros,
+and a replayed CUDA graph, which reuses its scratch, stays correct. Sums land in arrival order:
+two runs may differ in the last bits.
 
 One scalar counter per group, not one per output tile: a vector ``tl.atomic_add`` returns its old
 values only to the threads that own each element, and threads holding a replica of it read
@@ -76,7 +76,7 @@ def finish_tiles(em: Emitter, *, counter: str, tiles: str, live: str, arrivals: 
 
 
 def scratch(rows: str, n: int, counters: str) -> tuple[list[Param], tuple[Scratch, ...]]:
-    """The parameters and buffers: ``rows`` x ``n`` fp32 sums and ``counters`` arrival counters (one per group)
-    (zeroed when allocated, and by every launch after it)."""
+    """The parameters and buffers: ``rows`` x ``n`` fp32 sums and ``counters`` arrival counters, one
+    per group (zeroed when allocated, and by every launch after it)."""
     params = [Param("ws_sum", "scratch", index=0, dtype="f32"), Param("ws_count", "scratch", index=1, dtype="i32")]
     return params, (Scratch((f"{rows} * {n}",), "f32"), Scratch((counters,), "i32"))
