@@ -74,10 +74,13 @@ def test_the_space_prunes_and_every_valid_schedule_generates(tmp_path: Path) -> 
         why = space.why_invalid(task, {**ok, **change})
         assert why is not None and reason in why, (change, why)
     wide = MlpTask("mlp", "bf16", "bf16", "bf16", 4096, 1 << 20, 4096, "pairs", "rmsnorm", "mul+silu", "residual", 1)
-    why = space.why_invalid(wide, {"bm": 1, "bi": 64, "bk": 64, "bn": 64, "num_warps": 16, "num_stages": 2})
+    why = space.why_invalid(wide, {"bm": 1, "bi": 64, "bk": 64, "bn": 64, "num_warps": 16, "num_stages": 2,
+                                "prefetch": 1})
     assert why is not None and f"more than {MLP_MAX_PROGRAMS}" in why
     with pytest.raises(ScheduleError, match="BM must be a power of two up to 8"):
-        mlp_schedule({"bm": 16, "bi": 64, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2})
+        mlp_schedule({"bm": 16, "bi": 64, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2, "prefetch": 0})
+    with pytest.raises(ScheduleError, match="prefetch must be 0 or 1"):
+        mlp_schedule({"bm": 1, "bi": 64, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2, "prefetch": 2})
 
 
 def test_attention_o_tasks_and_space(tmp_path: Path) -> None:
@@ -182,7 +185,7 @@ def test_tune_fused_then_compile_takes_the_records(tmp_path: Path) -> None:
 
 def test_records_of_the_mlp_template_round_trip(tmp_path: Path) -> None:
     task = MlpTask("mlp", "bf16", "bf16", "bf16", 64, 96, 64, "pairs", "rmsnorm", "mul+silu", "residual", 1)
-    sched = {"bm": 1, "bi": 32, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2}
+    sched = {"bm": 1, "bi": 32, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2, "prefetch": 1}
     db = Database.load(tmp_path, "h200")
     db.append(Record.make(task, sched, [0.01], {"triton": "3.6.0"}, "test"))
     again = Database.load(tmp_path, "h200")
@@ -238,7 +241,8 @@ def test_failures_of_every_template_are_read_back(tmp_path: Path) -> None:
     att_t = AttentionOTask("attention_o", "bf16", "bf16", "bf16", "bf16", 4, 2, 16, 16, 64, True, False, False,
                            "residual", 1, 128)
     log = FailureLog(tmp_path, "h200")
-    for task, sched in ((mlp_t, {"bm": 1, "bi": 16, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2}),
+    mlp_s = {"bm": 1, "bi": 16, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2, "prefetch": 1}
+    for task, sched in ((mlp_t, mlp_s),
                         (att_t, {"bn": 16, "bno": 16, "tiles": 1, "num_warps": 4, "num_stages": 2})):
         log.append(task, sched, "out of resources", "local", {}, "2026-12-01")
     again = FailureLog(tmp_path, "h200").load()

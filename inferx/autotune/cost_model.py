@@ -234,7 +234,8 @@ def mlp_flops(task: MlpTask) -> float:
 def mlp_roofline_ms(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
     """The analytical time of one fused-MLP launch under ``s``: the weights at the bandwidth the
     programs' loads in flight sustain (each program alone on its SM, one K or N step of tiles in
-    flight, two with a second stage), or the products on CUDA cores, whichever is longer, over
+    flight, two with prefetch; Triton's stages do not pipeline these loads, which feed no dot:
+    measured alike at 1 and 2 stages), or the products on CUDA cores, whichever is longer, over
     the wave efficiency; the partial sums' atomics (one per output element per program, at an
     assumed 1.5e11 a second across the L2); the last arrival's loads and stores after the
     weights (two DRAM latencies); plus a launch."""
@@ -245,7 +246,8 @@ def mlp_roofline_ms(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> f
         slots = hw.sms * max(1, min(16 // s["num_warps"], hw.max_blocks_per_sm))
     resident = min(n_programs, slots)
     tile = max(2 * s["bi"] * s["bk"], s["bn"] * s["bi"]) * wb
-    inflight = resident * tile * max(1, s["num_stages"] - 1)
+    ahead = 1 + s.get("prefetch", 0)
+    inflight = resident * tile * ahead
     bw = hw.dram_bytes_per_s * min(1.0, inflight / (hw.dram_bytes_per_s * hw.dram_latency_s))
     mem_s = mlp_ideal_bytes(task) / bw
     comp_s = mlp_flops(task) / hw.fma_flops
@@ -253,7 +255,7 @@ def mlp_roofline_ms(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> f
     eff = n_programs / (waves * slots)
     atomics_s = n_programs * s["bm"] * task.n / 1.5e11
     steps = math.ceil(task.k / s["bk"]) + math.ceil(task.n / s["bn"])
-    latency_s = waves * steps * hw.dram_latency_s / max(1, s["num_stages"]) * 0.25
+    latency_s = waves * steps * hw.dram_latency_s / ahead * 0.25
     return 1e3 * (max(mem_s, comp_s) / max(eff, 1e-3) ** 0.5 + atomics_s + latency_s + 2 * hw.dram_latency_s
                   + hw.launch_s)
 

@@ -24,10 +24,16 @@ MLP_KNOBS: tuple[Knob, ...] = (
     Knob("bn", (256, 32, 64, 128, 512)),
     Knob("num_warps", (16, 4, 8)),
     Knob("num_stages", (2, 1, 3)),
+    Knob("prefetch", (1, 0)),
 )
 # Weight values per thread of one tile (two BI x BK tiles of W1 per step, one BN x BI of W2, each
-# over BM rows) before the products spill: what ptxas held without spills at 64 on sm_90.
-MLP_VALUES_PER_THREAD = 64
+# over BM rows; twice that with prefetch, the next step's tiles held beside) before the products
+# spill: ptxas for sm_90 held 128 in 94-155 registers without spills on 8 and 16 warps (the 1B
+# shape's MLP, BI 32 and 64), and spilled at 256.
+MLP_VALUES_PER_THREAD = 128
+# The same limit for the fused attention and o projection's tiles (set before prefetch, at what
+# ptxas held without spills for the MLP then).
+ATTENTION_O_VALUES_PER_THREAD = 64
 # Programs per row block past which the partial sums' atomics (N per row per program) outweigh
 # the bandwidth more programs add: two waves of 132.
 MLP_MAX_PROGRAMS = 2 * HOPPER_SMS
@@ -43,8 +49,10 @@ def mlp_programs(task: MlpTask, s: Mapping[str, int]) -> int:
 
 
 def mlp_values_per_thread(s: Mapping[str, int]) -> float:
-    """Weight values (times rows) each thread holds in the larger of the two loops' tiles."""
-    return s["bm"] * max(2 * s["bi"] * s["bk"], s["bn"] * s["bi"]) / (32 * s["num_warps"])
+    """Weight values (times rows) each thread holds in the larger of the two loops' tiles (both
+    steps' with prefetch)."""
+    tiles = 2 if s.get("prefetch", 0) else 1
+    return tiles * s["bm"] * max(2 * s["bi"] * s["bk"], s["bn"] * s["bi"]) / (32 * s["num_warps"])
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ def attention_o_values_per_thread(task: AttentionOTask, s: Mapping[str, int]) ->
 class AttentionOSpace(_WholeSchedule):
     """The schedules of the fused decode attention and o projection (``codegen.attention_o``):
     keys a step, output tile width, tiles per program, warps, stages. Every schedule it returns is
-    accepted by ``attention_o_schedule``, holds at most ``MLP_VALUES_PER_THREAD`` values per thread
+    accepted by ``attention_o_schedule``, holds at most ``ATTENTION_O_VALUES_PER_THREAD`` values per thread
     in its largest tile, leaves at most ``MLP_MAX_PROGRAMS`` programs and no tile wider than the
     problem."""
 
@@ -141,9 +149,9 @@ class AttentionOSpace(_WholeSchedule):
             return f"BN={s['bn']} or BNO={s['bno']} is wider than the problem (ctx {task.ctx}, N {task.n})"
         if s["tiles"] > _p2(attention_o_tiles(task, s)):
             return f"TILES={s['tiles']} is more than the {attention_o_tiles(task, s)} output tiles"
-        if attention_o_values_per_thread(task, s) > MLP_VALUES_PER_THREAD:
+        if attention_o_values_per_thread(task, s) > ATTENTION_O_VALUES_PER_THREAD:
             return (f"{attention_o_values_per_thread(task, s):.0f} values per thread (more than "
-                    f"{MLP_VALUES_PER_THREAD}: the tiles spill)")
+                    f"{ATTENTION_O_VALUES_PER_THREAD}: the tiles spill)")
         n_programs = attention_o_programs(task, s)
         if n_programs > MLP_MAX_PROGRAMS:
             return f"{n_programs} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"

@@ -49,10 +49,11 @@ class MlpSchedule:
     bn: int  # the output-column step over W2
     num_warps: int = 4
     num_stages: int = 2
+    prefetch: int = 1  # 1: each loop step issues the next step's loads before reducing its own
 
     def to_dict(self) -> dict[str, int]:
         return {"bm": self.bm, "bi": self.bi, "bk": self.bk, "bn": self.bn, "num_warps": self.num_warps,
-                "num_stages": self.num_stages}
+                "num_stages": self.num_stages, "prefetch": self.prefetch}
 
 
 @dataclass(frozen=True)
@@ -179,24 +180,52 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
     if p.norm is not None:
         e("ss = tl.zeros((BM,), dtype=tl.float32)")
 
-    # 1. h's columns c: gate and up rows of W1 against x (and x's squares for the norm)
+    # 1. h's columns c: gate and up rows of W1 against x (and x's squares for the norm). With
+    # prefetch, each step first issues the next step's loads (masked off past K), so a program's
+    # loads stay in flight while it reduces the tile it holds; its first W2 tile is issued here too.
+    def x_load(kk: str, km: str) -> str:
+        return f"tl.load({x_ptr} + r[:, None] * {p.k} + {kk}[None, :], mask=rm[:, None] & {km}[None, :], other=0)"
+
+    def w1_load(rows: str, kk: str, km: str) -> str:
+        return f"tl.load({w1} + {rows}[:, None] * {p.k} + {kk}[None, :], mask=ci[:, None] & {km}[None, :], other=0)"
+
+    def w2_load(n: str, nm: str) -> str:
+        return f"tl.load({w2} + {n}[:, None] * {p.i} + c[None, :], mask={nm}[:, None] & ci[None, :], other=0)"
+
+    loads = (("a", x_load), ("wg", lambda kk, km: w1_load("gr", kk, km)), ("wu", lambda kk, km: w1_load("ur", kk, km)))
+    if sched.prefetch:
+        e(f"nt = pid_i % {n_t}")
+        e("n = nt * BN + tl.arange(0, BN)")
+        e(f"v = {w2_load('n', f'(n < {p.n})')}")
+        e("kk = tl.arange(0, BK)")
+        e(f"km = kk < {p.k}")
+        for var, load in loads:
+            e(f"{var} = {load('kk', 'km')}")
     e(f"for k0 in range(0, {p.k}, BK):")
     em.indent += 1
-    e("kk = k0 + tl.arange(0, BK)")
-    e(f"km = kk < {p.k}")
-    e(f"a = tl.load({x_ptr} + r[:, None] * {p.k} + kk[None, :], mask=rm[:, None] & km[None, :], other=0)"
-      ".to(tl.float32)")
+    if sched.prefetch:
+        e("kn = k0 + BK + tl.arange(0, BK)")
+        e(f"knm = kn < {p.k}")
+        for var, load in loads:
+            e(f"{var}_n = {load('kn', 'knm')}")
+    else:
+        e("kk = k0 + tl.arange(0, BK)")
+        e(f"km = kk < {p.k}")
+        for var, load in loads:
+            e(f"{var} = {load('kk', 'km')}")
+    e("af = a.to(tl.float32)")
     if p.norm is not None:
-        e("ss += tl.sum(a * a, 1)")
+        e("ss += tl.sum(af * af, 1)")
     if g is not None:
-        e(f"a = a * tl.load(in{em.input_index(g)} + kk, mask=km, other=0).to(tl.float32)[None, :]")
-    for acc, rows in (("acc", "gr"), ("accp", "ur")):
-        w = (f"tl.load({w1} + {rows}[:, None] * {p.k} + kk[None, :], mask=ci[:, None] & km[None, :], other=0)"
-             ".to(tl.float32)")
+        e(f"af = af * tl.load(in{em.input_index(g)} + kk, mask=km, other=0).to(tl.float32)[None, :]")
+    for acc, w in (("acc", "wg"), ("accp", "wu")):
         if sched.bm == 1:
-            e(f"{acc} += tl.sum({w} * a, 1)[None, :]")
+            e(f"{acc} += tl.sum({w}.to(tl.float32) * af, 1)[None, :]")
         else:
-            e(f"{acc} += tl.sum({w}[None, :, :] * a[:, None, :], 2)")
+            e(f"{acc} += tl.sum({w}.to(tl.float32)[None, :, :] * af[:, None, :], 2)")
+    if sched.prefetch:
+        e("kk, km = kn, knm")
+        e("a, wg, wu = a_n, wg_n, wu_n")
     em.indent -= 1
     if p.norm is not None:
         e(f"scale = tl.rsqrt(ss / {p.k} + {get_float(p.norm.attributes, 'eps')!r})")
@@ -216,15 +245,21 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
     # 2. h's columns c against W2's columns c, BN outputs at a time, added into the sums
     e(f"for t0 in range({n_t}):")
     em.indent += 1
-    e(f"nt = (pid_i + t0) % {n_t}")
-    e("n = nt * BN + tl.arange(0, BN)")
-    e(f"nm = n < {p.n}")
-    w = f"tl.load({w2} + n[:, None] * {p.i} + c[None, :], mask=nm[:, None] & ci[None, :], other=0).to(tl.float32)"
-    if sched.bm == 1:
-        e(f"part = tl.sum({w} * h, 1)[None, :]")
+    if sched.prefetch:
+        e(f"nn = ((pid_i + t0 + 1) % {n_t}) * BN + tl.arange(0, BN)")
+        e(f"v_n = {w2_load('nn', f'((nn < {p.n}) & (t0 + 1 < {n_t}))')}")
     else:
-        e(f"part = tl.sum({w}[None, :, :] * h[:, None, :], 2)")
+        e(f"nt = (pid_i + t0) % {n_t}")
+        e("n = nt * BN + tl.arange(0, BN)")
+        e(f"v = {w2_load('n', f'(n < {p.n})')}")
+    e(f"nm = n < {p.n}")
+    if sched.bm == 1:
+        e("part = tl.sum(v.to(tl.float32) * h, 1)[None, :]")
+    else:
+        e("part = tl.sum(v.to(tl.float32)[None, :, :] * h[:, None, :], 2)")
     add_partial(em, "part", f"r[:, None] * {p.n} + n[None, :]", "rm[:, None] & nm[None, :]")
+    if sched.prefetch:
+        e("n, v = nn, v_n")
     em.indent -= 1
 
     # 3. if this program is its row block's last: the epilogue, then the sums and the counter zeroed
