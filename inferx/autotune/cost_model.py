@@ -235,10 +235,10 @@ def mlp_roofline_ms(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> f
     """The analytical time of one fused-MLP launch under ``s``: the weights at the bandwidth the
     programs' loads in flight sustain (each program alone on its SM, one K or N step of tiles in
     flight, two with prefetch; Triton's stages do not pipeline these loads, which feed no dot:
-    measured alike at 1 and 2 stages), or the products on CUDA cores, whichever is longer, over
-    the wave efficiency; the partial sums' atomics (one per output element per program, at an
-    assumed 1.5e11 a second across the L2); the last arrival's loads and stores after the
-    weights (two DRAM latencies); plus a launch."""
+    measured alike at 1 and 2 stages; in the dot form they do, stages - 1 ahead), or the products
+    on CUDA cores, whichever is longer, over the wave efficiency; the partial sums' atomics (one
+    per output element per program, at an assumed 1.5e11 a second across the L2); the last
+    arrival's loads and stores after the weights (two DRAM latencies); plus a launch."""
     wb = DTYPE_BYTES.get(task.w_dtype, 4)
     n_programs = mlp_programs(task, s)
     slots = hw.sms  # 16 warps: one program per SM; fewer warps: more, capped by registers
@@ -246,7 +246,7 @@ def mlp_roofline_ms(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> f
         slots = hw.sms * max(1, min(16 // s["num_warps"], hw.max_blocks_per_sm))
     resident = min(n_programs, slots)
     tile = max(2 * s["bi"] * s["bk"], s["bn"] * s["bi"]) * wb
-    ahead = 1 + s.get("prefetch", 0)
+    ahead = max(1, s["num_stages"] - 1) if s.get("dot", 0) else 1 + s.get("prefetch", 0)
     inflight = resident * tile * ahead
     bw = hw.dram_bytes_per_s * min(1.0, inflight / (hw.dram_bytes_per_s * hw.dram_latency_s))
     mem_s = mlp_ideal_bytes(task) / bw

@@ -147,10 +147,11 @@ def attention_schedule(d: Mapping[str, Any]) -> AttentionSchedule:
 
 def mlp_schedule(d: Mapping[str, Any]) -> MlpSchedule:
     """The MlpSchedule a record's schedule dict names; ScheduleError if the template would not
-    accept it: exactly the fields bm, bi, bk, bn, num_warps, num_stages, prefetch; BM a power of
-    two up to 8 (the template runs GEMV-style, all of a bucket's rows in a program); BI, BK, BN
-    powers of two from 16 to 1024; 1, 2, 4, 8 or 16 warps; 1 to 8 stages; prefetch 0 or 1."""
-    want = {"bm", "bi", "bk", "bn", "num_warps", "num_stages", "prefetch"}
+    accept it: exactly the fields bm, bi, bk, bn, num_warps, num_stages, prefetch, dot; BM a power
+    of two up to 8 (all of a bucket's rows in a program); BI, BK, BN powers of two from 16 to 1024;
+    1, 2, 4, 8 or 16 warps; 1 to 8 stages; prefetch and dot 0 or 1, not both 1 (the dot form's
+    loads are pipelined by its stages)."""
+    want = {"bm", "bi", "bk", "bn", "num_warps", "num_stages", "prefetch", "dot"}
     if set(d) != want:
         raise ScheduleError(f"mlp schedule fields must be {sorted(want)}, got {sorted(d)}")
     s = MlpSchedule(**{k: d[k] for k in want})
@@ -164,8 +165,12 @@ def mlp_schedule(d: Mapping[str, Any]) -> MlpSchedule:
         raise ScheduleError(f"num_warps must be 1, 2, 4, 8 or 16: {s}")
     if not (isinstance(s.num_stages, int) and not isinstance(s.num_stages, bool) and 1 <= s.num_stages <= 8):
         raise ScheduleError(f"num_stages must be 1..8: {s}")
-    if s.prefetch not in (0, 1) or isinstance(s.prefetch, bool):
-        raise ScheduleError(f"prefetch must be 0 or 1: {s}")
+    for knob in ("prefetch", "dot"):
+        v = getattr(s, knob)
+        if v not in (0, 1) or isinstance(v, bool):
+            raise ScheduleError(f"{knob} must be 0 or 1: {s}")
+    if s.prefetch and s.dot:
+        raise ScheduleError(f"prefetch and dot exclude each other (the dot form pipelines its loads): {s}")
     return s
 
 

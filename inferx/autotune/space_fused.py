@@ -25,6 +25,7 @@ MLP_KNOBS: tuple[Knob, ...] = (
     Knob("num_warps", (16, 4, 8)),
     Knob("num_stages", (2, 1, 3)),
     Knob("prefetch", (1, 0)),
+    Knob("dot", (0, 1)),
 )
 # Weight values per thread of one tile (two BI x BK tiles of W1 per step, one BN x BI of W2, each
 # over BM rows; twice that with prefetch, the next step's tiles held beside) before the products
@@ -50,9 +51,21 @@ def mlp_programs(task: MlpTask, s: Mapping[str, int]) -> int:
 
 def mlp_values_per_thread(s: Mapping[str, int]) -> float:
     """Weight values (times rows) each thread holds in the larger of the two loops' tiles (both
-    steps' with prefetch)."""
+    steps' with prefetch); the dot form stages its tiles in shared memory instead (``mlp_smem_bytes``)."""
+    if s.get("dot", 0):
+        return 0.0
     tiles = 2 if s.get("prefetch", 0) else 1
     return tiles * s["bm"] * max(2 * s["bi"] * s["bk"], s["bn"] * s["bi"]) / (32 * s["num_warps"])
+
+
+def mlp_smem_bytes(task: MlpTask, s: Mapping[str, int]) -> int:
+    """Shared memory of the dot form: stages - 1 buffers of the larger loop's bf16 tiles (16 rows of
+    x and two BK x BI tiles of W1; a BI x BN tile of W2), as Triton 3.6 allocated them for sm_90
+    (the 1B shape at BI 32-128, BK = BN 64-256, 2-4 stages); 0 without dot."""
+    if not s.get("dot", 0):
+        return 0
+    first = (max(16, s["bm"]) + 2 * s["bi"]) * s["bk"]
+    return 2 * max(1, s["num_stages"] - 1) * max(first, s["bi"] * s["bn"])
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,8 @@ class MlpSpace(_WholeSchedule):
         if mlp_values_per_thread(s) > MLP_VALUES_PER_THREAD:
             return (f"{mlp_values_per_thread(s):.0f} weight values per thread (more than "
                     f"{MLP_VALUES_PER_THREAD}: the products spill)")
+        if mlp_smem_bytes(task, s) > self.hw.smem_per_block:
+            return f"{mlp_smem_bytes(task, s)} bytes of shared memory (more than {self.hw.smem_per_block})"
         if mlp_programs(task, s) > MLP_MAX_PROGRAMS:
             return f"{mlp_programs(task, s)} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"
         return None

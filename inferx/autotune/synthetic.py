@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from inferx.autotune.cost_model import roofline_ms
 from inferx.autotune.database import Record
 from inferx.autotune.space import Space, attention_smem_bytes, schedule_key, smem_bytes, spaces_for
+from inferx.autotune.space_fused import mlp_smem_bytes
 from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask, MlpTask
 
 TOOLCHAIN = {"triton": "synthetic", "torch": "synthetic", "device": "synthetic landscape"}
@@ -34,8 +35,8 @@ def synthetic_ms(task: AnyTask, s: Mapping[str, int], floor_ms: float) -> float:
     key = schedule_key(s)
     if isinstance(task, AttentionTask):
         smem, area_of = attention_smem_bytes(task, s), s["bn"] * s.get("splits", s.get("bm", 1))
-    elif isinstance(task, MlpTask):  # no shared memory; the area is the first loop's tile
-        smem, area_of = 0, s["bi"] * s["bk"]
+    elif isinstance(task, MlpTask):  # shared memory in the dot form only; the area is the first loop's tile
+        smem, area_of = mlp_smem_bytes(task, s), s["bi"] * s["bk"]
     elif isinstance(task, AttentionOTask):  # the area is the output columns a program holds
         smem, area_of = 0, s["bno"] * s["tiles"]
     else:

@@ -30,7 +30,7 @@ from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.ir.types import TensorType
+from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource
 
 # Weight elements per tile (per matrix) a GPU program loads in one loop step: the program is alone
@@ -50,10 +50,11 @@ class MlpSchedule:
     num_warps: int = 4
     num_stages: int = 2
     prefetch: int = 1  # 1: each loop step issues the next step's loads before reducing its own
+    dot: int = 0  # 1: the products on tensor cores (tl.dot, 16 rows), loads pipelined over num_stages
 
     def to_dict(self) -> dict[str, int]:
         return {"bm": self.bm, "bi": self.bi, "bk": self.bk, "bn": self.bn, "num_warps": self.num_warps,
-                "num_stages": self.num_stages, "prefetch": self.prefetch}
+                "num_stages": self.num_stages, "prefetch": self.prefetch, "dot": self.dot}
 
 
 @dataclass(frozen=True)
@@ -164,21 +165,27 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
     n_t = -(-p.n // sched.bn)  # output tiles
     n_tp = 1 << max(0, (n_t - 1).bit_length())
 
+    # tl.dot takes at least 16 rows: the dot form's tiles have BMD rows, those past BM masked
+    bmd = max(16, sched.bm) if sched.dot else sched.bm
+    w_t = p.up.weight.type
+    assert isinstance(w_t, TensorType)
+    w_low = w_t.dtype in (DType.bf16, DType.f16)
+    precision = "" if w_low else ', input_precision="ieee"'
     e("pid_m = tl.program_id(0)")
     e("pid_i = tl.program_id(1)")
     e(f"M = {m_code}")
-    e("r = pid_m * BM + tl.arange(0, BM)")
-    e("rm = r < M")
+    e(f"r = pid_m * BM + tl.arange(0, {bmd})")
+    e("rm = r < M" if bmd == sched.bm else f"rm = (tl.arange(0, {bmd}) < BM) & (r < M)")
     e("c = pid_i * BI + tl.arange(0, BI)")
     e(f"ci = c < {p.i}")
     gate, up = ("2 * c", "2 * c + 1") if p.gate_rows == "pairs" else ("c", f"c + {p.i}")
     e(f"gr = {gate}")
     e(f"ur = {up}")
-    e("acc = tl.zeros((BM, BI), dtype=tl.float32)")
-    e("accp = tl.zeros((BM, BI), dtype=tl.float32)")
+    e(f"acc = tl.zeros(({bmd}, BI), dtype=tl.float32)")
+    e(f"accp = tl.zeros(({bmd}, BI), dtype=tl.float32)")
     g = norm_scale(kernel, p.norm) if p.norm is not None else None
     if p.norm is not None:
-        e("ss = tl.zeros((BM,), dtype=tl.float32)")
+        e(f"ss = tl.zeros(({bmd},), dtype=tl.float32)")
 
     # 1. h's columns c: gate and up rows of W1 against x (and x's squares for the norm). With
     # prefetch, each step first issues the next step's loads (masked off past K), so a program's
@@ -187,9 +194,13 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
         return f"tl.load({x_ptr} + r[:, None] * {p.k} + {kk}[None, :], mask=rm[:, None] & {km}[None, :], other=0)"
 
     def w1_load(rows: str, kk: str, km: str) -> str:
+        if sched.dot:  # [BK, BI]: the dot's right operand
+            return f"tl.load({w1} + {rows}[None, :] * {p.k} + {kk}[:, None], mask=ci[None, :] & {km}[:, None], other=0)"
         return f"tl.load({w1} + {rows}[:, None] * {p.k} + {kk}[None, :], mask=ci[:, None] & {km}[None, :], other=0)"
 
     def w2_load(n: str, nm: str) -> str:
+        if sched.dot:  # [BI, BN]
+            return f"tl.load({w2} + {n}[None, :] * {p.i} + c[:, None], mask={nm}[None, :] & ci[:, None], other=0)"
         return f"tl.load({w2} + {n}[:, None] * {p.i} + c[None, :], mask={nm}[:, None] & ci[None, :], other=0)"
 
     loads = (("a", x_load), ("wg", lambda kk, km: w1_load("gr", kk, km)), ("wu", lambda kk, km: w1_load("ur", kk, km)))
@@ -218,8 +229,12 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
         e("ss += tl.sum(af * af, 1)")
     if g is not None:
         e(f"af = af * tl.load(in{em.input_index(g)} + kk, mask=km, other=0).to(tl.float32)[None, :]")
+    if sched.dot:  # x's rows in the weight's dtype (the products in fp32 on tensor cores)
+        e(f"ab = af.to({TL_DTYPE[w_t.dtype]})" if w_low else "ab = af")
     for acc, w in (("acc", "wg"), ("accp", "wu")):
-        if sched.bm == 1:
+        if sched.dot:
+            e(f"{acc} += tl.dot(ab, {w}{'' if w_low else '.to(tl.float32)'}{precision})")
+        elif sched.bm == 1:
             e(f"{acc} += tl.sum({w}.to(tl.float32) * af, 1)[None, :]")
         else:
             e(f"{acc} += tl.sum({w}.to(tl.float32)[None, :, :] * af[:, None, :], 2)")
@@ -241,6 +256,8 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
     assert isinstance(h_t, TensorType)
     # h as the unfused kernels would have stored it, and zero outside the tile
     e(f"h = tl.where({h_mask}, ({em.values[p.down.input].expr}).to({TL_DTYPE[h_t.dtype]}).to(tl.float32), 0.0)")
+    if sched.dot:
+        e(f"hb = h.to({TL_DTYPE[w_t.dtype]})" if w_low else "hb = h")
 
     # 2. h's columns c against W2's columns c, BN outputs at a time, added into the sums
     e(f"for t0 in range({n_t}):")
@@ -253,7 +270,9 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
         e("n = nt * BN + tl.arange(0, BN)")
         e(f"v = {w2_load('n', f'(n < {p.n})')}")
     e(f"nm = n < {p.n}")
-    if sched.bm == 1:
+    if sched.dot:
+        e(f"part = tl.dot(hb, v{'' if w_low else '.to(tl.float32)'}{precision})")
+    elif sched.bm == 1:
         e("part = tl.sum(v.to(tl.float32) * h, 1)[None, :]")
     else:
         e("part = tl.sum(v.to(tl.float32)[None, :, :] * h[:, None, :], 2)")
