@@ -91,15 +91,18 @@ def main() -> None:
     db = Database.load(args.db, args.target)
     runner = LocalRunner({t.task.key: t.kernel for t in tasks}, jobs=args.jobs)
     today = date.today().isoformat()
+    skipped = 0
     try:
         for tt in tasks:
             task = tt.task
             space = space_for(task.template, "sm_90")
             names = [k.name for k in getattr(space, "knobs", None) or space.knobs_for(task)]
             unknown = sorted({n for n, _ in knobs} - set(names))
-            if unknown:
-                sys.exit(f"knob_sweep: the {task.template} space has no knob {unknown[0]!r}; its knobs: "
-                         f"{', '.join(names)}")
+            if unknown:  # another template's task among the matches: said, and the sweep goes on
+                print(f"{task}: not swept: the {task.template} space has no knob {unknown[0]!r}; its knobs: "
+                      f"{', '.join(names)}", flush=True)
+                skipped += 1
+                continue
             recs = records_of(db, task.key)
             source = records_of(db, replace(task, rows=args.bases_from_rows).key) if args.bases_from_rows else recs
             bases = dedupe([space.complete(r.schedule) for r in source])[: args.top]
@@ -130,6 +133,8 @@ def main() -> None:
                 sys.exit(f"knob_sweep: {runner.lost}; the records measured before it are kept")
     finally:
         runner.close()
+    if skipped == len(tasks):
+        sys.exit(f"knob_sweep: no matching task's space has the knobs {', '.join(n for n, _ in knobs)}")
 
 
 if __name__ == "__main__":

@@ -386,11 +386,12 @@ def test_a_new_row_bucket_starts_from_its_nearest_neighbours_best(tmp_path: Path
     assert len(asked) == 4 and {**plain, "bm": 256, "bn": 64} not in [space.of(far).emit(s) for s in asked], asked
 
 
-def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """benchmarks/knob_sweep.py: the best record of a task with each combination of the knob
     values, those the space accepts measured (here by a fake runner) and appended; a new row
-    bucket starts from another bucket's records and the heuristic."""
+    bucket starts from another bucket's records and the heuristic; tasks whose space lacks a
+    knob are passed over, and a sweep where every task's does is refused."""
     import runpy
     import sys
 
@@ -425,5 +426,13 @@ def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(tmp_path: P
     assert all(r.schedule.get("split_k", 1) == 1 for r in short)
     monkeypatch.setattr(sys, "argv", ["knob_sweep.py", "--shape", "tiny", "--only", "gemm", "--db", str(tmp_path),
                                       "--knob", "stage=3"])
-    with pytest.raises(SystemExit, match="the gemm space has no knob 'stage'; its knobs: bm, bn"):
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="no matching task's space has the knobs stage"):
         runpy.run_path(str(script), run_name="__main__")
+    assert "the gemm space has no knob 'stage'; its knobs: bm, bn" in capsys.readouterr().out
+    # tasks of another template among the matches are said and passed over; the GEMMs are swept
+    monkeypatch.setattr(sys, "argv", ["knob_sweep.py", "--shape", "tiny", "--only", "decode", "--db", str(tmp_path),
+                                      "--knob", "bk=32"])
+    runpy.run_path(str(script), run_name="__main__")
+    assert "not swept: the attention space has no knob 'bk'" in capsys.readouterr().out
+    assert any(r.task.shape == "decode" for r in Database.load(tmp_path, "h200").records)
