@@ -192,21 +192,6 @@ def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) 
     assert sum("make_tensor_descriptor" in a.file_bytes(k["file"]).decode() for k in split_k) == (10 if tma else 0)
 
 
-@pytest.mark.parametrize("split", [2, 4])
-def test_split_k_gemvs_from_the_tuning_database(split: int, tmp_path: Path) -> None:
-    """Every decode GEMM at batch 4 in GEMV mode (4 rows, BN 8) on split-K records: each program
-    reduces K / SPLIT_K in steps of 16, the RMSNorm statistics of qkv and gate/up included, and
-    the last of a tile's programs sums the partials and runs the epilogue (RoPE and KV writes,
-    SiLU * up, residual adds). Against HF over two decode steps (the counters carry over)."""
-    schedule = {"bm": 4, "bn": 8, "bk": 16, "num_warps": 2, "num_stages": 1, "split_k": split}
-    model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "decode" and t.rows == 4, schedule)
-    assert n == 5  # qkv, o, gate/up, down, lm_head
-    art = _compile_and_match_hf(model, tmp_path, 2, f"repro: pytest {__file__} -k 'split_k_gemvs and {split}'")
-    kernels = load_artifact(art).manifest["kernels"].values()
-    gemvs = [k for k in kernels if k["template"] == "gemm" and k["constexprs"].get("SPLIT_K") == split]
-    assert len(gemvs) == 5 and all(k["constexprs"]["BM"] == 4 for k in gemvs)
-
-
 def _compile_and_match_hf(model, tmp_path: Path, steps: int, repro: str) -> Path:  # type: ignore[no-untyped-def]
     """Compiles ``model`` for the CPU with the sm_90 schedules of ``tmp_path/logs``; a prefill of
     three 6-token prompts and ``steps`` decode steps match HF. Returns the artifact."""

@@ -77,8 +77,8 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
     """The GemmSchedule a record's schedule dict names; ScheduleError if the template would not
     accept it: the fields bm, bn, bk, num_warps, num_stages and optionally split_k, tma and
     persistent; tile sizes powers of two; BM <= 8 (GEMV mode) or every tile dim >= 16 (tl.dot's
-    minimum); 1, 2, 4, 8 or 16 warps; 1 to 8 stages; split_k a power of two up to 16 (in GEMV
-    mode not with an unrolled loop, whose bounds are constants); tma 0 or 1, 1 only on the dot path with tile dims up to 256 (a TMA box's
+    minimum); 1, 2, 4, 8 or 16 warps; 1 to 8 stages; split_k a power of two up to 16, above 1 only
+    on the dot path; tma 0 or 1, 1 only on the dot path with tile dims up to 256 (a TMA box's
     limit); persistent 0, 1 or 2 (programs per SM), on the dot path without split-K; group_m 0 or
     a power of two up to 64 (row tiles per group), on the dot path; unroll 0 or 1, 1 only in GEMV
     mode (the dot path's loop is Triton's to pipeline)."""
@@ -92,8 +92,8 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
                      persistent=d.get("persistent", 0), group_m=d.get("group_m", 0), unroll=d.get("unroll", 0))
     if not (_pow2(s.split_k) and s.split_k <= 16):
         raise ScheduleError(f"split_k must be a power of two up to 16: {s}")
-    if s.split_k > 1 and s.unroll:
-        raise ScheduleError(f"split-K with an unrolled K loop is not generated: {s}")
+    if s.split_k > 1 and s.gemv:
+        raise ScheduleError(f"split-K runs on the dot path (BM >= 16), not in GEMV mode: {s}")
     if s.tma not in (0, 1):
         raise ScheduleError(f"tma must be 0 or 1: {s}")
     if s.tma and (s.gemv or max(s.bm, s.bn, s.bk) > 256):

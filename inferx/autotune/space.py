@@ -8,7 +8,7 @@ or None; they run in order and the first reason is reported (``why_invalid``). W
 is not a constraint: a schedule that leaves SMs idle in the last wave works, it is only slower,
 so it is a score (``wave_efficiency``) the cost models use.
 
-Split-K is a knob of both paths (``split_k``, 1 = off, left out of stored schedules and keys,
+Split-K is a knob of the dot path (``split_k``, 1 = off, left out of stored schedules and keys,
 so records written before it existed still match); so are TMA loads (``tma``), and, for prefill
 tasks only, persistent grids (``persistent``, programs per SM) and the grouped tile order
 (``group_m``, row tiles per group); for decode tasks in GEMV mode only, the unrolled K loop
@@ -217,24 +217,21 @@ def tile_fits_problem(task: Task, s: Mapping[str, int], hw: Hopper) -> str | Non
 
 
 def split_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
-    """Split-K runs without a LayerNorm prologue, with K a multiple of SPLIT_K x BK (each program
-    reduces whole K steps). On the dot path only where the M x N tiles alone leave SMs idle: on a
-    grid that fills them it adds partial sums and nothing else (and on a large one its fp32
-    partials outgrow 32-bit offsets: a Llama-3-8B lm_head at 4096 rows in 16 x 16 tiles, split
-    8, wanted 16 GB of them and faulted). In GEMV mode it shortens each program's chain of K
-    steps, each of which waits for its loads, up to ``GEMV_SPLIT_PROGRAMS`` programs."""
+    """Split-K runs on the dot path, without a LayerNorm prologue, with K a multiple of
+    SPLIT_K x BK (each program reduces whole K steps), and only where the M x N tiles alone leave
+    SMs idle: on a grid that fills them it adds partial sums and nothing else (and on a large
+    one its fp32 partials outgrow 32-bit offsets: a Llama-3-8B lm_head at 4096 rows in 16 x 16
+    tiles, split 8, wanted 16 GB of them and faulted)."""
     split = s.get("split_k", 1)
     if split == 1:
         return None
+    if _gemv(s):
+        return f"split-K ({split}) runs on the dot path (BM >= 16), not in GEMV mode"
     if task.prologue == "layernorm":
         return "split-K with a LayerNorm prologue is not generated"
     if task.k % (split * s["bk"]):
         return f"split-K {split} x BK {s['bk']} does not divide K={task.k}"
     gm, gn = grid(task, s)
-    if _gemv(s):
-        if gm * gn * split > GEMV_SPLIT_PROGRAMS:
-            return f"split-K ({split}) on {gm * gn} GEMV tiles: more than {GEMV_SPLIT_PROGRAMS} programs"
-        return None
     if gm * gn >= hw.sms:
         return f"split-K ({split}) on {gm * gn} tiles: they already fill the {hw.sms} SMs"
     return None
@@ -283,12 +280,6 @@ GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
     shared_memory_fits,
     accumulator_fits_registers,
 )
-
-
-# A bound on split-K GEMV grids (a size for the space, not a measurement): 124 programs per SM,
-# each writing BM x BN fp32 partials; the Llama-3.2-1B down GEMV (512 tiles of 4 rows) split 8
-# is 4096.
-GEMV_SPLIT_PROGRAMS = 16384
 
 
 def _gemv(s: Mapping[str, int]) -> bool:

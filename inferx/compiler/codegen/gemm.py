@@ -54,10 +54,9 @@ class GemmSchedule:
     bk: int
     num_warps: int = 4
     num_stages: int = 2
-    # Split-K: SPLIT_K programs per output tile each reduce K / SPLIT_K of the product into fp32
-    # partials; the last to arrive sums them and runs the prologue's scaling and the epilogue.
-    # On the dot path: more programs for few-row GEMMs whose N alone does not fill 132 SMs; in
-    # GEMV mode: fewer K steps one after another per program (each waits for its loads).
+    # Split-K (dot path): SPLIT_K programs per output tile each reduce K / SPLIT_K of the product
+    # into fp32 partials; the last to arrive sums them and runs the prologue's scaling and the
+    # epilogue. More programs for few-row GEMMs whose N alone does not fill 132 SMs.
     split_k: int = 1
     # TMA (dot path): x and W tiles come through tensor descriptors made on the device (the copy
     # engine fills shared memory, no address arithmetic per element); each program keeps its two
@@ -229,6 +228,8 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     split = sched.split_k
     k_range = f"0, {k_dim}"
     if split > 1:
+        if gemv:
+            raise em.error(lin, f"split-K is generated for the dot path (BM >= 16), not GEMV mode: {sched}")
         if isinstance(norm, nn.LayerNormOp):
             raise em.error(norm, "split-K with a LayerNorm prologue is not generated")
         if k_dim % (split * sched.bk):
@@ -341,7 +342,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
 
     # Preload (decode GEMVs under PDL): the first K step's W tiles are loaded before the grid wait,
     # while the kernel before this one still runs; W must be a stored weight, which no kernel writes.
-    preload = preload and gemv and split == 1 and weight_only(kernel.operands[_idx(lin.weight)])
+    preload = preload and gemv and weight_only(kernel.operands[_idx(lin.weight)])
     if preload:
         em.emit("kk0 = tl.arange(0, BK)")
         em.emit(f"km0 = kk0 < {k_dim}")
