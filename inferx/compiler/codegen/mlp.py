@@ -10,9 +10,17 @@ start at different column tiles, so they do not queue on the same addresses); th
 to arrive at an output tile runs the epilogue (the residual add) on it (``partials.py``). So a
 decode layer's MLP is one launch instead of two, with no pass over ``h`` in memory.
 
+Loads, by schedule: with ``prefetch`` (the default) each loop step issues the next step's tiles
+before reducing its own, and the first W2 tile is issued before the first loop, so a program
+alone on its SM keeps two steps in flight; without it, one; with ``dot`` the products run on
+tensor cores over a 16-row tile (rows past BM masked), so Triton's pipeliner stages the weight
+tiles in shared memory over ``num_stages``. Measured on an H200 (Llama-3.2-1B and -3-8B shapes,
+batch 1): prefetch took the heuristic schedule from 56 to 35 us and from 167 to 110; at best the
+kernel is 0.88-0.89x the two GEMVs it replaces, and the dot form no faster.
+
 Applies to a kernel whose body is ``[rmsnorm ->] linear (gate|up halves, no bias) -> elementwise
 ops -> linear (no bias) -> elementwise epilogue``, both weights stored [N, K], with static dims
-(the ``fuse-decode-mlp`` pass builds such kernels). Not measured on a GPU yet.
+(the ``fuse-decode-mlp`` pass builds such kernels).
 """
 
 from __future__ import annotations
