@@ -18,6 +18,7 @@ median per launch). Printed beside each: its weight bytes over its time, and the
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import statistics
@@ -35,7 +36,7 @@ def int_list(text: str) -> list[int]:
 
 
 def grid(task: Any, bis: list[int], steps: list[int], warps: list[int], stages: list[int],
-         prefetch: Sequence[int] = (1,), dot: Sequence[int] = (0,)) -> list[Any]:
+         prefetch: Sequence[int] = (1,), dot: Sequence[int] = (0,), defer: Sequence[int] = (0,)) -> list[Any]:
     """The fused schedules of the grid (BK = BN) that the tuner's space accepts for ``task``."""
     from inferx.autotune.space_fused import MlpSpace, mlp_bm
     from inferx.compiler.codegen.mlp import MlpSchedule
@@ -47,8 +48,9 @@ def grid(task: Any, bis: list[int], steps: list[int], warps: list[int], stages: 
             for w in warps:
                 for st in stages:
                     for pf in prefetch:
-                        for d in dot:
-                            s = MlpSchedule(bm, bi, step, step, num_warps=w, num_stages=st, prefetch=pf, dot=d)
+                        for d, df in itertools.product(dot, defer):
+                            s = MlpSchedule(bm, bi, step, step, num_warps=w, num_stages=st, prefetch=pf, dot=d,
+                                            defer=df)
                             if space.why_invalid(task, s.to_dict()) is None:
                                 out.append(s)
     return out
@@ -66,6 +68,7 @@ def main() -> None:
     ap.add_argument("--stages", default="1,2")
     ap.add_argument("--prefetch", default="1", help="0 (each step's loads after the last's products), 1, or both")
     ap.add_argument("--dot", default="0", help="1: products on tensor cores, loads pipelined by stages (0, 1, or both)")
+    ap.add_argument("--defer", default="0", help="1: the first loop's reduction over K after the loop (0, 1, or both)")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -154,7 +157,8 @@ def main() -> None:
             print(f"mlp        {sched.to_dict()}: wrong results in {wrong} of {len(errs)} launches (relative L2 "
                   f"against torch up to {max(errs):.3g}); repro: python3 benchmarks/mlp_sweep.py --shape {args.shape} "
                   f"--batch {args.batch} --bi {sched.bi} --steps {sched.bk} --warps {sched.num_warps} "
-                  f"--stages {sched.num_stages} --prefetch {sched.prefetch} --dot {sched.dot} --out /tmp/sweep.json",
+                  f"--stages {sched.num_stages} --prefetch {sched.prefetch} --dot {sched.dot} --defer {sched.defer} "
+                  "--out /tmp/sweep.json",
                   flush=True)
             return math.inf
         return report("mlp", kop, ks, sched, w_gate_up + w_down, origin)
@@ -162,7 +166,7 @@ def main() -> None:
     heuristic = mlp.heuristic_schedule(kop, "sm_90", args.batch)
     best_ms = checked(heuristic, "heuristic")
     for sched in grid(mlp_task(kop, args.batch), int_list(args.bi), int_list(args.steps), int_list(args.warps),
-                      int_list(args.stages), int_list(args.prefetch), int_list(args.dot)):
+                      int_list(args.stages), int_list(args.prefetch), int_list(args.dot), int_list(args.defer)):
         if sched != heuristic:
             best_ms = min(best_ms, checked(sched, "grid"))
     print(f"fused best {best_ms * 1e3:.1f} us against the pair's {total * 1e3:.1f} us ({total / best_ms:.2f}x)",

@@ -33,6 +33,9 @@ TINY = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_laye
             num_key_value_heads=2, max_position_embeddings=128, model_type="llama", architectures=["LlamaForCausalLM"])
 
 
+# a fused MLP schedule with every field, for the tests to vary
+MLP_S = {"bm": 1, "bi": 64, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2, "prefetch": 0, "dot": 0, "defer": 0}
+
 def _model_dir(tmp_path: Path) -> Path:
     d = tmp_path / "tiny"
     d.mkdir()
@@ -69,23 +72,24 @@ def test_the_space_prunes_and_every_valid_schedule_generates(tmp_path: Path) -> 
         assert ks.constexprs["BI"] == s["bi"]
     ok = dict(valid[0])
     cases = [({"bm": 1}, "BM is the bucket's rows"), ({"bi": 512}, "wider than the problem"),
-             ({"bi": 128, "bk": 64, "num_warps": 4, "dot": 0}, "weight values per thread"),
-             ({"bn": 12}, "power of two"), ({"dot": 1, "prefetch": 1}, "exclude each other")]
+             ({"bi": 128, "bk": 64, "num_warps": 4, "dot": 0, "defer": 0}, "weight values per thread"),
+             ({"bn": 12}, "power of two"), ({"dot": 1, "prefetch": 1}, "exclude each other"),
+             ({"defer": 1, "dot": 0}, "generated at BM 1")]
     for change, reason in cases:
         why = space.why_invalid(task, {**ok, **change})
         assert why is not None and reason in why, (change, why)
     wide = MlpTask("mlp", "bf16", "bf16", "bf16", 4096, 1 << 20, 4096, "pairs", "rmsnorm", "mul+silu", "residual", 1)
     why = space.why_invalid(wide, {"bm": 1, "bi": 64, "bk": 64, "bn": 64, "num_warps": 16, "num_stages": 2,
-                                "prefetch": 1, "dot": 0})
+                                "prefetch": 1, "dot": 0, "defer": 0})
     assert why is not None and f"more than {MLP_MAX_PROGRAMS}" in why
     # the dot form stages tiles in shared memory: 3 buffers of (16 + 2 * 256) x 512 bf16 do not fit
     why = space.why_invalid(wide, {"bm": 1, "bi": 256, "bk": 512, "bn": 64, "num_warps": 8, "num_stages": 4,
-                                   "prefetch": 0, "dot": 1})
+                                   "prefetch": 0, "dot": 1, "defer": 0})
     assert why is not None and "bytes of shared memory" in why
     with pytest.raises(ScheduleError, match="BM must be a power of two up to 8"):
-        mlp_schedule({"bm": 16, "bi": 64, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2, "prefetch": 0, "dot": 0})
+        mlp_schedule({**MLP_S, "bm": 16})
     with pytest.raises(ScheduleError, match="prefetch must be 0 or 1"):
-        mlp_schedule({"bm": 1, "bi": 64, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2, "prefetch": 2, "dot": 0})
+        mlp_schedule({**MLP_S, "prefetch": 2})
 
 
 def test_attention_o_tasks_and_space(tmp_path: Path) -> None:
@@ -193,7 +197,7 @@ def test_tune_fused_then_compile_takes_the_records(tmp_path: Path) -> None:
 
 def test_records_of_the_mlp_template_round_trip(tmp_path: Path) -> None:
     task = MlpTask("mlp", "bf16", "bf16", "bf16", 64, 96, 64, "pairs", "rmsnorm", "mul+silu", "residual", 1)
-    sched = {"bm": 1, "bi": 32, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2, "prefetch": 1, "dot": 0}
+    sched = {**MLP_S, "bi": 32, "prefetch": 1}
     db = Database.load(tmp_path, "h200")
     db.append(Record.make(task, sched, [0.01], {"triton": "3.6.0"}, "test"))
     again = Database.load(tmp_path, "h200")
@@ -249,7 +253,7 @@ def test_failures_of_every_template_are_read_back(tmp_path: Path) -> None:
     att_t = AttentionOTask("attention_o", "bf16", "bf16", "bf16", "bf16", 4, 2, 16, 16, 64, True, False, False,
                            "residual", 1, 128)
     log = FailureLog(tmp_path, "h200")
-    mlp_s = {"bm": 1, "bi": 16, "bk": 64, "bn": 64, "num_warps": 4, "num_stages": 2, "prefetch": 1, "dot": 0}
+    mlp_s = {**MLP_S, "bi": 16, "prefetch": 1}
     for task, sched in ((mlp_t, mlp_s),
                         (att_t, {"bn": 16, "bno": 16, "tiles": 1, "num_warps": 4, "num_stages": 2})):
         log.append(task, sched, "out of resources", "local", {}, "2026-12-01")

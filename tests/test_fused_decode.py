@@ -154,10 +154,11 @@ def _schedules(option: str) -> list:
         return [AttentionOSchedule(bn, 8, tiles) for bn, tiles in ((16, 1), (32, 2), (16, 4))]
     # one tile of all 32 output columns or two and four of 16 and 8; I = 40 in 3, 2 or 5 programs;
     # each step's loads issued a step ahead (prefetch) or not; products on tensor cores (dot: the
-    # rows of one program, or of all three, in a tile of 16)
+    # rows of one program, or of all three, in a tile of 16); K's reduction after the loop (defer)
     loads = ((16, 32, 1), (32, 16, 0), (8, 8, 1), (8, 8, 0))
     return [*(MlpSchedule(1, bi, 16, bn, prefetch=pf) for bi, bn, pf in loads),
-            *(MlpSchedule(bm, 16, 16, 16, prefetch=0, dot=1) for bm in (1, 4))]
+            *(MlpSchedule(bm, 16, 16, 16, prefetch=0, dot=1) for bm in (1, 4)),
+            *(MlpSchedule(1, 16, 16, 16, prefetch=pf, defer=1) for pf in (0, 1))]
 
 
 @pytest.mark.parametrize("option", sorted(FUSIONS))

@@ -372,7 +372,8 @@ def attention_features(task: AttentionTask, s: Mapping[str, int], hw: Hopper = H
 
 MLP_FEATURES = (
     "log_rows", "log_k", "log_i", "log_n", "wbytes", "log_bi", "log_bk", "log_bn", "log_warps", "stages",
-    "log_programs", "wave_eff", "values_per_thread", "k_steps", "n_steps", "log_roofline",
+    "log_programs", "wave_eff", "values_per_thread", "k_steps", "n_steps", "log_roofline", "prefetch", "dot",
+    "defer",
 )
 
 
@@ -385,6 +386,7 @@ def mlp_features(task: MlpTask, s: Mapping[str, int], hw: Hopper = H200) -> list
         lg(s["bi"]), lg(s["bk"]), lg(s["bn"]), lg(s["num_warps"]), float(s["num_stages"]),
         lg(n_programs), n_programs / (math.ceil(n_programs / hw.sms) * hw.sms), mlp_values_per_thread(s),
         float(math.ceil(task.k / s["bk"])), float(math.ceil(task.n / s["bn"])), math.log(roofline_ms(task, s, hw)),
+        float(s.get("prefetch", 0)), float(s.get("dot", 0)), float(s.get("defer", 0)),
     ]
 
 

@@ -59,10 +59,12 @@ class MlpSchedule:
     num_stages: int = 2
     prefetch: int = 1  # 1: each loop step issues the next step's loads before reducing its own
     dot: int = 0  # 1: the products on tensor cores (tl.dot, 16 rows), loads pipelined over num_stages
+    defer: int = 0  # 1 (BM 1): the first loop's products summed elementwise, reduced over K once after it
 
     def to_dict(self) -> dict[str, int]:
         return {"bm": self.bm, "bi": self.bi, "bk": self.bk, "bn": self.bn, "num_warps": self.num_warps,
-                "num_stages": self.num_stages, "prefetch": self.prefetch, "dot": self.dot}
+                "num_stages": self.num_stages, "prefetch": self.prefetch, "dot": self.dot,
+                "defer": self.defer}
 
 
 @dataclass(frozen=True)
@@ -189,11 +191,17 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
     gate, up = ("2 * c", "2 * c + 1") if p.gate_rows == "pairs" else ("c", f"c + {p.i}")
     e(f"gr = {gate}")
     e(f"ur = {up}")
-    e(f"acc = tl.zeros(({bmd}, BI), dtype=tl.float32)")
-    e(f"accp = tl.zeros(({bmd}, BI), dtype=tl.float32)")
+    if sched.defer and (sched.bm != 1 or sched.dot):
+        raise em.error(p.up, f"deferred reductions are generated at BM 1 without dot: {sched}")
+    # deferred: [BI, BK] sums of products (and [1, BK] of x's squares), reduced over K after the
+    # loop, so a step is loads and FMAs only (a reduction per step also converts its result's
+    # layout through shared memory, behind a barrier, three times a step in Triton 3.6)
+    acc_shape = "(BI, BK)" if sched.defer else f"({bmd}, BI)"
+    e(f"acc = tl.zeros({acc_shape}, dtype=tl.float32)")
+    e(f"accp = tl.zeros({acc_shape}, dtype=tl.float32)")
     g = norm_scale(kernel, p.norm) if p.norm is not None else None
     if p.norm is not None:
-        e(f"ss = tl.zeros(({bmd},), dtype=tl.float32)")
+        e("ss = tl.zeros((1, BK), dtype=tl.float32)" if sched.defer else f"ss = tl.zeros(({bmd},), dtype=tl.float32)")
 
     # 1. h's columns c: gate and up rows of W1 against x (and x's squares for the norm). With
     # prefetch, each step first issues the next step's loads (masked off past K), so a program's
@@ -234,7 +242,7 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
             e(f"{var} = {load('kk', 'km')}")
     e("af = a.to(tl.float32)")
     if p.norm is not None:
-        e("ss += tl.sum(af * af, 1)")
+        e("ss += af * af" if sched.defer else "ss += tl.sum(af * af, 1)")
     if g is not None:
         e(f"af = af * tl.load(in{em.input_index(g)} + kk, mask=km, other=0).to(tl.float32)[None, :]")
     if sched.dot:  # x's rows in the weight's dtype (the products in fp32 on tensor cores)
@@ -242,6 +250,8 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
     for acc, w in (("acc", "wg"), ("accp", "wu")):
         if sched.dot:
             e(f"{acc} += tl.dot(ab, {w}{'' if w_low else '.to(tl.float32)'}{precision})")
+        elif sched.defer:
+            e(f"{acc} += {w}.to(tl.float32) * af")
         elif sched.bm == 1:
             e(f"{acc} += tl.sum({w}.to(tl.float32) * af, 1)[None, :]")
         else:
@@ -250,6 +260,11 @@ def generate(kernel: KernelOp, name: str, schedule: MlpSchedule | None = None, t
         e("kk, km = kn, knm")
         e("a, wg, wu = a_n, wg_n, wu_n")
     em.indent -= 1
+    if sched.defer:
+        e("acc = tl.sum(acc, 1)[None, :]")
+        e("accp = tl.sum(accp, 1)[None, :]")
+        if p.norm is not None:
+            e("ss = tl.sum(ss, 1)")
     if p.norm is not None:
         e(f"scale = tl.rsqrt(ss / {p.k} + {get_float(p.norm.attributes, 'eps')!r})")
         e("acc = acc * scale[:, None]")
