@@ -102,6 +102,20 @@ def test_unroll_is_a_knob_of_decode_gemvs_with_their_weights_in_registers() -> N
     assert any(s.get("unroll") == 1 for s in space.all_valid(down))
 
 
+def test_defer_is_a_knob_of_one_row_decode_gemvs() -> None:
+    space = GemmSpace()
+    on = dict(bm=1, bn=4, bk=1024, num_warps=8, num_stages=5, defer=1)
+    down = gemm(8192, 2048, 1, "decode")  # [4, 1024] fp32 sums over 256 threads: 16 each
+    assert space.why_invalid(down, on) is None and space.emit(on)["defer"] == 1
+    assert "defer" not in space.emit({**on, "defer": 0}) and gemm_schedule(space.emit(on)).defer == 1
+    assert "128 per thread (> 64)" in (space.why_invalid(down, {**on, "num_warps": 1}) or "")
+    assert "at BM 1" in (space.why_invalid(gemm(8192, 2048, 4, "decode"), {**on, "bm": 4}) or "")
+    with pytest.raises(ScheduleError, match="1 only in GEMV mode at BM 1"):
+        gemm_schedule({**on, "bm": 16, "bn": 16, "bk": 64})
+    assert "defer" not in {k.name for k in space.knobs_for(PREFILL)} | {k.name for k in space.knobs_for(DECODE16)}
+    assert any(s.get("defer") == 1 for s in space.all_valid(down))
+
+
 def test_tma_is_a_knob_of_dot_path_tiles_of_contiguous_rows() -> None:
     space = GemmSpace()
     on = dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=4, tma=1)

@@ -192,6 +192,32 @@ def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) 
     assert sum("make_tensor_descriptor" in a.file_bytes(k["file"]).decode() for k in split_k) == (10 if tma else 0)
 
 
+def test_deferred_gemv_reductions_from_the_tuning_database(tmp_path: Path) -> None:
+    """Every decode GEMM at batch 1 in GEMV mode with its reduction over K deferred to after the
+    loop ([8, 16] sums of products a step; x's squares for the RMSNorm of qkv, gate/up and
+    lm_head likewise): a prefill and three decode steps of one sequence against HF."""
+    schedule = {"bm": 1, "bn": 8, "bk": 16, "num_warps": 2, "num_stages": 1, "defer": 1}
+    model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "decode" and t.rows == 1, schedule)
+    assert n == 5  # qkv, o, gate/up, down, lm_head
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=1,
+                         schedules="sm_90", tuning_logs=tmp_path / "logs")
+    a = load_artifact(art)
+    deferred = [k for k in a.manifest["kernels"].values()
+                if k["template"] == "gemm" and "acc = tl.sum(acc, 1)[None, :]" in a.file_bytes(k["file"]).decode()]
+    assert len(deferred) == 5
+    session = inferx.load(art)
+    repro = f"repro: pytest {__file__} -k deferred_gemv"
+    seq = torch.randint(0, 70, (1, 5), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        np.testing.assert_allclose(session.prefill(seq), model(seq).logits.numpy(), atol=1e-4, err_msg=repro)
+    for step in range(3):
+        nxt = torch.randint(0, 70, (1, 1), generator=torch.Generator().manual_seed(5 + step))
+        seq = torch.cat([seq, nxt], 1)
+        with torch.no_grad():
+            want = model(seq).logits.numpy()[:, -1:]
+        np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=f"{repro} (step {step})")
+
+
 def _compile_and_match_hf(model, tmp_path: Path, steps: int, repro: str) -> Path:  # type: ignore[no-untyped-def]
     """Compiles ``model`` for the CPU with the sm_90 schedules of ``tmp_path/logs``; a prefill of
     three 6-token prompts and ``steps`` decode steps match HF. Returns the artifact."""

@@ -12,9 +12,9 @@ Split-K is a knob of the dot path (``split_k``, 1 = off, left out of stored sche
 so records written before it existed still match); so are TMA loads (``tma``), and, for prefill
 tasks only, persistent grids (``persistent``, programs per SM) and the grouped tile order
 (``group_m``, row tiles per group); for decode tasks in GEMV mode only, the unrolled K loop
-(``unroll``). Warp specialization has no knob: Triton 3.6 offers it
-(``tl.range(warp_specialize=True)``) on Blackwell only. New knobs are added as ``Knob``s with the
-value that means "off" listed first;
+(``unroll``) and, at one row, the reduction over K deferred to after the loop (``defer``).
+Warp specialization has no knob: Triton 3.6 offers it (``tl.range(warp_specialize=True)``) on
+Blackwell only. New knobs are added as ``Knob``s with the value that means "off" listed first;
 ``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is handed
 to the template without knobs it does not know only when they are off (see ``GemmSpace.emit``),
 so a space can grow before the template does.
@@ -175,6 +175,27 @@ def unroll_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     return None
 
 
+# fp32 sums of products a deferred GEMV may hold per thread (BN x BK per weight tile over the
+# program's threads): a bound for the space, not yet a measurement
+DEFER_MAX_PER_THREAD = 64
+
+
+def defer_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """A deferred reduction (GEMV mode, one row) holds [BN, BK] fp32 sums per weight tile, at most
+    ``DEFER_MAX_PER_THREAD`` per thread; not with a LayerNorm prologue (its per-step sums of W)."""
+    if not s.get("defer", 0):
+        return None
+    if not _gemv(s) or s["bm"] != 1:
+        return f"a deferred reduction runs in GEMV mode at BM 1, got BM {s['bm']}"
+    if task.prologue == "layernorm":
+        return "a deferred reduction with a LayerNorm prologue is not generated"
+    per_thread = s["bn"] * s["bk"] * weight_tiles(task, s) / (32 * s["num_warps"])
+    if per_thread > DEFER_MAX_PER_THREAD:
+        return (f"a deferred reduction holds BN x BK = {s['bn']} x {s['bk']} sums per tile: {per_thread:g} per thread "
+                f"(> {DEFER_MAX_PER_THREAD}) with {s['num_warps']} warps")
+    return None
+
+
 def shared_memory_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     need = smem_bytes(task, s)
     if need > hw.smem_per_block:
@@ -272,6 +293,7 @@ Constraint = Callable[[Task, Mapping[str, int], Hopper], "str | None"]
 GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
     gemv_only_for_decode,
     unroll_fits,
+    defer_fits,
     split_k_fits,
     tma_fits,
     group_m_fits,
@@ -312,11 +334,12 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("persistent", (0, 1, 2)),
     Knob("group_m", (0, 8)),
     Knob("unroll", (0, 1)),
+    Knob("defer", (0, 1)),
 )
 # Knobs of prefill tasks alone (decode GEMMs are GEMVs or split-K over few row tiles), and of
 # decode tasks alone (GEMV mode).
 PREFILL_KNOBS = frozenset({"persistent", "group_m"})
-DECODE_KNOBS = frozenset({"unroll"})
+DECODE_KNOBS = frozenset({"unroll", "defer"})
 
 
 class Space(Protocol):
@@ -438,7 +461,7 @@ class GemmSpace(_KnobSearch):
     knobs: tuple[Knob, ...] = GEMM_KNOBS
     constraints: tuple[Constraint, ...] = GEMM_CONSTRAINTS
     template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k", "tma",
-                                                 "persistent", "group_m", "unroll"})
+                                                 "persistent", "group_m", "unroll", "defer"})
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "gemm"
@@ -448,9 +471,10 @@ class GemmSpace(_KnobSearch):
 
     def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
         """Every knob; persistent grids and grouped tile orders only for prefill tasks, unrolled
-        GEMV loops only for decode tasks."""
+        GEMV loops only for decode tasks, deferred reductions only for decode tasks of one row."""
         other_shape = DECODE_KNOBS if isinstance(task, Task) and task.shape == "prefill" else PREFILL_KNOBS
-        return tuple(k for k in self.knobs if k.name not in other_shape)
+        one_row = isinstance(task, Task) and task.shape == "decode" and task.rows == 1
+        return tuple(k for k in self.knobs if k.name not in other_shape and (one_row or k.name != "defer"))
 
     def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
         """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""

@@ -79,14 +79,20 @@ class GemmSchedule:
     # against 11.9 us), slower for the nine other 1B and 8B decode GEMMs (benchmarks/NOTES.md,
     # eleventh session); the tuner picks it per task.
     unroll: int = 0
+    # Deferred reduction (GEMV mode, one row): each K step adds its products into [BN, BK] fp32
+    # sums (and x's squares into [1, BK]), reduced over K once after the loop, so a step is loads
+    # and FMAs: a reduction per step runs across the program's warps and converts its result's
+    # layout through shared memory (Triton 3.6's TTGIR for the Llama-3.2-1B down GEMV on 8 warps:
+    # two layout conversions and a cross-warp reduction each step). Not yet measured.
+    defer: int = 0
 
     @property
     def gemv(self) -> bool:
         return self.bm <= GEMV_MAX_ROWS
 
     def to_dict(self) -> dict[str, int]:
-        """The schedule as the tuning database stores it (split_k, tma, persistent, group_m and
-        unroll only when on)."""
+        """The schedule as the tuning database stores it (split_k, tma, persistent, group_m, unroll
+        and defer only when on)."""
         d = {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.split_k != 1:
             d["split_k"] = self.split_k
@@ -98,6 +104,8 @@ class GemmSchedule:
             d["group_m"] = self.group_m
         if self.unroll:
             d["unroll"] = self.unroll
+        if self.defer:
+            d["defer"] = self.defer
         return d
 
 
@@ -226,6 +234,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     pairs = bool(gated and gated.pairs)
 
     split = sched.split_k
+    defer = bool(sched.defer)
+    if defer and (not gemv or sched.bm != 1 or isinstance(norm, nn.LayerNormOp)):
+        raise em.error(lin, f"a deferred reduction is generated in GEMV mode at BM 1 without LayerNorm: {sched}")
+    acc_shape = "(BN, BK)" if defer else "(BM, BN)"
     k_range = f"0, {k_dim}"
     if split > 1:
         if gemv:
@@ -293,7 +305,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         em.emit(f"cwn = cj < {n_tile}")
         em.emit("acc2 = tl.zeros((BM, 2 * BN), dtype=tl.float32)")
     else:
-        em.emit("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+        em.emit(f"acc = tl.zeros({acc_shape}, dtype=tl.float32)")
     # W rows of the gate half (gc) and the up half (pc) of output columns c
     gc = "c"
     if pairs:
@@ -303,14 +315,14 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     elif gated:
         em.emit(f"pc = c + {n_tile}")
     if gated and not interleaved:
-        em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
+        em.emit(f"accp = tl.zeros({acc_shape}, dtype=tl.float32)")
     # A second accumulator over other weight rows: the up half of a gated split, or RoPE partners
     # when a tile does not already hold them (with paired columns they are a swap of halves).
     second = (gated and not interleaved) or (partner and not paired)
     has_accp = bool(second or interleaved)  # an accp after the K loop (split off acc2 or its own)
     if partner and not paired:
         em.emit(f"pc = c + {partner}")
-        em.emit("accp = tl.zeros((BM, BN), dtype=tl.float32)")
+        em.emit(f"accp = tl.zeros({acc_shape}, dtype=tl.float32)")
     # No K masks where BK divides K (measured: 5% of the Llama-3-8B gate/up GEMM at 2048 rows)
     ragged = k_dim % sched.bk != 0
     precision = "" if low else ', input_precision="ieee"'
@@ -331,7 +343,9 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         return f"tl.load({w_ptr} + {kk}[:, None] * {n_dim} + {cols}[None, :], mask={cmask}[None, :]{kmw}, other=0)"
 
     def accumulate(acc: str, w: str, a: str) -> None:
-        if gemv and sched.bm == 1:  # one row of x against BN rows of W: multiply and reduce, no tensor cores
+        if defer:  # [BN, BK] products of one row, summed over K after the loop
+            em.emit(f"{acc} += {w}.to(tl.float32) * {a}.to(tl.float32)")
+        elif gemv and sched.bm == 1:  # one row of x against BN rows of W: multiply and reduce, no tensor cores
             em.emit(f"{acc} += tl.sum({w}.to(tl.float32) * {a}.to(tl.float32), 1)[None, :]")
         elif gemv:  # BM rows against the same [BN, BK] tile: [BM, BN, BK] products reduced over K
             em.emit(f"{acc} += tl.sum({w}.to(tl.float32)[None, :, :] * {a}.to(tl.float32)[:, None, :], 2)")
@@ -355,7 +369,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         assert isinstance(norm, nn.RMSNormSumSquaresOp)
         em.emit(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
     elif norm is not None:
-        em.emit("ss = tl.zeros((BM,), dtype=tl.float32)")
+        em.emit("ss = tl.zeros((BM, BK), dtype=tl.float32)" if defer else "ss = tl.zeros((BM,), dtype=tl.float32)")
         if isinstance(norm, nn.LayerNormOp):
             em.emit("s1 = tl.zeros((BM,), dtype=tl.float32)")
             em.emit("gw = tl.zeros((BN,), dtype=tl.float32)")
@@ -395,7 +409,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         if norm is not None and not folded and not (pre and g is None):
             em.emit(f"{a} = {a}.to(tl.float32)")
             if not pre:
-                em.emit(f"ss += tl.sum({a} * {a}, 1)")
+                em.emit(f"ss += {a} * {a}" if defer else f"ss += tl.sum({a} * {a}, 1)")
             if g is not None:
                 em.emit(f"g{n} = tl.load(in{_idx(g)} + {kk}, mask={km}, other=0).to(tl.float32)")
                 em.emit(f"{a} = {a} * g{n}[None, :]")
@@ -448,6 +462,12 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     em.indent -= 1
     if interleaved:
         em.emit("acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))")
+    if defer:
+        em.emit("acc = tl.sum(acc, 1)[None, :]")
+        if second:
+            em.emit("accp = tl.sum(accp, 1)[None, :]")
+        if norm is not None and not pre:
+            em.emit("ss = tl.sum(ss, 1)")
     if split > 1:
         _split_k_reduce(em, second=has_accp, norm=norm is not None and not pre, n_tiles=n_tiles)
     if norm is not None:
