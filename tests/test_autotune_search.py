@@ -208,7 +208,9 @@ def test_tune_cli_only_narrows_the_tasks(tmp_path: Path) -> None:
     want = [t.task for t in ex.tasks if "prefill" in str(t.task) and "rmsnorm" in str(t.task)]
     assert 0 < len(want) < len(ex.tasks)
     replay = tmp_path / "replay.jsonl"
-    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([t.task for t in ex.tasks])))
+    # records of the wanted tasks and of one other, which a tune that did not narrow would record too
+    other = next(t.task for t in ex.tasks if t.task not in want)
+    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([*want, other])))
     out = tmp_path / "logs"
     args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "24", "--out", str(out),
             "--max-seq-len", "128", "--dtype", "bf16"]
