@@ -43,16 +43,10 @@ def grid(task: Any, bis: list[int], steps: list[int], warps: list[int], stages: 
 
     space, bm = MlpSpace(), mlp_bm(task)
     out = []
-    for bi in bis:
-        for step in steps:
-            for w in warps:
-                for st in stages:
-                    for pf in prefetch:
-                        for d, df in itertools.product(dot, defer):
-                            s = MlpSchedule(bm, bi, step, step, num_warps=w, num_stages=st, prefetch=pf, dot=d,
-                                            defer=df)
-                            if space.why_invalid(task, s.to_dict()) is None:
-                                out.append(s)
+    for bi, step, w, st, pf, d, df in itertools.product(bis, steps, warps, stages, prefetch, dot, defer):
+        s = MlpSchedule(bm, bi, step, step, num_warps=w, num_stages=st, prefetch=pf, dot=d, defer=df)
+        if space.why_invalid(task, s.to_dict()) is None:
+            out.append(s)
     return out
 
 

@@ -30,8 +30,9 @@ MLP_KNOBS: tuple[Knob, ...] = (
 )
 # Weight values per thread of one tile (two BI x BK tiles of W1 per step, one BN x BI of W2, each
 # over BM rows; twice that with prefetch, the next step's tiles held beside) before the products
-# spill: ptxas for sm_90 held 128 in 94-155 registers without spills on 8 and 16 warps (the 1B
-# shape's MLP, BI 32 and 64), and spilled at 256.
+# spill: ptxas for sm_90 (the 1B shape's MLP) held 128 in 94-155 registers on 8 and 16 warps,
+# without spills or with at most 88 bytes of them (BI 32 with BK 512, BI 128 with BK 128, on 16
+# warps), and spilled 80-1000 bytes at 256.
 MLP_VALUES_PER_THREAD = 128
 # The same limit for the fused attention and o projection's tiles (set before prefetch, at what
 # ptxas held without spills for the MLP then).
