@@ -108,8 +108,8 @@ def test_defer_is_a_knob_of_one_row_decode_gemvs() -> None:
     down = gemm(8192, 2048, 1, "decode")  # [4, 1024] fp32 sums over 256 threads: 16 each
     assert space.why_invalid(down, on) is None and space.emit(on)["defer"] == 1
     assert "defer" not in space.emit({**on, "defer": 0}) and gemm_schedule(space.emit(on)).defer == 1
-    assert space.why_invalid(down, {**on, "num_warps": 1}) is None  # 128 each
-    assert "256 per thread (> 128)" in (space.why_invalid(down, {**on, "num_warps": 1, "bn": 8}) or "")
+    assert space.why_invalid(down, {**on, "num_warps": 2}) is None  # 64 each
+    assert "128 per thread (> 64)" in (space.why_invalid(down, {**on, "num_warps": 1}) or "")
     assert "at BM 1" in (space.why_invalid(gemm(8192, 2048, 4, "decode"), {**on, "bm": 4}) or "")
     with pytest.raises(ScheduleError, match="1 only in GEMV mode at BM 1"):
         gemm_schedule({**on, "bm": 16, "bn": 16, "bk": 64})

@@ -176,9 +176,12 @@ def unroll_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
 
 
 # fp32 sums of products a deferred GEMV may hold per thread (BN x BK per weight tile over the
-# program's threads). ptxas for sm_90 holds 128 without spilling on one warp (8B qkv, BN 4 x BK 1024:
-# 255 registers; a gate|up pair at BN 4 x BK 512: 172); whether they stream as fast is measured
-DEFER_MAX_PER_THREAD = 128
+# program's threads). At 128 ptxas for sm_90 does not spill (one warp: 172 registers for a gate|up
+# pair at BN 4 x BK 512, 255 for the 8B qkv at BN 4 x BK 1024), but so few programs fit an SM that
+# they stream 3.2-3.6x slower on the H200 (1B gate|up 55 against 17 us; 8B 201 against 57;
+# results/knob_sweep_{1b,8b}_defer128_h200_2026-12-02d.log); within 64, each task's best deferred
+# GEMV took 0.91-1.15x the time of its best plain one (``..._defer_h200_2026-12-02c.log``)
+DEFER_MAX_PER_THREAD = 64
 
 
 def defer_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
