@@ -205,6 +205,45 @@ def test_tma_gemms_and_short_prompt_variants_match_hf(tmp_path, persistent) -> N
         assert err < 2e-2, f"decode after {n} tokens: rel err {err:.3g}; {repro}"
 
 
+@pytest.mark.parametrize("bk", [64, 128])
+def test_deferred_gemvs_match_hf(tmp_path, bk) -> None:  # type: ignore[no-untyped-def]
+    """Every decode GEMM at batch 1 in GEMV mode with its reduction over K deferred to after the
+    loop (records in a scratch database; [4, BK] sums per step on 2 warps), compiled for sm_90,
+    against HF in bf16 over 8 teacher-forced decode steps, replayed and launched."""
+    from inferx.autotune.database import Database, Record
+    from inferx.autotune.extract import extract_tasks, fused_module
+
+    model = _model("llama")
+    db = Database.load(tmp_path / "logs", "h200")
+    schedule = {"bm": 1, "bn": 4, "bk": bk, "num_warps": 2, "num_stages": 1, "defer": 1}
+    tasks = [t.task for t in extract_tasks(fused_module(model, "bf16"), 128).tasks]
+    for task in tasks:
+        if task.template == "gemm" and task.shape == "decode" and task.rows == 1:
+            db.append(Record.make(task, schedule, [1.0], {}, "2026-12-02", "test"))
+    art = inferx.compile(model, target="h200", output=tmp_path / "a.ixa", dtype="bf16", max_seq_len=128,
+                         max_batch=1, tuning_logs=tmp_path / "logs", jobs=os.cpu_count() or 4)
+    a = load_artifact(art)
+    deferred = [k for k in a.manifest["kernels"].values()
+                if k["template"] == "gemm" and "acc = tl.sum(acc, 1)[None, :]" in a.file_bytes(k["file"]).decode()]
+    assert len(deferred) == 5, [k["template"] for k in a.manifest["kernels"].values()]  # qkv, o, gate/up, down, lm_head
+    model = model.to("cuda", torch.bfloat16)
+    repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'deferred_gemvs and {bk}'"
+    for graphs in (True, False):
+        session = inferx.load(art, device="cuda", graphs=graphs)
+        seq = torch.randint(0, 160, (1, 7), generator=torch.Generator().manual_seed(bk))
+        with torch.no_grad():
+            ref = model(seq.cuda()).logits.float().cpu().numpy()
+        session.prefill(seq)
+        for step in range(8):
+            nxt = torch.from_numpy(ref[:, -1].argmax(-1))[:, None]
+            got = session.decode(nxt)
+            seq = torch.cat([seq, nxt], 1)
+            with torch.no_grad():
+                ref = model(seq.cuda()).logits.float().cpu().numpy()
+            err = _rel(got[:, 0], ref[:, -1])
+            assert err < 2e-2, f"step {step} (graphs {graphs}): rel err {err:.3g}; {repro}"
+
+
 def test_pdl_artifact_equals_the_plain_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """An artifact compiled with ``pdl`` (launched with PDL) computes what the plain artifact
     computes, step for step."""
