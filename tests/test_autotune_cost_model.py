@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from inferx.autotune.cost_model import LearnedModel, RooflineModel, bound_ms, roofline_ms
+from inferx.autotune.database import Record
 from inferx.autotune.gbdt import GBDT, spearman
 from inferx.autotune.space import GemmSpace
-from inferx.autotune.synthetic import landscape
 from inferx.autotune.task import Task
 
 
@@ -25,6 +26,9 @@ def sched(bm: int, bn: int, bk: int, warps: int = 4, stages: int = 3) -> dict[st
     return dict(bm=bm, bn=bn, bk=bk, num_warps=warps, num_stages=stages)
 
 
+LandscapeOf = Callable[[Sequence[Task]], list[Record]]  # the session fixture `landscape_of` (conftest.py)
+
+
 def test_spearman() -> None:
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
@@ -33,7 +37,7 @@ def test_spearman() -> None:
     assert spearman([1, 1, 1], [1, 2, 3]) == 0.0
 
 
-def test_roofline_ranks_schedules_sensibly() -> None:
+def test_roofline_ranks_schedules_sensibly(landscape_of: LandscapeOf) -> None:
     decode, prefill = gemm(4096, 4096, 1, "decode"), gemm(4096, 4096, 4096, "prefill")
     t = lambda task, s: roofline_ms(task, s)  # noqa: E731
     # Decode: streaming the weights once in GEMV mode beats a dot tile that wastes 15 of 16 rows
@@ -44,9 +48,10 @@ def test_roofline_ranks_schedules_sensibly() -> None:
     big, small = t(prefill, sched(128, 128, 64, 8, 3)), t(prefill, sched(16, 16, 32, 1, 2))
     assert big * 5 < small
     assert t(prefill, sched(128, 128, 64, 8, 3)) < t(prefill, sched(128, 128, 64, 2, 3))  # whole warpgroups
-    # No schedule beats the task's roofline, and the best is within 2.5x of it.
+    # No schedule beats the task's roofline, and the best is within 2.5x of it (the landscape has a
+    # record of every valid schedule).
     for task in (decode, prefill):
-        times = RooflineModel().predict(task, GemmSpace().all_valid(task))
+        times = RooflineModel().predict(task, [r.schedule for r in landscape_of([task])])
         assert times.min() >= bound_ms(task) and times.min() < 2.5 * bound_ms(task)
     # The roofline itself: 32 MB of bf16 weights (and x, y) at 4.2 TB/s; 137 GFLOP at 700 TFLOP/s.
     assert bound_ms(decode) == pytest.approx(1e3 * (4096 * 4096 * 2 + 2 * 4096 * 2) / 4.2e12)
@@ -66,10 +71,10 @@ def test_gbdt_fits_a_synthetic_function() -> None:
         GBDT().fit(np.zeros((3, 2)), np.zeros(4))
 
 
-def test_learned_model_ranks_held_out_records(tmp_path: Path) -> None:
+def test_learned_model_ranks_held_out_records(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     tasks = [gemm(4096, 4096, 1, "decode"), gemm(4096, 6144, 16, "decode", "kv_write+rope"),
              gemm(4096, 4096, 4096, "prefill"), gemm(14336, 4096, 256, "prefill")]
-    records = [r for r in landscape(tasks) if math.isfinite(r.median_ms)]
+    records = [r for r in landscape_of(tasks) if math.isfinite(r.median_ms)]
     random.Random(0).shuffle(records)
     train, test = records[:600], records[600:1800]
     model = LearnedModel(seed=0)
@@ -92,10 +97,10 @@ def test_learned_model_ranks_held_out_records(tmp_path: Path) -> None:
         LearnedModel.load(tmp_path / "roofline.json")
 
 
-def test_learned_model_answers_with_the_roofline_until_it_has_records() -> None:
+def test_learned_model_answers_with_the_roofline_until_it_has_records(landscape_of: LandscapeOf) -> None:
     task = gemm(4096, 4096, 1, "decode")
     schedules = GemmSpace().sample(task, random.Random(0), 20)
-    few = [r for r in landscape([task]) if math.isfinite(r.median_ms)][:5]
+    few = [r for r in landscape_of([task]) if math.isfinite(r.median_ms)][:5]
     model = LearnedModel()
     model.update(few)
     assert np.array_equal(model.predict(task, schedules), RooflineModel().predict(task, schedules))

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -29,8 +30,7 @@ from inferx.autotune.search import (
     Tuner,
 )
 from inferx.autotune.space import GemmSpace, complete, schedule_key, spaces_for
-from inferx.autotune.synthetic import landscape
-from inferx.autotune.task import Task
+from inferx.autotune.task import AnyTask, Task
 from inferx.cli import main
 
 TINY = dict(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
@@ -45,40 +45,56 @@ def tuning_task(task: Task, launches: int = 1) -> TuningTask:
     return TuningTask(task, None, task.shape, launches, task.rows, bound_ms(task))
 
 
-def measurements_to_95(task: Task, records: list[Record], guided: bool, seed: int) -> int:
-    """Measurements until a schedule within 95% of the landscape's best is found."""
+LandscapeOf = Callable[[Sequence[AnyTask]], list[Record]]  # the session fixture `landscape_of` (conftest.py)
+
+
+def measurements_to_95(task: Task, records: list[Record], guided: bool, seed: int, limit: int = sys.maxsize) -> int:
+    """Measurements until a schedule within 95% of the landscape's best is found, or ``limit`` if
+    none is found within that many."""
     space = GemmSpace()
     runner = ReplayRunner(records)
     best = min(r.median_ms for r in records)
     strategy = (EvolutionarySearch(space, LearnedModel(seed=seed), seed=seed) if guided
                 else RandomSearch(space, seed=seed))
     state = TaskState(tuning_task(task))
-    while True:
+    while state.trials < limit:
         schedules = strategy.propose(task, state.measured, 8)
         assert schedules and all(schedule_key(s) not in state.measured for s in schedules)
         results = runner.measure(task, schedules)
+        before = state.trials
         for n, (s, r) in enumerate(zip(schedules, results, strict=True), 1):
             state.add(s, r.median_ms)
             if r.median_ms <= best / 0.95:
-                return state.trials - len(schedules) + n
+                return min(before + n, limit)
         strategy.observe([Record.make(task, s, [r.median_ms], {}, "-") for s, r in zip(schedules, results,
                                                                                        strict=True) if r.ok])
+    return limit
 
 
 @pytest.mark.parametrize("task", [gemm(4096, 6144, 16, "decode", "kv_write+rope"), gemm(4096, 4096, 4096, "prefill")],
                          ids=["decode16", "prefill4096"])
-def test_guided_search_needs_far_fewer_measurements_than_random(task: Task) -> None:
-    records = landscape([task])
+def test_guided_search_needs_far_fewer_measurements_than_random(task: Task, landscape_of: LandscapeOf) -> None:
+    """Over three seeds each, random search takes at least 3x the measurements guided search does
+    (mean against mean); guided search never more than 120."""
+    records = landscape_of([task])
     seeds = range(3)
     guided = [measurements_to_95(task, records, True, s) for s in seeds]
-    rand = [measurements_to_95(task, records, False, s) for s in seeds]
-    assert np.mean(guided) * 3 <= np.mean(rand), (guided, rand)
+    # Random search takes thousands of measurements here, and the claim is only that its runs add
+    # up to 3x guided's: each run stops where the runs so far reach that sum. A run stopped at its
+    # limit took at least that many, so this is the verdict of running all three to the end.
+    need = 3 * sum(guided)
+    rand: list[int] = []
+    for s in seeds:
+        if sum(rand) >= need:
+            break
+        rand.append(measurements_to_95(task, records, False, s, limit=need - sum(rand)))
+    assert sum(rand) >= need, (guided, rand)
     assert max(guided) <= 120, guided
 
 
-def test_replay_runner_answers_recorded_and_fails_the_rest() -> None:
+def test_replay_runner_answers_recorded_and_fails_the_rest(landscape_of: LandscapeOf) -> None:
     task = gemm(4096, 4096, 1, "decode")
-    records = landscape([task])
+    records = landscape_of([task])
     runner = ReplayRunner(records)
     ok = next(r for r in records if math.isfinite(r.median_ms))
     bad = next(r for r in records if not math.isfinite(r.median_ms))
@@ -117,9 +133,9 @@ def test_gradient_scheduler_favours_the_task_with_most_to_gain() -> None:
     assert RoundRobin().pick(states) == 0
 
 
-def test_tuning_resumes_from_the_database(tmp_path: Path) -> None:
+def test_tuning_resumes_from_the_database(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     tasks = [gemm(4096, 4096, 1, "decode"), gemm(14336, 4096, 1, "decode")]
-    runner = ReplayRunner(landscape(tasks))
+    runner = ReplayRunner(landscape_of(tasks))
     space = GemmSpace()
 
     def tune(trials: int) -> tuple[Tuner, int]:
@@ -155,7 +171,7 @@ def test_tuning_resumes_from_the_database(tmp_path: Path) -> None:
     assert len(Database.load(tmp_path, "h200").records) + len(failures) == 72
 
 
-def _tiny_with_replay(tmp_path: Path, recorded: int) -> tuple[Path, Extraction, Path]:
+def _tiny_with_replay(tmp_path: Path, recorded: int, landscape_of: LandscapeOf) -> tuple[Path, Extraction, Path]:
     """A tiny bf16 Llama checkpoint, its tasks (max_seq_len 128), and a replay file holding a
     synthetic landscape for the first ``recorded`` of them."""
     model = tmp_path / "tiny"
@@ -163,13 +179,13 @@ def _tiny_with_replay(tmp_path: Path, recorded: int) -> tuple[Path, Extraction, 
     (model / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
     ex = extract_tasks(fused_module(model, "bf16"), 128)
     replay = tmp_path / "replay.jsonl"
-    records = landscape([t.task for t in ex.tasks[:recorded]])
+    records = landscape_of([t.task for t in ex.tasks[:recorded]])
     replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
     return model, ex, replay
 
 
-def test_tune_cli_with_the_replay_runner(tmp_path: Path) -> None:
-    model, ex, replay = _tiny_with_replay(tmp_path, 4)
+def test_tune_cli_with_the_replay_runner(tmp_path: Path, landscape_of: LandscapeOf) -> None:
+    model, ex, replay = _tiny_with_replay(tmp_path, 4, landscape_of)
     out = tmp_path / "logs"
     args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "96", "--out", str(out),
             "--max-seq-len", "128", "--dtype", "bf16"]
@@ -198,23 +214,24 @@ def test_tune_cli_with_the_replay_runner(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
 
 
-def test_tune_cli_only_narrows_the_tasks(tmp_path: Path) -> None:
-    """``--only`` keeps the tasks whose line contains every given text (here the prefill GEMMs
+def test_tune_cli_only_narrows_the_tasks(tmp_path: Path, landscape_of: LandscapeOf) -> None:
+    """``--only`` keeps the tasks whose line contains every given text (here the decode GEMMs
     with the RMSNorm prologue); a text no task has is refused with the task list."""
     model = tmp_path / "tiny"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(dict(TINY, torch_dtype="bfloat16")))
     ex = extract_tasks(fused_module(model, "bf16"), 128)
-    want = [t.task for t in ex.tasks if "prefill" in str(t.task) and "rmsnorm" in str(t.task)]
+    want = [t.task for t in ex.tasks if "decode" in str(t.task) and "rmsnorm" in str(t.task)]
     assert 0 < len(want) < len(ex.tasks)
     replay = tmp_path / "replay.jsonl"
     # records of the wanted tasks and of one other, which a tune that did not narrow would record too
+    # (decode tasks, as the tests above replay: most of these records are computed already)
     other = next(t.task for t in ex.tasks if t.task not in want)
-    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape([*want, other])))
+    replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape_of([*want, other])))
     out = tmp_path / "logs"
     args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "24", "--out", str(out),
             "--max-seq-len", "128", "--dtype", "bf16"]
-    res = CliRunner().invoke(main, [*args, "--only", "prefill", "--only", "rmsnorm"])
+    res = CliRunner().invoke(main, [*args, "--only", "decode", "--only", "rmsnorm"])
     assert res.exit_code == 0, res.output
     assert f"--only: {len(want)} of {len(ex.tasks)} tasks" in res.output
     tuned = {r.task.key for r in Database.load(out, "h200").records}
@@ -328,14 +345,15 @@ def test_a_time_budget_starts_no_round_that_would_outlast_it(tmp_path: Path) -> 
     assert result.stopped.startswith("budget spent")
 
 
-def test_sigterm_ends_a_tune_with_its_summary_and_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sigterm_ends_a_tune_with_its_summary_and_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          landscape_of: LandscapeOf) -> None:
     """SIGTERM in the middle of a round (``timeout`` on a tuning job): the round under way is
     dropped, the rounds before it stay in the database, the summary and convergence files are
     written, and the command exits 143."""
     import os
     import signal
 
-    model, _, replay = _tiny_with_replay(tmp_path, 2)
+    model, _, replay = _tiny_with_replay(tmp_path, 2, landscape_of)
     calls = [0]
     measure = ReplayRunner.measure
 
