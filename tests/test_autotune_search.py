@@ -29,7 +29,7 @@ from inferx.autotune.search import (
     TaskState,
     Tuner,
 )
-from inferx.autotune.space import GemmSpace, complete, schedule_key, spaces_for
+from inferx.autotune.space import H200, GemmSpace, complete, schedule_key, spaces_for
 from inferx.autotune.task import AnyTask, Task
 from inferx.cli import main
 
@@ -131,6 +131,24 @@ def test_gradient_scheduler_favours_the_task_with_most_to_gain() -> None:
     states[1].best_ms = heavy.roofline_ms  # at its roofline: nothing left to gain
     assert sched.pick(states) == 0
     assert RoundRobin().pick(states) == 0
+
+
+def test_no_schedule_removes_the_fixed_cost_of_a_launch() -> None:
+    """A small kernel's best time sits far above its roofline by the launch cost alone: the
+    gradient scheduler sees no headroom there once that cost is counted, and extraction weighs it."""
+    launch_ms = H200.launch_s * 1e3
+    small = replace(tuning_task(gemm(512, 512, 1, "decode"), 32), launch_ms=launch_ms)
+    big = replace(tuning_task(gemm(4096, 14336, 1, "decode"), 1), launch_ms=launch_ms)
+    assert small.floor_ms == pytest.approx(small.roofline_ms + launch_ms) and small.floor_ms > 10 * small.roofline_ms
+    assert small.weight == pytest.approx(32 * small.floor_ms)
+    sched = GradientScheduler(epsilon=0.0)
+    states = [TaskState(small), TaskState(big)]
+    for st, ms in zip(states, (small.floor_ms * 0.99, big.roofline_ms * 1.5), strict=True):
+        st.rounds, st.measured, st.best_ms, st.history = 1, {str(i): ms for i in range(8)}, ms, [(8, ms)]
+    assert sched.gain(states[0]) == 0.0 < sched.gain(states[1])
+    assert sched.pick(states) == 1  # 32 launches of a kernel at its floor gain nothing
+    without = replace(small, launch_ms=0.0)  # counted against its roofline alone, it would look best
+    assert GradientScheduler(epsilon=0.0).gain(replace(states[0], tt=without)) > sched.gain(states[1])
 
 
 def test_tuning_resumes_from_the_database(tmp_path: Path, landscape_of: LandscapeOf) -> None:

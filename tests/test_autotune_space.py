@@ -10,7 +10,7 @@ import pytest
 
 from inferx.autotune.database import ScheduleError, gemm_schedule
 from inferx.autotune.extract import extract_tasks, fused_module
-from inferx.autotune.space import GemmSpace, Knob, schedule_key, space_for, wave_efficiency
+from inferx.autotune.space import H200, GemmSpace, Knob, schedule_key, space_for, wave_efficiency
 from inferx.autotune.task import Task
 from inferx.compiler.driver import select_schedule
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -197,6 +197,9 @@ def test_extraction_gives_the_compilers_tasks_with_weights() -> None:
     assert {t.task.key for t in ex.tasks} == wanted
     assert sum(t.share for t in ex.tasks) == pytest.approx(1.0)
     assert [t.weight for t in ex.tasks] == sorted((t.weight for t in ex.tasks), reverse=True)
+    # each launch weighs its roofline plus the fixed cost of a launch, which no schedule removes
+    assert all(t.floor_ms == pytest.approx(t.roofline_ms + H200.launch_s * 1e3) for t in ex.tasks)
+    assert all(t.weight == pytest.approx(t.launches_per_token * t.floor_ms) for t in ex.tasks)
     gemms = [t for t in ex.tasks if isinstance(t.task, Task)]
     head = next(t for t in gemms if t.task.shape == "decode" and t.task.epilogue == "plain")
     o = next(t for t in gemms if t.task.shape == "decode" and t.task.k == t.task.n == 128)  # type: ignore[union-attr]

@@ -9,7 +9,8 @@
   the fewest rounds. ``GradientScheduler`` (Ansor's) first gives every task one round, then picks
   the task whose next trials promise the largest end-to-end gain: launches per token x (a mix of
   the recent improvement per trial and an optimistic forward estimate, capped by the distance
-  between its best time and its roofline), with an epsilon of random picks.
+  between its best time and its floor: roofline plus the fixed cost of a launch, which no schedule
+  removes), with an epsilon of random picks.
 - ``Tuner`` runs rounds (pick a task, propose a batch, measure, record) until a ``Budget`` of
   trials or seconds is spent or every task's space is exhausted. It is resumable: records of a
   task already in the database, and failures already logged for this runner, count as measured
@@ -214,7 +215,7 @@ class GradientScheduler:
         past = [ms for trials, ms in st.history if trials <= st.trials - self.window * 8]
         before = past[-1] if past and math.isfinite(past[-1]) else st.best_ms
         backward = (before - st.best_ms) / max(1, self.window * 8)
-        forward = min(st.best_ms / max(1, st.trials), max(0.0, st.best_ms - st.tt.roofline_ms))
+        forward = min(st.best_ms / max(1, st.trials), max(0.0, st.best_ms - st.tt.floor_ms))
         return st.tt.launches_per_token * (self.alpha * backward + (1 - self.alpha) * forward)
 
     def pick(self, states: Sequence[TaskState]) -> int:

@@ -62,7 +62,9 @@ class Hopper:
     mma_flops: float = 350e12  # tensor cores without wgmma (BM < 64 or fewer than 4 warps)
     fma_flops: float = 60e12  # CUDA cores (GEMV mode multiplies and reduces)
     dram_latency_s: float = 700e-9
-    launch_s: float = 2.5e-6
+    # fixed cost of a launch in a CUDA graph (its start, the ramp to full bandwidth, its drain): a
+    # chain of plain streaming kernels on the H200 fits 2.14-2.36 us per launch (``inferx bench``)
+    launch_s: float = 2.3e-6
     max_acc_regs: int = 128  # fp32 accumulator values per thread before spills threaten
 
 

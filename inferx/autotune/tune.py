@@ -201,7 +201,8 @@ def write_convergence(result: TuneResult, options: TuneOptions, model: LearnedMo
         "objective": [{"trials": n, "seconds": s, "ms_per_token": ms} for n, s, ms in result.curve],
         "tasks": [{"task": st.tt.task.key, "summary": str(st.tt.task), "share": st.tt.share,
                    "launches_per_token": st.tt.launches_per_token, "roofline_ms": st.tt.roofline_ms,
-                   "best_ms": st.best_ms if math.isfinite(st.best_ms) else None, "best_schedule": st.best_schedule,
+                   "floor_ms": st.tt.floor_ms, "best_ms": st.best_ms if math.isfinite(st.best_ms) else None,
+                   "best_schedule": st.best_schedule,
                    "history": [{"trials": t, "best_ms": b if math.isfinite(b) else None} for t, b in st.history]}
                   for st in result.states],
     }
