@@ -520,7 +520,14 @@ def held_out_ranking(records: Sequence[Record], holdout: float = 0.2, seed: int 
         test, train = recs[:n_test], recs[n_test:]
         model = LearnedModel(seed=seed, min_records=min(16, len(train)))
         model.update(train)
-        pred = [float(model.predict(r.task, [r.schedule])[0]) for r in test]
+        # one call per task (features are per schedule, so batching changes no prediction)
+        by_task: dict[str, list[int]] = defaultdict(list)
+        for i, r in enumerate(test):
+            by_task[r.task.key].append(i)
+        pred = [0.0] * len(test)
+        for idx in by_task.values():
+            for i, p in zip(idx, model.predict(test[idx[0]].task, [test[i].schedule for i in idx]), strict=True):
+                pred[i] = float(p)
         pooled = spearman(pred, [r.median_ms for r in test]) if len(test) >= 3 else float("nan")
         per_task: dict[str, float] = {}
         groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
