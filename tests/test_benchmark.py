@@ -339,6 +339,32 @@ def test_the_streaming_kernel_sums_its_chunks() -> None:
     assert out.tolist() == [0.0, 0.0, 0.0]
 
 
+def test_the_persistent_streaming_kernel_sums_its_phases_and_reports_a_barrier_it_gave_up_on() -> None:
+    """``floor_kernel.read_phases`` in Triton's interpreter (programs one after another): without
+    barriers the programs' sums add up to all phases' elements; with one program every barrier
+    is passed at once; with two, the first program's waits give up (the second has not started)
+    and it reports -1, while the second, arriving after, passes every barrier and sums its share.
+    benchmarks/launch_floor.py refuses a negative --phases in one line."""
+    from inferx.benchmark.floor_kernel import BLOCK, read_phases
+
+    x = torch.arange(3 * 10000, dtype=torch.float16) % 7
+    total = x.float().sum().item()
+    for g in (2, 3):
+        out, counter = torch.full((g,), -2.0), torch.zeros(1, dtype=torch.int32)
+        read_phases[(g,)](x, out, counter, 10000, PHASES=3, CHUNK=2 * BLOCK, BLOCK=BLOCK, SYNC=False, MAX_POLLS=4)
+        assert out.sum().item() == total and counter.item() == 0
+    out, counter = torch.full((1,), -2.0), torch.zeros(1, dtype=torch.int32)
+    read_phases[(1,)](x, out, counter, 10000, PHASES=3, CHUNK=2 * BLOCK, BLOCK=BLOCK, SYNC=True, MAX_POLLS=4)
+    assert out.tolist() == [total] and counter.item() == 3
+    out, counter = torch.full((2,), -2.0), torch.zeros(1, dtype=torch.int32)
+    read_phases[(2,)](x, out, counter, 10000, PHASES=3, CHUNK=2 * BLOCK, BLOCK=BLOCK, SYNC=True, MAX_POLLS=4)
+    assert out[0].item() == -1.0 and 0 < out[1].item() < total and counter.item() == 6
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "launch_floor.py"
+    proc = subprocess.run([sys.executable, str(script), "--phases", "-1"], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == "launch_floor: --phases -1 must be >= 0 and --per-sm '1,2' each >= 1"
+
+
 def test_decode_kernel_tables_show_the_launch_floor() -> None:
     """With a measured launch floor, each decode kernel's floor (fixed cost plus bytes over the read
     rate) and the chain's below the table; without one (CPU runs), neither; a failed measurement

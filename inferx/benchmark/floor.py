@@ -97,6 +97,59 @@ def time_chain(mb: float, chunk_kb: int = CHUNK_KB, chain: int = 16, replays: in
             "s_per_launch": statistics.median(times)}
 
 
+def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chunk_kb: int = CHUNK_KB,
+                replays: int = 20) -> dict[str, Any]:
+    """Seconds per phase of one persistent ``read_phases`` launch (``per_sm`` programs per SM)
+    over ``phases`` regions of ``mb`` MB each, with a grid-wide barrier after each phase or
+    none: set beside ``time_chain``'s seconds per launch over the same bytes, what a barrier
+    costs against a kernel boundary. One CUDA graph (the arrival counter zeroed in it), median of
+    ``replays`` replays after 3; RuntimeError if the sums are wrong or a barrier wait gave up."""
+    import torch
+
+    from inferx.benchmark.floor_kernel import BLOCK, read_phases
+
+    if chunk_kb <= 0 or chunk_kb % 4 or phases < 1 or per_sm < 1 or mb <= 0:
+        raise ValueError(f"time_phases: mb > 0, phases >= 1, per_sm >= 1, chunk_kb a multiple of 4; got "
+                         f"{mb}, {phases}, {per_sm}, {chunk_kb}")
+    n = int(mb * 1e6) // 2
+    programs = torch.cuda.get_device_properties(0).multi_processor_count * per_sm
+    bufs = [torch.ones(phases * n, dtype=torch.bfloat16, device="cuda")]
+    out = torch.empty(programs, dtype=torch.float32, device="cuda")
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+
+    def run() -> None:
+        counter.zero_()
+        read_phases[(programs,)](bufs[0], out, counter, n, PHASES=phases, CHUNK=chunk_kb * 512, BLOCK=BLOCK, SYNC=sync,
+                                 MAX_POLLS=1 << 22, num_warps=8)
+
+    run()  # compiles
+    torch.cuda.synchronize()
+    if bool((out < 0).any()) or abs(out.sum().item() - phases * n) > 1e-3 * phases * n:
+        raise RuntimeError(f"read_phases on {programs} programs: sums {out.sum().item()} of {phases * n} ones, "
+                           f"{int((out < 0).sum())} programs gave up waiting at a barrier")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    for _ in range(3):
+        graph.replay()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / phases)
+    torch.cuda.synchronize()
+    if bool((out < 0).any()):
+        raise RuntimeError(f"read_phases on {programs} programs: a barrier wait gave up in a replay")
+    bufs.clear()  # the buffer goes before the next size is allocated
+    del graph
+    torch.cuda.empty_cache()
+    return {"mb": mb, "phases": phases, "programs": programs, "sync": sync, "chunk_kb": chunk_kb,
+            "bytes_per_phase": 2 * n, "s_per_phase": statistics.median(times)}
+
+
 def measure_launch_floor(sizes_mb: Sequence[float] = FIT_SIZES_MB, chunk_kb: int = CHUNK_KB) -> LaunchFloor:
     """The fitted floor on this machine's CUDA device (a few seconds)."""
     rows = [time_chain(mb, chunk_kb) for mb in sizes_mb]

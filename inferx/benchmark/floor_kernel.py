@@ -17,3 +17,34 @@ def read_sum(x, out, n, CHUNK: tl.constexpr, BLOCK: tl.constexpr):  # type: igno
         offs = base + i + tl.arange(0, BLOCK)
         acc += tl.load(x + offs, mask=offs < n, other=0).to(tl.float32)
     tl.store(out + pid, tl.sum(acc))
+
+
+@triton.jit
+def read_phases(x, out, counter, n, PHASES: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr,  # type: ignore[no-untyped-def]
+                SYNC: tl.constexpr, MAX_POLLS: tl.constexpr):
+    """A persistent grid of G programs reads PHASES regions of x, n elements each, one region after
+    another: in each, program i sums chunks i, i + G, i + 2G, ... With SYNC, every program then
+    waits at a grid-wide barrier before the next region: it counts its arrival on ``counter``
+    (zero at launch) and polls it until all G have arrived. out[i] is program i's sum, or -1 where
+    a wait gave up after MAX_POLLS polls (the programs were not all resident at once)."""
+    pid = tl.program_id(0)
+    g = tl.num_programs(0)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    gave_up = 0
+    for p in range(PHASES):
+        region = x + p * n.to(tl.int64)
+        for c in range(pid * CHUNK, n, g * CHUNK):
+            for i in range(0, CHUNK, BLOCK):
+                offs = c + i + tl.arange(0, BLOCK)
+                acc += tl.load(region + offs, mask=offs < n, other=0).to(tl.float32)
+        if SYNC:
+            tl.debug_barrier()  # the whole program has finished the phase
+            tl.atomic_add(counter, 1, sem="release")
+            seen = tl.atomic_add(counter, 0, sem="acquire")
+            polls = 0
+            while (seen < (p + 1) * g) & (polls < MAX_POLLS):
+                seen = tl.atomic_add(counter, 0, sem="acquire")
+                polls += 1
+            gave_up += (seen < (p + 1) * g).to(tl.int32)
+            tl.debug_barrier()
+    tl.store(out + pid, tl.where(gave_up > 0, -1.0, tl.sum(acc)))
