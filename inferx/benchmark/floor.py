@@ -15,7 +15,7 @@ for programs of 8-32 KB.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,27 @@ def fit(points: Sequence[tuple[float, float]]) -> LaunchFloor:
     return LaunchFloor(statistics.median(t - slope * b for b, t in points), 1.0 / slope)
 
 
+def _replay_times(run: Callable[[], None], replays: int, per: int) -> list[float]:
+    """``run`` captured in one CUDA graph, replayed 3 times, then ``replays`` times timed with CUDA
+    events: seconds per replay divided by ``per`` (its launches or phases)."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    for _ in range(3):
+        graph.replay()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / per)
+    return times
+
+
 def time_chain(mb: float, chunk_kb: int = CHUNK_KB, chain: int = 16, replays: int = 20) -> dict[str, Any]:
     """Seconds per launch of ``chain`` launches of ``read_sum`` over ``chain`` buffers of ``mb``
     MB each (0: an empty kernel on 132 programs), captured in one CUDA graph, median of
@@ -77,21 +98,8 @@ def time_chain(mb: float, chunk_kb: int = CHUNK_KB, chain: int = 16, replays: in
     torch.cuda.synchronize()
     if n and abs(out.sum().item() - n) > 1e-3 * n:
         raise RuntimeError(f"read_sum summed {out.sum().item()} over {n} ones")
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / chain)
+    times = _replay_times(run, replays, chain)
     bufs.clear()  # the buffers go before the next size is allocated
-    del graph
     torch.cuda.empty_cache()
     return {"chunk_kb": chunk_kb, "mb": mb, "bytes": 2 * n, "programs": programs,
             "s_per_launch": statistics.median(times)}
@@ -127,24 +135,10 @@ def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chun
     if bool((out < 0).any()) or abs(out.sum().item() - phases * n) > 1e-3 * phases * n:
         raise RuntimeError(f"read_phases on {programs} programs: sums {out.sum().item()} of {phases * n} ones, "
                            f"{int((out < 0).sum())} programs gave up waiting at a barrier")
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / phases)
-    torch.cuda.synchronize()
+    times = _replay_times(run, replays, phases)
     if bool((out < 0).any()):
         raise RuntimeError(f"read_phases on {programs} programs: a barrier wait gave up in a replay")
     bufs.clear()  # the buffer goes before the next size is allocated
-    del graph
     torch.cuda.empty_cache()
     return {"mb": mb, "phases": phases, "programs": programs, "sync": sync, "chunk_kb": chunk_kb,
             "bytes_per_phase": 2 * n, "s_per_phase": statistics.median(times)}
