@@ -11,6 +11,11 @@ fastest. Candidates the schedule space rejects are listed with the reason and no
         --knob tma=0,1 --knob persistent=0,1,2 --top 3 --db tuning_logs
     python benchmarks/knob_sweep.py --shape 8b --only prefill --only 'rows<=128' --bases-from-rows 256 \
         --knob split_k=1,2,4 --db tuning_logs    # a new row bucket, from its neighbour's records
+    python benchmarks/knob_sweep.py --shape 8b --only N=6144 --only 'rows<=128' --top 8 --again \
+        --db tuning_logs    # the best records measured again after a change to the template's code
+
+A database takes each task's fastest record, so a change that makes a template faster needs only
+its best records measured again (``--again``: the bases too, and schedules measured before).
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ def main() -> None:
     ap.add_argument("--bases-from-rows", type=int, default=None, metavar="ROWS",
                     help="start from the best records of the same task at ROWS rows (a new row bucket)")
     ap.add_argument("--top", type=int, default=3, help="best distinct records of each task to start from")
+    ap.add_argument("--again", action="store_true",
+                    help="measure the bases and every neighbour even where measured before (after a code change)")
     ap.add_argument("--db", default="tuning_logs")
     ap.add_argument("--target", default="h200")
     ap.add_argument("--jobs", type=int, default=16)
@@ -69,8 +76,8 @@ def main() -> None:
         knobs = [parse_knob(k) for k in args.knob]
     except ValueError as e:
         sys.exit(f"knob_sweep: {e}")
-    if not knobs:
-        sys.exit("knob_sweep: name at least one --knob NAME=V1,V2,...")
+    if not knobs and not args.again:
+        sys.exit("knob_sweep: name at least one --knob NAME=V1,V2,... (or --again)")
     try:
         batches = tuple(int(b) for b in args.batches.split(","))
     except ValueError:
@@ -111,9 +118,10 @@ def main() -> None:
             if not bases:
                 print(f"{task}: no record to start from", flush=True)
                 continue
-            measured = {schedule_key(space.complete(r.schedule)) for r in recs}
+            measured = set() if args.again else {schedule_key(space.complete(r.schedule)) for r in recs}
             wanted: list[dict[str, Any]] = []
-            for cand in dedupe([n for b in bases for n in neighbours(dict(b), knobs)]):
+            for cand in dedupe([*([dict(b) for b in bases] if args.again else []),
+                                *[n for b in bases for n in neighbours(dict(b), knobs)]]):
                 why = space.why_invalid(task, cand)
                 if why:
                     print(f"   skip {space.emit(cand)}: {why}")

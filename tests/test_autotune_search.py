@@ -474,3 +474,15 @@ def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(
     runpy.run_path(str(script), run_name="__main__")
     assert "not swept: the attention space has no knob 'bk'" in capsys.readouterr().out
     assert any(r.task.shape == "decode" for r in Database.load(tmp_path, "h200").records)
+    # --again: the two best records of the 4096-row task measured again as they are, nothing else
+    before = [r for r in Database.load(tmp_path, "h200").records if r.task == o]
+    monkeypatch.setattr(sys, "argv", ["knob_sweep.py", "--shape", "tiny", "--only", "K=64 N=64", "--only",
+                                      "prefill", "--only", "rows<=4096", "--db", str(tmp_path), "--again",
+                                      "--top", "2"])
+    runpy.run_path(str(script), run_name="__main__")
+    again = [r for r in Database.load(tmp_path, "h200").records if r.task == o][len(before):]
+    best = sorted(before, key=lambda r: r.median_ms)[:2]
+    assert sorted(map(str, (r.schedule for r in again))) == sorted(map(str, (r.schedule for r in best))), again
+    monkeypatch.setattr(sys, "argv", ["knob_sweep.py", "--shape", "tiny", "--only", "gemm", "--db", str(tmp_path)])
+    with pytest.raises(SystemExit, match="name at least one --knob"):
+        runpy.run_path(str(script), run_name="__main__")

@@ -137,3 +137,19 @@ def test_overlap_loads_only_weights_before_the_wait_and_releases_right_after_it(
             else:
                 assert at == 0 and stripped[-1] == "gdc_launch_dependents()", (entry, i)
     assert seen == {"decode"}
+
+
+def test_rope_tiles_take_the_gpus_cos_and_sin_and_gemvs_the_polynomials() -> None:
+    """RoPE in a GEMM's epilogue: a tile (dot path) computes cos/sin with libdevice's fast forms
+    where the module is compiled for a GPU and with the polynomials under the interpreter; a GEMV
+    (one row per program) always with the polynomials (measured faster there, Emitter.sincos)."""
+    kernels = _fused_kernels(256)
+    rope = {fn: [k for k in ks if k.template.data == "gemm" and any(o.name == "ix.rope" for o in k.body.block.ops)]
+            for fn, ks in kernels.items()}
+    tile = generate(rope["prefill"][0], "qkv", "sm_90").source
+    gemv = generate(rope["decode"][0], "qkv", "sm_90").source
+    lines = tile.split("\n")
+    on_gpu = next(i for i, ln in enumerate(lines) if "libdevice.fast_cosf(" in ln)
+    assert lines[on_gpu - 1].strip() == "if ON_GPU:" and "libdevice.fast_sinf(" in lines[on_gpu + 1]
+    assert lines[on_gpu + 2].strip() == "else:" and "0.5 + r" in tile  # the polynomials, one level in
+    assert "fast_cosf" not in gemv and "fast_sinf" not in gemv and "0.5 + r" in gemv

@@ -493,7 +493,8 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     row_inputs = _row_inputs(epilogue, rows_shape)
     for v in row_inputs:
         em.emit(f"row{_idx(v)} = tl.load(in{_idx(v)} + r, mask=rm, other=0)")
-    hoisted = hoisted_rope(em, epilogue, regions, row_inputs) if paired else None
+    # cos and sin by the GPU's approximations in tiles, by polynomials in GEMVs: measured (sincos)
+    hoisted = hoisted_rope(em, epilogue, regions, row_inputs, fast=not gemv) if paired else None
     lead = em.unravel("r[:, None]", y_t.shape[:-1])
     for v in row_inputs:
         em.row_values[v] = (f"row{_idx(v)}[:, None]", list(lead))

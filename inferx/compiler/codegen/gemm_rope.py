@@ -104,11 +104,11 @@ def pairing(regions: list[RopeRegion], bn: int) -> str | None:
 
 
 def hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[RopeRegion],
-                  row_inputs: list[SSAValue]) -> list[Operation] | None:
+                  row_inputs: list[SSAValue], fast: bool = False) -> list[Operation] | None:
     """Rotates ``acc`` for every RoPE of the epilogue at once, before the epilogue runs, and returns
     the ropes (which then pass their tile through); None where they differ in anything but the
     columns they cover or read positions not loaded per row. One cos and one sin per element
-    (instead of one pair per rope)."""
+    (instead of one pair per rope); ``fast``: by the GPU's approximations (``Emitter.sincos``)."""
     ropes = [o for o in epilogue if isinstance(o, nn.RopeOp)]
     if not ropes or len(ropes) != len(regions):
         return None
@@ -130,7 +130,7 @@ def hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[RopeRegio
     pos = f"row{positions.index}"
     inv, sign = em.rope_frequencies(first, "rd", rot)
     em.emit(f"ang = {pos}.to(tl.float32)[:, None] * ({inv})[None, :]")
-    cos, sin = em.sincos("ang")
+    cos, sin = em.sincos("ang", fast)
     em.emit(f"acc = tl.where(((rd >= 0) & (rd < {rot}))[None, :], "
             f"acc * {cos} + ({sign})[None, :] * accp * {sin}, acc)")
     return list(ropes)
