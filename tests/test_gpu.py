@@ -285,7 +285,10 @@ def test_fused_decode_kernels_match_hf_and_replay(tmp_path, options) -> None:  #
     one kernel each; partial products are added atomically in arrival order, so two runs may
     differ in the last bits): bf16 decode logits against HF over 8 teacher-forced steps in
     buckets 1 and 4 (3 rows padded), and graph replay against plain launches over 50 steps
-    within 1e-3."""
+    within 1e-2: a sum that differs in its last bits can round a bf16 activation one unit the other
+    way (2^-8 relative) and the KV cache carries it to later steps (measured on an H200: 0.0025 at
+    step 38 of the fused MLP in one run of several; a lost or stale partial, the failure this test
+    is for, measured 0.16-0.44)."""
     model = _model("llama")
     art = inferx.compile(model, target="h200", output=tmp_path / "fused.ixa", dtype="bf16", max_seq_len=128,
                          max_batch=4, jobs=os.cpu_count() or 4, **dict.fromkeys(options, True))
@@ -305,7 +308,7 @@ def test_fused_decode_kernels_match_hf_and_replay(tmp_path, options) -> None:  #
             nxt = torch.from_numpy(ref[:, -1].argmax(-1))[:, None] if step < 8 else torch.randint(0, 160, (batch, 1))
             got, launched = replayed.decode(nxt), plain.decode(nxt)
             diff = _rel(got, launched)
-            assert diff < 1e-3, f"step {step}: replay against launches {diff:.3g}; {repro}"
+            assert diff < 1e-2, f"step {step}: replay against launches {diff:.3g}; {repro}"
             if step < 8:
                 seq = torch.cat([seq, nxt], 1)
                 with torch.no_grad():
