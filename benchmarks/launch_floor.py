@@ -15,7 +15,8 @@ With ``--phases P``: whether a grid-wide barrier costs less than a kernel bounda
 (and each chunk), P launches of the streaming kernel in one graph, against one persistent launch
 (``--per-sm`` programs per SM, every one resident) that streams the same P regions one after
 another, with a barrier between regions (arrivals counted on a global counter, polled with
-acquire loads) and without one:
+acquire loads), without one, and with one where each program loads its first chunk of the next
+region before it waits (as a persistent decode layer could load its next weights):
 
     python benchmarks/launch_floor.py --sizes 8.4,12.6,33.6 --chunks 16 --phases 16 --per-sm 1,2,4
 """
@@ -87,15 +88,18 @@ def main() -> None:
             for k in per_sm:
                 with_sync = time_phases(mb, args.phases, k, True, chunk_kb, args.replays)
                 without = time_phases(mb, args.phases, k, False, chunk_kb, args.replays)
-                t, t0 = with_sync["s_per_phase"], without["s_per_phase"]
+                ahead = time_phases(mb, args.phases, k, True, chunk_kb, args.replays, prefetch=True)
+                t, t0, tp = with_sync["s_per_phase"], without["s_per_phase"], ahead["s_per_phase"]
                 phase_rows.append({"chunk_kb": chunk_kb, "mb": mb, "phases": args.phases, "per_sm": k,
                                    "programs": with_sync["programs"], "chain_s_per_launch": chain,
-                                   "s_per_phase": t, "s_per_phase_no_barrier": t0, "barrier_s": t - t0})
+                                   "s_per_phase": t, "s_per_phase_no_barrier": t0, "barrier_s": t - t0,
+                                   "s_per_phase_prefetch": tp})
                 print(f"chunk {chunk_kb:3d} KB  {mb:7.1f} MB x {args.phases} phases: {args.phases} launches "
                       f"{chain * 1e6:7.2f} us each; persistent on {with_sync['programs']:4d} programs "
                       f"{t * 1e6:7.2f} us a phase with barriers, {t0 * 1e6:7.2f} without: "
                       f"{(t - t0) * 1e6:5.2f} us a barrier, "
-                      f"{(chain - t) * 1e6:+6.2f} us a phase against a launch", flush=True)
+                      f"{(chain - t) * 1e6:+6.2f} us a phase against a launch; next chunk loaded before "
+                      f"each wait: {tp * 1e6:7.2f} us a phase, {(chain - tp) * 1e6:+6.2f} against a launch", flush=True)
     print(f"copy {copy / 1e12:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"triton {triton.__version__}")
     if args.out:

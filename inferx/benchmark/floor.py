@@ -106,11 +106,12 @@ def time_chain(mb: float, chunk_kb: int = CHUNK_KB, chain: int = 16, replays: in
 
 
 def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chunk_kb: int = CHUNK_KB,
-                replays: int = 20) -> dict[str, Any]:
+                replays: int = 20, prefetch: bool = False) -> dict[str, Any]:
     """Seconds per phase of one persistent ``read_phases`` launch (``per_sm`` programs per SM)
     over ``phases`` regions of ``mb`` MB each, with a grid-wide barrier after each phase or
     none: set beside ``time_chain``'s seconds per launch over the same bytes, what a barrier
-    costs against a kernel boundary. One CUDA graph (the arrival counter zeroed in it), median of
+    costs against a kernel boundary. ``prefetch``: each program loads its first chunk of the next
+    region before it waits (``read_phases``' PREFETCH). One CUDA graph (the arrival counter zeroed in it), median of
     ``replays`` replays after 3; RuntimeError if the sums are wrong or a barrier wait gave up."""
     import torch
 
@@ -128,7 +129,7 @@ def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chun
     def run() -> None:
         counter.zero_()
         read_phases[(programs,)](bufs[0], out, counter, n, PHASES=phases, CHUNK=chunk_kb * 512, BLOCK=BLOCK, SYNC=sync,
-                                 MAX_POLLS=1 << 22, num_warps=8)
+                                 MAX_POLLS=1 << 22, PREFETCH=prefetch, num_warps=8)
 
     run()  # compiles
     torch.cuda.synchronize()
@@ -140,7 +141,7 @@ def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chun
         raise RuntimeError(f"read_phases on {programs} programs: a barrier wait gave up in a replay")
     bufs.clear()  # the buffer goes before the next size is allocated
     torch.cuda.empty_cache()
-    return {"mb": mb, "phases": phases, "programs": programs, "sync": sync, "chunk_kb": chunk_kb,
+    return {"mb": mb, "phases": phases, "programs": programs, "sync": sync, "prefetch": prefetch, "chunk_kb": chunk_kb,
             "bytes_per_phase": 2 * n, "s_per_phase": statistics.median(times)}
 
 
