@@ -15,10 +15,11 @@ With ``--phases P``: whether a grid-wide barrier costs less than a kernel bounda
 (and each chunk), P launches of the streaming kernel in one graph, against one persistent launch
 (``--per-sm`` programs per SM, every one resident) that streams the same P regions one after
 another, with a barrier between regions (arrivals counted on a global counter, polled with
-acquire loads), without one, and with one where each program loads its first chunk of the next
-region before it waits (as a persistent decode layer could load its next weights):
+acquire loads), without one, and with one where each program loads its first ``--ahead``
+chunks of the next region before it waits (as a persistent decode layer could load its next
+weights):
 
-    python benchmarks/launch_floor.py --sizes 8.4,12.6,33.6 --chunks 16 --phases 16 --per-sm 1,2,4
+    python benchmarks/launch_floor.py --sizes 8.4,12.6,33.6 --chunks 16 --phases 16 --per-sm 1,2,4 --ahead 1,2,4
 """
 
 from __future__ import annotations
@@ -42,17 +43,22 @@ def main() -> None:
     ap.add_argument("--replays", type=int, default=30)
     ap.add_argument("--phases", type=int, default=0, help="also time P phases of a persistent grid (0: no)")
     ap.add_argument("--per-sm", default="1,2", help="programs per SM of the persistent grid (with --phases)")
+    ap.add_argument("--ahead", default="1", help="chunks of the next region loaded before each wait (with --phases; "
+                    "powers of 2, e.g. 1,2,4)")
     ap.add_argument("--out", default=None, help="write the measurements as JSON here")
     args = ap.parse_args()
     try:
         sizes = [float(s) for s in args.sizes.split(",")]
         chunks = [int(c) for c in args.chunks.split(",")]
         per_sm = [int(c) for c in args.per_sm.split(",")]
+        aheads = [int(c) for c in args.ahead.split(",")]
     except ValueError:
         sys.exit(f"launch_floor: --sizes {args.sizes!r} / --chunks {args.chunks!r} / --per-sm {args.per_sm!r}: "
                  "expected numbers, e.g. 1,12.6 / 16 / 1,2")
     if args.phases < 0 or any(k < 1 for k in per_sm):
         sys.exit(f"launch_floor: --phases {args.phases} must be >= 0 and --per-sm {args.per_sm!r} each >= 1")
+    if any(a < 1 or a & (a - 1) for a in aheads):
+        sys.exit(f"launch_floor: --ahead {args.ahead!r}: each a power of 2 (chunks loaded before a wait)")
     if any(c <= 0 or c % 4 for c in chunks):
         sys.exit(f"launch_floor: --chunks {args.chunks!r}: each a multiple of 4 KB (one 2048-element bf16 block)")
 
@@ -88,18 +94,20 @@ def main() -> None:
             for k in per_sm:
                 with_sync = time_phases(mb, args.phases, k, True, chunk_kb, args.replays)
                 without = time_phases(mb, args.phases, k, False, chunk_kb, args.replays)
-                ahead = time_phases(mb, args.phases, k, True, chunk_kb, args.replays, prefetch=True)
-                t, t0, tp = with_sync["s_per_phase"], without["s_per_phase"], ahead["s_per_phase"]
+                ahead = {a: time_phases(mb, args.phases, k, True, chunk_kb, args.replays, ahead=a)["s_per_phase"]
+                         for a in aheads}
+                t, t0 = with_sync["s_per_phase"], without["s_per_phase"]
                 phase_rows.append({"chunk_kb": chunk_kb, "mb": mb, "phases": args.phases, "per_sm": k,
                                    "programs": with_sync["programs"], "chain_s_per_launch": chain,
                                    "s_per_phase": t, "s_per_phase_no_barrier": t0, "barrier_s": t - t0,
-                                   "s_per_phase_prefetch": tp})
+                                   "s_per_phase_ahead": {str(a): v for a, v in ahead.items()}})
+                loads = "; ".join(f"{a} chunk{'s' if a > 1 else ''} loaded before each wait: {v * 1e6:7.2f} us a "
+                                  f"phase, {(chain - v) * 1e6:+6.2f} against a launch" for a, v in ahead.items())
                 print(f"chunk {chunk_kb:3d} KB  {mb:7.1f} MB x {args.phases} phases: {args.phases} launches "
                       f"{chain * 1e6:7.2f} us each; persistent on {with_sync['programs']:4d} programs "
                       f"{t * 1e6:7.2f} us a phase with barriers, {t0 * 1e6:7.2f} without: "
                       f"{(t - t0) * 1e6:5.2f} us a barrier, "
-                      f"{(chain - t) * 1e6:+6.2f} us a phase against a launch; next chunk loaded before "
-                      f"each wait: {tp * 1e6:7.2f} us a phase, {(chain - tp) * 1e6:+6.2f} against a launch", flush=True)
+                      f"{(chain - t) * 1e6:+6.2f} us a phase against a launch; {loads}", flush=True)
     print(f"copy {copy / 1e12:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"triton {triton.__version__}")
     if args.out:

@@ -342,7 +342,7 @@ def test_the_streaming_kernel_sums_its_chunks() -> None:
 def test_the_persistent_streaming_kernel_sums_its_phases_and_reports_a_barrier_it_gave_up_on() -> None:
     """``floor_kernel.read_phases`` in Triton's interpreter (programs one after another): without
     barriers the programs' sums add up to all phases' elements, also where each program loads
-    its next region's first chunk ahead (PREFETCH); with one program every barrier is passed at
+    its next region's first chunks ahead (AHEAD 1 or 2); with one program every barrier is passed at
     once; with two, the first program's waits give up (the second has not started) and it reports
     -1, while the second, arriving after, passes every barrier and sums its share.
     benchmarks/launch_floor.py refuses a negative --phases in one line."""
@@ -360,15 +360,19 @@ def test_the_persistent_streaming_kernel_sums_its_phases_and_reports_a_barrier_i
     out, counter = torch.full((2,), -2.0), torch.zeros(1, dtype=torch.int32)
     read_phases[(2,)](x, out, counter, 10000, PHASES=3, CHUNK=2 * BLOCK, BLOCK=BLOCK, SYNC=True, MAX_POLLS=4)
     assert out[0].item() == -1.0 and 0 < out[1].item() < total and counter.item() == 6
-    for g, sync in ((1, True), (3, False)):  # PREFETCH: each next region's first chunk loaded before the wait
+    for g, sync, ahead in ((1, True, 1), (3, False, 1), (2, False, 2)):  # next region's first chunks loaded early
         out, counter = torch.full((g,), -2.0), torch.zeros(1, dtype=torch.int32)
         read_phases[(g,)](x, out, counter, 10000, PHASES=3, CHUNK=2 * BLOCK, BLOCK=BLOCK, SYNC=sync, MAX_POLLS=4,
-                          PREFETCH=True)
-        assert out.sum().item() == total, (g, sync, out)
+                          AHEAD=ahead)
+        assert out.sum().item() == total, (g, sync, ahead, out)
     script = Path(__file__).resolve().parent.parent / "benchmarks" / "launch_floor.py"
     proc = subprocess.run([sys.executable, str(script), "--phases", "-1"], capture_output=True, text=True)
     assert proc.returncode != 0
     assert proc.stderr.strip() == "launch_floor: --phases -1 must be >= 0 and --per-sm '1,2' each >= 1"
+    proc = subprocess.run([sys.executable, str(script), "--phases", "4", "--ahead", "3"], capture_output=True,
+                          text=True)
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == "launch_floor: --ahead '3': each a power of 2 (chunks loaded before a wait)"
 
 
 def test_decode_kernel_tables_show_the_launch_floor() -> None:

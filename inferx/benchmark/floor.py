@@ -106,20 +106,21 @@ def time_chain(mb: float, chunk_kb: int = CHUNK_KB, chain: int = 16, replays: in
 
 
 def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chunk_kb: int = CHUNK_KB,
-                replays: int = 20, prefetch: bool = False) -> dict[str, Any]:
+                replays: int = 20, ahead: int = 0) -> dict[str, Any]:
     """Seconds per phase of one persistent ``read_phases`` launch (``per_sm`` programs per SM)
     over ``phases`` regions of ``mb`` MB each, with a grid-wide barrier after each phase or
     none: set beside ``time_chain``'s seconds per launch over the same bytes, what a barrier
-    costs against a kernel boundary. ``prefetch``: each program loads its first chunk of the next
-    region before it waits (``read_phases``' PREFETCH). One CUDA graph (the arrival counter zeroed in it), median of
-    ``replays`` replays after 3; RuntimeError if the sums are wrong or a barrier wait gave up."""
+    costs against a kernel boundary. ``ahead``: each program loads its first ``ahead`` chunks of
+    the next region before it waits (``read_phases``' AHEAD). One CUDA graph (the arrival counter
+    zeroed in it), median of ``replays`` replays after 3; RuntimeError if the sums are wrong or a
+    barrier wait gave up."""
     import torch
 
     from inferx.benchmark.floor_kernel import BLOCK, read_phases
 
-    if chunk_kb <= 0 or chunk_kb % 4 or phases < 1 or per_sm < 1 or mb <= 0:
-        raise ValueError(f"time_phases: mb > 0, phases >= 1, per_sm >= 1, chunk_kb a multiple of 4; got "
-                         f"{mb}, {phases}, {per_sm}, {chunk_kb}")
+    if chunk_kb <= 0 or chunk_kb % 4 or phases < 1 or per_sm < 1 or mb <= 0 or ahead < 0 or ahead & (ahead - 1):
+        raise ValueError(f"time_phases: mb > 0, phases >= 1, per_sm >= 1, chunk_kb a multiple of 4, ahead 0 or a "
+                         f"power of 2; got {mb}, {phases}, {per_sm}, {chunk_kb}, {ahead}")
     n = int(mb * 1e6) // 2
     programs = torch.cuda.get_device_properties(0).multi_processor_count * per_sm
     bufs = [torch.ones(phases * n, dtype=torch.bfloat16, device="cuda")]
@@ -129,7 +130,7 @@ def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chun
     def run() -> None:
         counter.zero_()
         read_phases[(programs,)](bufs[0], out, counter, n, PHASES=phases, CHUNK=chunk_kb * 512, BLOCK=BLOCK, SYNC=sync,
-                                 MAX_POLLS=1 << 22, PREFETCH=prefetch, num_warps=8)
+                                 MAX_POLLS=1 << 22, AHEAD=ahead, num_warps=8)
 
     run()  # compiles
     torch.cuda.synchronize()
@@ -141,7 +142,7 @@ def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chun
         raise RuntimeError(f"read_phases on {programs} programs: a barrier wait gave up in a replay")
     bufs.clear()  # the buffer goes before the next size is allocated
     torch.cuda.empty_cache()
-    return {"mb": mb, "phases": phases, "programs": programs, "sync": sync, "prefetch": prefetch, "chunk_kb": chunk_kb,
+    return {"mb": mb, "phases": phases, "programs": programs, "sync": sync, "ahead": ahead, "chunk_kb": chunk_kb,
             "bytes_per_phase": 2 * n, "s_per_phase": statistics.median(times)}
 
 
