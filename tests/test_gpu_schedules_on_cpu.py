@@ -25,6 +25,9 @@ CASES = {
                     {"num_key_value_heads": 2, "sliding_window": 5, "pad_token_id": 0}),
     # biases of gate|up in pairs (interleave-pairs), in GEMV and dot-path tiles
     "llama-mlp-bias": (T.LlamaConfig, T.LlamaForCausalLM, {"num_key_value_heads": 2, "mlp_bias": True}),
+    # K = 256: decode GEMMs of the batch bucket on the heuristic's split-K (2), whole-head RoPE tiles
+    "llama-split-k": (T.LlamaConfig, T.LlamaForCausalLM,
+                      {"num_key_value_heads": 2, "hidden_size": 256, "intermediate_size": 256}),
     # LayerNorm prologues and Conv1D weights stored K-major
     "gpt2": (T.GPT2Config, T.GPT2LMHeadModel, {"n_inner": 48}),
 }
@@ -52,6 +55,9 @@ def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
     assert gemvs, "no GEMV kernel"
     assert all(("w0 = tl.load(" in a.file_bytes(k["file"]).decode()) == (case in OVERLAP) for k in gemvs)
     assert any(k["template"] == "attention" and k["constexprs"].get("SPLITS") == 16 for k in kernels.values())
+    if case == "llama-split-k":
+        split = [k for k in kernels.values() if k["template"] == "gemm" and k["constexprs"].get("SPLIT_K", 1) > 1]
+        assert {k["constexprs"]["BN"] for k in split} >= {64}, "no split-K decode GEMM on whole heads"
     if case == "llama-head64":
         assert any(k["template"] == "gemm" and (k["constexprs"]["BM"], k["constexprs"]["BN"]) == (128, 64)
                    for k in kernels.values()), "no sm_90 prefill tile"

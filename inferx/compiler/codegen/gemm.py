@@ -127,8 +127,8 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
 
     A decode GEMM for more than one row on sm_90 takes the dot path (GEMV mode would stream the
     weights once per row: measured on an H200, a Llama-3.2-1B-shaped step took 7.3 ms at batch
-    16 against 1.1 ms at batch 1): BM=16 rows (64 from 32 rows up), BN=32 so that even N=4096
-    gives 128 programs for 132 SMs, BK=128, 4 stages.
+    16 against 1.1 ms at batch 1), with split-K where its tiles leave SMs idle
+    (``_decode_dot_schedule``).
 
     Decode-shaped GEMMs (rows = batch, no ``seq``) run in GEMV mode: one row per program, BN=8
     weight rows by BK=512 (or all of a shorter K), 2 stages. Of 26 schedules swept for every
@@ -190,10 +190,50 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     if target == "cpu":
         return GemmSchedule(16, 64 if isinstance(n, int) and n >= 64 else 32, 32)
     if rows is not None and rows > 1:
-        bk = 128 if isinstance(k, int) and k >= 128 else 32
-        return GemmSchedule(16 if rows <= 16 else 64, 32, bk, num_warps=4, num_stages=4)
+        return _decode_dot_schedule(kernel, lin, rows)
     bk = min(512, 1 << max(4, (k - 1).bit_length())) if isinstance(k, int) else 512
     return GemmSchedule(1, 8, bk, num_warps=4, num_stages=2)
+
+
+def _decode_dot_schedule(kernel: KernelOp, lin: nn.LinearOp, rows: int) -> GemmSchedule:
+    """A decode GEMM's schedule on the dot path (batch buckets of 2-64 rows on sm_90): BM = 16
+    rows (64 from 17 up); BN = the head dim under RoPE (whole-head tiles: a narrower tile is
+    stored a bf16 at a time), 128 for a vocabulary-wide N, else 64; split-K doubled (up to 8, K
+    a multiple of SPLIT_K x BK) until the programs fill the 132 SMs once; 8 warps on 128-wide
+    tiles, else 4; 4 stages.
+
+    Drawn from the tuning records of the Llama-3.2-1B and Llama-3-8B decode GEMMs at 4, 16 and
+    64 rows on an H200 (tuning_logs/h200/gemm.jsonl): of 14 tasks whose records hold this rule's
+    tiles and split, it is within 11% of the best in each (8B qkv at 16 rows: BN 128, split 4,
+    20.4 us; the earlier BN 32 without split, 27.6; 8B down at 16 rows 32.5 against 42.1; 8B
+    gate|up at 64 rows 73.3 against 122.3). Where a task's N alone fills the SMs (gate|up,
+    lm_head) there is no split."""
+    x, n = lin.input.type, lin.result.type.shape[-1]  # type: ignore[attr-defined]
+    assert isinstance(x, TensorType)
+    k = x.shape[-1]
+    bm = 16 if rows <= 16 else 64
+    bk = 128 if isinstance(k, int) and k >= 128 else 32
+    if not isinstance(n, int) or not isinstance(k, int):
+        return GemmSchedule(bm, 32, bk, num_warps=4, num_stages=4)
+    ops = list(kernel.body.block.ops)
+    epilogue = ops[ops.index(lin) + 1 :]
+    out_n = n // 2 if gated_split(lin, epilogue) is not None else n
+    bn = 64 if out_n >= 64 else 32
+    if any(isinstance(o, nn.RopeOp) for o in epilogue):
+        try:
+            heads = {g.head_dim for g in rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
+        except CodegenError:  # generate() reports it
+            heads = set()
+        bn = heads.pop() if len(heads) == 1 and heads <= {64, 128} else bn
+    elif out_n >= 8 * HOPPER_SMS * 64:  # a vocabulary: 128-wide tiles still fill eight waves
+        bn = 128
+    tiles = -(-rows // bm) * -(-out_n // bn)
+    split = 1
+    layernorm = isinstance(ops[0], nn.LayerNormOp)  # split-K is not generated under a LayerNorm
+    # double while the programs number under 128 (a wave on 132 SMs, within 3%)
+    while not layernorm and split < 8 and tiles * split < 128 and k % (2 * split * bk) == 0:
+        split *= 2
+    return GemmSchedule(bm, bn, bk, num_warps=8 if bn >= 128 else 4, num_stages=4, split_k=split)
 
 
 def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90",
