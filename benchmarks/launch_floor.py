@@ -94,15 +94,21 @@ def main() -> None:
             for k in per_sm:
                 with_sync = time_phases(mb, args.phases, k, True, chunk_kb, args.replays)
                 without = time_phases(mb, args.phases, k, False, chunk_kb, args.replays)
-                ahead = {a: time_phases(mb, args.phases, k, True, chunk_kb, args.replays, ahead=a)["s_per_phase"]
-                         for a in aheads}
+                ahead: dict[int, float | None] = {}
+                for a in aheads:
+                    try:
+                        ahead[a] = time_phases(mb, args.phases, k, True, chunk_kb, args.replays, ahead=a)["s_per_phase"]
+                    except RuntimeError as exc:  # chunks held ahead cost registers: fewer programs fit an SM
+                        print(f"chunk {chunk_kb} KB, {mb} MB, {k} per SM, {a} ahead: {exc}", flush=True)
+                        ahead[a] = None
                 t, t0 = with_sync["s_per_phase"], without["s_per_phase"]
                 phase_rows.append({"chunk_kb": chunk_kb, "mb": mb, "phases": args.phases, "per_sm": k,
                                    "programs": with_sync["programs"], "chain_s_per_launch": chain,
                                    "s_per_phase": t, "s_per_phase_no_barrier": t0, "barrier_s": t - t0,
                                    "s_per_phase_ahead": {str(a): v for a, v in ahead.items()}})
-                loads = "; ".join(f"{a} chunk{'s' if a > 1 else ''} loaded before each wait: {v * 1e6:7.2f} us a "
-                                  f"phase, {(chain - v) * 1e6:+6.2f} against a launch" for a, v in ahead.items())
+                loads = "; ".join(f"{a} chunk{'s' if a > 1 else ''} loaded before each wait: " + (
+                    f"{v * 1e6:7.2f} us a phase, {(chain - v) * 1e6:+6.2f} against a launch" if v is not None
+                    else "not all programs resident (a wait gave up)") for a, v in ahead.items())
                 print(f"chunk {chunk_kb:3d} KB  {mb:7.1f} MB x {args.phases} phases: {args.phases} launches "
                       f"{chain * 1e6:7.2f} us each; persistent on {with_sync['programs']:4d} programs "
                       f"{t * 1e6:7.2f} us a phase with barriers, {t0 * 1e6:7.2f} without: "

@@ -135,8 +135,9 @@ def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chun
     run()  # compiles
     torch.cuda.synchronize()
     if bool((out < 0).any()) or abs(out.sum().item() - phases * n) > 1e-3 * phases * n:
-        raise RuntimeError(f"read_phases on {programs} programs: sums {out.sum().item()} of {phases * n} ones, "
-                           f"{int((out < 0).sum())} programs gave up waiting at a barrier")
+        raise RuntimeError(f"read_phases on {programs} programs (AHEAD={ahead}): sums {out.sum().item()} of "
+                           f"{phases * n} ones, {int((out < 0).sum())} programs gave up waiting at a barrier "
+                           "(were they all resident at once? registers per program limit programs per SM)")
     times = _replay_times(run, replays, phases)
     if bool((out < 0).any()):
         raise RuntimeError(f"read_phases on {programs} programs: a barrier wait gave up in a replay")
