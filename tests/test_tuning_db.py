@@ -343,7 +343,8 @@ def test_decode_batches_take_whole_heads_and_split_k_until_the_sms_fill() -> Non
     # o (K 4096) and down (K 14336): 64 tiles of 64 columns, x2 = 128
     assert h(by_n[4096], "sm_90", 4) == gemm.GemmSchedule(16, 64, 128, 4, 4, split_k=2)
     # gate|up: 14336 output columns fill the SMs in 224 tiles; no split
-    assert h(by_n[28672], "sm_90", 64) == gemm.GemmSchedule(64, 64, 128, 4, 4)
+    assert h(by_n[28672], "sm_90", 64) == gemm.GemmSchedule(64, 64, 128, 8, 4)  # two accumulators: 8 warps
+    assert h(by_n[4096], "sm_90", 64) == gemm.GemmSchedule(64, 64, 128, 4, 4, split_k=2)
     assert h(by_n[128256], "sm_90", 16) == gemm.GemmSchedule(16, 128, 128, 8, 4)
     # batch 1 stays a GEMV; the CPU's interpreter keeps its few wide programs
     assert h(by_n[6144], "sm_90", 1).gemv and h(by_n[6144], "cpu", 16) == gemm.GemmSchedule(16, 64, 32)

@@ -200,14 +200,18 @@ def _decode_dot_schedule(kernel: KernelOp, lin: nn.LinearOp, rows: int) -> GemmS
     rows (64 from 17 up); BN = the head dim under RoPE (whole-head tiles: a narrower tile is
     stored a bf16 at a time), 128 for a vocabulary-wide N, else 64; split-K doubled (up to 8, K
     a multiple of SPLIT_K x BK) until the programs fill the 132 SMs once; 8 warps on 128-wide
-    tiles, else 4; 4 stages.
+    tiles and on 64-row tiles of a gated or RoPE GEMM, else 4; 4 stages.
 
     Drawn from the tuning records of the Llama-3.2-1B and Llama-3-8B decode GEMMs at 4, 16 and
-    64 rows on an H200 (tuning_logs/h200/gemm.jsonl): of 14 tasks whose records hold this rule's
-    tiles and split, it is within 11% of the best in each (8B qkv at 16 rows: BN 128, split 4,
+    64 rows on an H200 (tuning_logs/h200/gemm.jsonl): of 23 tasks whose records hold this rule's
+    tiles and split, it is within 16% of the best in 22 (the other's one such record ran on 2
+    warps, 1.84x), and within 1% in 13 (8B qkv at 16 rows: BN 128, split 4,
     20.4 us; the earlier BN 32 without split, 27.6; 8B down at 16 rows 32.5 against 42.1; 8B
     gate|up at 64 rows 73.3 against 122.3). Where a task's N alone fills the SMs (gate|up,
-    lm_head) there is no split."""
+    lm_head) there is no split. Timed as built beside cuBLAS (gemm_vs_cublas_*_heuristic_h200_2026-12-02h):
+    at 4 and 16 rows 0.70-1.08x of it; at 64 rows on 4 warps the gated and RoPE tiles were slow
+    (8B gate|up 91.3 us against 73.3 in their records on 8 warps, 1B qkv 15.4 against 11.7), hence
+    the 8 warps there."""
     x, n = lin.input.type, lin.result.type.shape[-1]  # type: ignore[attr-defined]
     assert isinstance(x, TensorType)
     k = x.shape[-1]
@@ -217,9 +221,11 @@ def _decode_dot_schedule(kernel: KernelOp, lin: nn.LinearOp, rows: int) -> GemmS
         return GemmSchedule(bm, 32, bk, num_warps=4, num_stages=4)
     ops = list(kernel.body.block.ops)
     epilogue = ops[ops.index(lin) + 1 :]
-    out_n = n // 2 if gated_split(lin, epilogue) is not None else n
+    gated = gated_split(lin, epilogue) is not None
+    rope = any(isinstance(o, nn.RopeOp) for o in epilogue)
+    out_n = n // 2 if gated else n
     bn = 64 if out_n >= 64 else 32
-    if any(isinstance(o, nn.RopeOp) for o in epilogue):
+    if rope:
         try:
             heads = {g.head_dim for g in rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
         except CodegenError:  # generate() reports it
@@ -233,7 +239,8 @@ def _decode_dot_schedule(kernel: KernelOp, lin: nn.LinearOp, rows: int) -> GemmS
     # double while the programs number under 128 (a wave on 132 SMs, within 3%)
     while not layernorm and split < 8 and tiles * split < 128 and k % (2 * split * bk) == 0:
         split *= 2
-    return GemmSchedule(bm, bn, bk, num_warps=8 if bn >= 128 else 4, num_stages=4, split_k=split)
+    wide = bn >= 128 or (bm == 64 and (gated or rope))  # two accumulators, or a long epilogue
+    return GemmSchedule(bm, bn, bk, num_warps=8 if wide else 4, num_stages=4, split_k=split)
 
 
 def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90",
