@@ -232,6 +232,20 @@ def dot_tile_shape(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     return None
 
 
+def rope_tiles_hold_whole_heads(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """A prefill RoPE GEMM tiles one head per program (BN = head_dim). Other widths run, but
+    measured on an H200 they never won: tiles of two 64-wide heads (BN 128, paired columns) took
+    429-1371 us for the Llama-3.2-1B qkv at 4096 rows against 135 on one-head tiles, and half a
+    128-wide head (BN 64) 38-62 us for the Llama-3-8B qkv at 128 rows against 22.7 (a permuted
+    tile's columns come in runs, which Triton 3.6 stores a bf16 at a time); best per bucket, one
+    head per tile was 1.7-3.2x faster in every prefill bucket of both. Decode tiles of a few rows
+    store little, and narrower ones won there (the 1B qkv at 4 rows on BN 32). Where the task does
+    not know its head dim (read back from a record), nothing is pruned."""
+    if task.shape != "prefill" or not task.rope_head_dim or _gemv(s) or s["bn"] == task.rope_head_dim:
+        return None
+    return f"BN={s['bn']}: a prefill RoPE tile holds one whole head (BN = head_dim {task.rope_head_dim})"
+
+
 def tile_fits_problem(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     """A tile dim more than twice the problem's (rounded up to a power of two) only computes masked
     lanes."""
@@ -303,6 +317,7 @@ GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
     split_k_fits,
     tma_fits,
     group_m_fits,
+    rope_tiles_hold_whole_heads,
     tile_fits_problem,
     dot_tile_shape,
     shared_memory_fits,

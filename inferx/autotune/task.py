@@ -18,14 +18,16 @@ and ``task_from_json`` reads any from a record.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xdsl.ir import BlockArgument, Operation
 
 from inferx.compiler.codegen import attention, attention_o, mlp
+from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.gemm import NORMS, applies, gated_split
-from inferx.compiler.codegen.tile import attr_str
+from inferx.compiler.codegen.gemm_rope import rope_regions
+from inferx.compiler.codegen.tile import Emitter, attr_str
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
@@ -72,6 +74,10 @@ class Task:
     epilogue: str  # e.g. "residual", "kv_write+rope", "mul+pairs+silu", "plain"
     shape: str  # "decode" | "prefill"
     rows: int
+    # The head dim a RoPE epilogue rotates, as extracted from the kernel (0: no RoPE, or a task
+    # read back from a record): what the space prunes prefill tiles by. Not part of the key (the
+    # epilogue tag says RoPE; a record of the same kernel matches with or without it).
+    rope_head_dim: int = field(default=0, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -506,7 +512,18 @@ def gemm_task(kernel: KernelOp, rows: int) -> Task:
         epilogue="+".join(sorted(tags)) or "plain",
         shape=shape_of(kernel),
         rows=rows_bucket(rows),
+        rope_head_dim=_rope_head_dim(kernel, lin, epilogue) if "rope" in tags else 0,
     )
+
+
+def _rope_head_dim(kernel: KernelOp, lin: nn.LinearOp, epilogue: list[Operation]) -> int:
+    """The one head dim the kernel's RoPE regions rotate, or 0 where they differ or cannot be read
+    (the template then reports the kernel when it is generated)."""
+    try:
+        dims = {g.head_dim for g in rope_regions(Emitter(kernel, "task"), lin, epilogue)}
+    except CodegenError:
+        return 0
+    return dims.pop() if len(dims) == 1 else 0
 
 
 def _linear(kernel: KernelOp) -> nn.LinearOp:
