@@ -24,10 +24,9 @@ from typing import Any
 from xdsl.ir import BlockArgument, Operation
 
 from inferx.compiler.codegen import attention, attention_o, mlp
-from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.gemm import NORMS, applies, gated_split
-from inferx.compiler.codegen.gemm_rope import rope_regions
-from inferx.compiler.codegen.tile import Emitter, attr_str
+from inferx.compiler.codegen.gemm_rope import rope_head_dim
+from inferx.compiler.codegen.tile import attr_str
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
@@ -512,18 +511,8 @@ def gemm_task(kernel: KernelOp, rows: int) -> Task:
         epilogue="+".join(sorted(tags)) or "plain",
         shape=shape_of(kernel),
         rows=rows_bucket(rows),
-        rope_head_dim=_rope_head_dim(kernel, lin, epilogue) if "rope" in tags else 0,
+        rope_head_dim=rope_head_dim(kernel, lin, epilogue),
     )
-
-
-def _rope_head_dim(kernel: KernelOp, lin: nn.LinearOp, epilogue: list[Operation]) -> int:
-    """The one head dim the kernel's RoPE regions rotate, or 0 where they differ or cannot be read
-    (the template then reports the kernel when it is generated)."""
-    try:
-        dims = {g.head_dim for g in rope_regions(Emitter(kernel, "task"), lin, epilogue)}
-    except CodegenError:
-        return 0
-    return dims.pop() if len(dims) == 1 else 0
 
 
 def _linear(kernel: KernelOp) -> nn.LinearOp:

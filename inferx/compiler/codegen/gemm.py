@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
-from inferx.compiler.codegen.errors import CodegenError
-from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, rope_regions
+from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, rope_head_dim, rope_regions
 from inferx.compiler.codegen.tile import GRID_WAIT, SIG_DTYPE, Emitter, Tile, attr_str, release_writes
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
@@ -179,11 +178,8 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         # A RoPE GEMM tiles one head per program (BN = head_dim, 64 or 128), so partners are a
         # swap of halves, not a second dot. Tiles of two 64-wide heads pair up too
         # (``gemm_rope.paired_columns``) but are not yet timed against one-head tiles: the tuner may take them.
-        try:
-            heads = {g.head_dim for g in rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
-        except CodegenError:  # generate() reports it
-            heads = set()
-        bn = heads.pop() if len(heads) == 1 and heads <= {64, 128} else 128
+        head = rope_head_dim(kernel, lin, epilogue)
+        bn = head if head in (64, 128) else 128
         if short:
             return GemmSchedule(64, bn, bk, num_warps=4, num_stages=4)
         return GemmSchedule(128, bn, bk, num_warps=8, num_stages=3)
@@ -197,18 +193,18 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
 
 def _decode_dot_schedule(kernel: KernelOp, lin: nn.LinearOp, rows: int) -> GemmSchedule:
     """A decode GEMM's schedule on the dot path (batch buckets of 2-64 rows on sm_90): BM = 16
-    rows (64 from 17 up); BN = the head dim under RoPE (whole-head tiles: a narrower tile is
-    stored a bf16 at a time), 128 for a vocabulary-wide N, else 64; split-K doubled (up to 8, K
+    rows (64 from 17 up); BN = the head dim under RoPE (whole-head tiles, the records' best at 16
+    and 64 rows), 128 for a vocabulary-wide N, else 64; split-K doubled (up to 8, K
     a multiple of SPLIT_K x BK) until the programs fill the 132 SMs once; 8 warps on 128-wide
     tiles and on 64-row tiles of a gated or RoPE GEMM, else 4; 4 stages.
 
     Drawn from the tuning records of the Llama-3.2-1B and Llama-3-8B decode GEMMs at 4, 16 and
     64 rows on an H200 (tuning_logs/h200/gemm.jsonl): of 23 tasks whose records hold this rule's
     tiles and split, it is within 16% of the best in 22 (the other's one such record ran on 2
-    warps, 1.84x), and within 1% in 13 (8B qkv at 16 rows: BN 128, split 4,
-    20.4 us; the earlier BN 32 without split, 27.6; 8B down at 16 rows 32.5 against 42.1; 8B
-    gate|up at 64 rows 73.3 against 122.3). Where a task's N alone fills the SMs (gate|up,
-    lm_head) there is no split. Timed as built beside cuBLAS (gemm_vs_cublas_*_heuristic_h200_2026-12-02h):
+    warps, 1.84x), and within 1% in 13 (8B qkv at 16 rows: BN 128, split 4, 20.4 us; the earlier
+    BN 32 without split, 27.6; 8B down at 16 rows 32.5 against 42.1; 8B gate|up at 64 rows 73.3
+    against 122.3). Where a task's N alone fills the SMs (gate|up, lm_head) there is no split.
+    Timed as built beside cuBLAS (benchmarks/results/gemm_vs_cublas_*_heuristic*_h200_2026-12-02h):
     at 4 and 16 rows 0.70-1.08x of it; at 64 rows on 4 warps the gated and RoPE tiles were slow
     (8B gate|up 91.3 us against 73.3 in their records on 8 warps, 1B qkv 15.4 against 11.7), hence
     the 8 warps there."""
@@ -226,11 +222,8 @@ def _decode_dot_schedule(kernel: KernelOp, lin: nn.LinearOp, rows: int) -> GemmS
     out_n = n // 2 if gated else n
     bn = 64 if out_n >= 64 else 32
     if rope:
-        try:
-            heads = {g.head_dim for g in rope_regions(Emitter(kernel, "heuristic"), lin, epilogue)}
-        except CodegenError:  # generate() reports it
-            heads = set()
-        bn = heads.pop() if len(heads) == 1 and heads <= {64, 128} else bn
+        head = rope_head_dim(kernel, lin, epilogue)
+        bn = head if head in (64, 128) else bn
     elif out_n >= 8 * HOPPER_SMS * 64:  # a vocabulary: 128-wide tiles still fill eight waves
         bn = 128
     tiles = -(-rows // bm) * -(-out_n // bn)

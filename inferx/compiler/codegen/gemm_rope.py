@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.tile import Emitter
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir.ops_base import get_int, get_ints, get_str
+from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import TensorType
 
 
@@ -72,6 +74,16 @@ def rope_regions(em: Emitter, lin: nn.LinearOp, epilogue: list[Operation]) -> li
         style = get_str(op.attributes, "style", ("rotate_half", "interleaved"), "rotate_half")
         regions.append(RopeRegion(off, n_cols, head_dim, rot, style))
     return regions
+
+
+def rope_head_dim(kernel: KernelOp, lin: nn.LinearOp, epilogue: list[Operation]) -> int:
+    """The one head dim the RoPEs of ``epilogue`` rotate; 0 where there is no RoPE, they differ,
+    or their columns cannot be read (``generate`` reports that kernel)."""
+    try:
+        dims = {g.head_dim for g in rope_regions(Emitter(kernel, "rope"), lin, epilogue)}
+    except CodegenError:
+        return 0
+    return dims.pop() if len(dims) == 1 else 0
 
 
 def partner_expr(regions: list[RopeRegion]) -> str | None:
