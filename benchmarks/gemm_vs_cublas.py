@@ -87,7 +87,7 @@ def main() -> None:
     from inferx.autotune.task import gemm_task, rows_bucket, shape_of
     from inferx.benchmark.shapes import SHAPES, make_config
     from inferx.compiler.codegen import generate
-    from inferx.compiler.codegen.gemm import heuristic_schedule
+    from inferx.compiler.codegen.gemm_heuristic import heuristic_schedule
     from inferx.compiler.ir.ops_kernel import KernelOp
 
     hw = HARDWARE[args.target]

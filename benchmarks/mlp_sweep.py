@@ -77,7 +77,7 @@ def main() -> None:
     from inferx.benchmark.floor import measure_launch_floor
     from inferx.benchmark.fused_check import mlp_errors
     from inferx.benchmark.shapes import make_config
-    from inferx.compiler.codegen import gemm, generate, mlp
+    from inferx.compiler.codegen import gemm_heuristic, generate, mlp
     from inferx.compiler.ir.ops_kernel import KernelOp
     from inferx.passes import registry
     from inferx.passes.pipeline import PassManager, parse
@@ -132,7 +132,7 @@ def main() -> None:
             sys.exit(f"mlp_sweep: no unfused {name} kernel found")
         task = gemm_task(pair[name], args.batch)
         best = db.best(task) if db is not None else None
-        sched, origin = (best[0], "tuned") if best else (gemm.heuristic_schedule(pair[name], "sm_90",
+        sched, origin = (best[0], "tuned") if best else (gemm_heuristic.heuristic_schedule(pair[name], "sm_90",
                                                                                   rows_bucket(args.batch)), "heuristic")
         total += report(name, pair[name], generate(pair[name], f"{name}_b{args.batch}", "sm_90", sched,
                                                    grid_dependency=False), sched, nbytes, origin)

@@ -9,7 +9,8 @@ import transformers as T
 import inferx
 from inferx.compiler.codegen import generate
 from inferx.compiler.codegen.errors import CodegenError
-from inferx.compiler.codegen.gemm import GemmSchedule, heuristic_schedule
+from inferx.compiler.codegen.gemm import GemmSchedule
+from inferx.compiler.codegen.gemm_heuristic import heuristic_schedule
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.textio import parse_module
 from inferx.passes import registry

@@ -19,7 +19,7 @@ import inferx
 from inferx.autotune.database import Database, Record
 from inferx.autotune.task import Task, TaskError, gemm_task, rows_bucket
 from inferx.cli import main
-from inferx.compiler.codegen import gemm
+from inferx.compiler.codegen import gemm, gemm_heuristic
 from inferx.compiler.driver import CompileOptions, select_schedule, tuning_database
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.models.decoder import build_decoder_module
@@ -324,10 +324,10 @@ def test_short_prompt_heuristic_fills_the_sms() -> None:
     module = fused(LLAMA_3_8B)
     by_n = {gemm_task(k, 256).n: k for k in kernels(module, "prefill")}
     for rows in gemm.PREFILL_ROW_BUCKETS:
-        assert gemm.heuristic_schedule(by_n[4096], "sm_90", rows) == gemm.GemmSchedule(64, 64, 64, 4, 4)
-        assert gemm.heuristic_schedule(by_n[128256], "sm_90", rows) == gemm.GemmSchedule(128, 256, 64, 8, 3)
-        assert gemm.heuristic_schedule(by_n[28672], "sm_90", rows) == gemm.GemmSchedule(128, 128, 64, 8, 3)
-    assert gemm.heuristic_schedule(by_n[128256], "sm_90", 4096) == gemm.GemmSchedule(128, 256, 64, 8, 3)
+        assert gemm_heuristic.heuristic_schedule(by_n[4096], "sm_90", rows) == gemm.GemmSchedule(64, 64, 64, 4, 4)
+        assert gemm_heuristic.heuristic_schedule(by_n[128256], "sm_90", rows) == gemm.GemmSchedule(128, 256, 64, 8, 3)
+        assert gemm_heuristic.heuristic_schedule(by_n[28672], "sm_90", rows) == gemm.GemmSchedule(128, 128, 64, 8, 3)
+    assert gemm_heuristic.heuristic_schedule(by_n[128256], "sm_90", 4096) == gemm.GemmSchedule(128, 256, 64, 8, 3)
 
 
 def test_decode_batches_take_whole_heads_and_split_k_until_the_sms_fill() -> None:
@@ -337,7 +337,7 @@ def test_decode_batches_take_whole_heads_and_split_k_until_the_sms_fill() -> Non
     against 27.6 for BN 32 without split)."""
     module = fused(LLAMA_3_8B)
     by_n = {gemm_task(k, 256).n: k for k in kernels(module, "decode")}
-    h = gemm.heuristic_schedule
+    h = gemm_heuristic.heuristic_schedule
     # qkv: 48 head tiles of 128 columns, x4 = 192 programs
     assert h(by_n[6144], "sm_90", 16) == gemm.GemmSchedule(16, 128, 128, 8, 4, split_k=4)
     # o (K 4096) and down (K 14336): 64 tiles of 64 columns, x2 = 128

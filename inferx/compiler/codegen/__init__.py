@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from inferx.compiler.codegen import attention, attention_o, gemm, mlp, rowwise
+from inferx.compiler.codegen import attention, attention_o, gemm, gemm_heuristic, mlp, rowwise
 from inferx.compiler.codegen.errors import CodegenError
 from inferx.compiler.codegen.tile import GRID_WAIT
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -78,7 +78,7 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     template does not implement the kernel (``generate`` then says why)."""
     template = kernel.template.data
     if template == "gemm" and gemm.applies(kernel) is None:
-        return gemm.heuristic_schedule(kernel, target, rows)
+        return gemm_heuristic.heuristic_schedule(kernel, target, rows)
     if template == "attention" and attention.applies(kernel) is None:
         return attention.heuristic_schedule(kernel, target)
     if template == "mlp" and mlp.applies(kernel) is None:

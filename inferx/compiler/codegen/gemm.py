@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
-from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, rope_head_dim, rope_regions
+from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, rope_regions
 from inferx.compiler.codegen.tile import GRID_WAIT, SIG_DTYPE, Emitter, Tile, attr_str, release_writes
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
@@ -34,7 +34,7 @@ GEMV_MAX_ROWS = 8
 
 # Prefill GEMMs of few rows (batch x seq) stream their weights about as often as they multiply
 # them: on GPU targets the compiler generates a variant of each prefill GEMM for prompts of up to
-# each of these many rows, whose tiles fill the SMs at its rows (see ``heuristic_schedule``; the
+# each of these many rows, whose tiles fill the SMs at its rows (see ``gemm_heuristic``; the
 # tuner measures each at its rows), and the launch plan picks one by rows. Each is a task bucket
 # (``autotune.task.rows_bucket``).
 PREFILL_ROW_BUCKETS = (128, 512)
@@ -119,133 +119,16 @@ def applies(kernel: KernelOp) -> str | None:
     return None
 
 
-def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> GemmSchedule:
-    """The schedule when the tuning database has none. ``rows``: the row bucket the kernel is
-    generated for: a decode GEMM's batch bucket (None: batch 1), a prefill GEMM's bucket of
-    batch x seq (None: any number of rows).
-
-    A decode GEMM for more than one row on sm_90 takes the dot path (GEMV mode would stream the
-    weights once per row: measured on an H200, a Llama-3.2-1B-shaped step took 7.3 ms at batch
-    16 against 1.1 ms at batch 1), with split-K where its tiles leave SMs idle
-    (``_decode_dot_schedule``).
-
-    Decode-shaped GEMMs (rows = batch, no ``seq``) run in GEMV mode: one row per program, BN=8
-    weight rows by BK=512 (or all of a shorter K), 2 stages. Of 26 schedules swept for every
-    Llama-3-8B decode GEMM at batch 1 on an H200 this one is within 10% of the best for each, and
-    it streams the 1 GB lm_head at 97% of the copy rate
-    (benchmarks/results/gemm_sweep_gemv_decode_8b_b1_h200_2026-11-30.json). Larger decode batches
-    want the dot path (above). On the CPU (Triton's
-    interpreter, where each program costs a Python-level step) decode takes the dot path with
-    BM=16, BN=64: far fewer programs, the same results.
-    Prefill-shaped GEMMs (rows include ``seq``): BM=64 so that the dot runs on wgmma (128 x 128
-    tiles on 8 warps for sm_90, below); narrow or shallow weights shrink BN/BK to 32. A short
-    prompt (``rows`` <= max(PREFILL_ROW_BUCKETS)) on sm_90 takes 64 x 64 tiles (BN = head_dim under
-    RoPE) on one warpgroup, 4 stages, where the large tiles would leave most SMs idle at its rows
-    (fewer programs than half the 132 SMs): at 128 rows they left 16-48 programs (Llama-3-8B
-    o/down/qkv at 0.23-0.28x cuBLAS, benchmarks/results/gemm_vs_cublas_8b_h200_2026-11-30c.json;
-    64 x 64 gives 128-192 programs and 0.51-0.57x). Where they come near filling the SMs (the 8B
-    gate/up: 112 programs at 128 rows; the lm_head) the large tiles stay: gate/up at 128 rows took
-    71.4 us on them (gemm_vs_cublas_8b_h200_2026-11-30c.json) against 77.1 on 64 x 64
-    (gemm_vs_cublas_8b_heuristic_h200_2026-12-01.json), and for the lm_head at 256 rows the
-    tuner, which measures the heuristic first, found 128 x 256 best."""
-    lin = next(o for o in kernel.body.block.ops if isinstance(o, nn.LinearOp))
-    x = lin.input.type
-    assert isinstance(x, TensorType)
-    row_dims = sy.product(x.shape[:-1])
-    n = lin.result.type.shape[-1]  # type: ignore[attr-defined]
-    k = x.shape[-1]
-    if "seq" in sy.symbols_of(row_dims):
-        bn = 64 if isinstance(n, int) and n >= 64 else 32
-        bk = 64 if isinstance(k, int) and k >= 64 else 32
-        if target == "cpu" or not isinstance(n, int) or n < 128:
-            return GemmSchedule(64, bn, bk)
-        # sm_90: 128 x 128 tiles on 8 warps (two warpgroups of wgmma), 3 stages, also with a
-        # second accumulator (gated split): measured on an H200 for the Llama-3.2-1B gate|up GEMM
-        # at 4096 rows, 510 TFLOP/s against 409 with BN=64.
-        # One accumulator and no RoPE: 128 x 256 (Llama-3-8B o 628 against 567 TFLOP/s, down 613
-        # against 517; benchmarks/results/prefill_sweep_h200_2026-11-30.json).
-        ops = list(kernel.body.block.ops)
-        epilogue = ops[ops.index(lin) + 1 :]
-        short = rows is not None and rows <= max(PREFILL_ROW_BUCKETS)
-        if not any(isinstance(o, nn.RopeOp) for o in epilogue):
-            gated = gated_split(lin, epilogue) is not None
-            wide = not gated and n >= 256
-            large = GemmSchedule(128, 256 if wide else 128, bk, num_warps=8, num_stages=3)
-            tiles = -(-(rows or 0) // large.bm) * -(-(n // 2 if gated else n) // large.bn)
-            if short and 2 * tiles < HOPPER_SMS:  # the large tiles would leave most SMs idle
-                return GemmSchedule(64, 64, bk, num_warps=4, num_stages=4)
-            return large
-        # A RoPE GEMM tiles one head per program (BN = head_dim, 64 or 128), so partners are a
-        # swap of halves, not a second dot. Tiles of two 64-wide heads pair up too
-        # (``gemm_rope.paired_columns``), but on an H200 they were 3x slower (the tuner's prefill
-        # space prunes them: ``space.rope_tiles_hold_whole_heads``).
-        head = rope_head_dim(kernel, lin, epilogue)
-        bn = head if head in (64, 128) else 128
-        if short:
-            return GemmSchedule(64, bn, bk, num_warps=4, num_stages=4)
-        return GemmSchedule(128, bn, bk, num_warps=8, num_stages=3)
-    if target == "cpu":
-        return GemmSchedule(16, 64 if isinstance(n, int) and n >= 64 else 32, 32)
-    if rows is not None and rows > 1:
-        return _decode_dot_schedule(kernel, lin, rows)
-    bk = min(512, 1 << max(4, (k - 1).bit_length())) if isinstance(k, int) else 512
-    return GemmSchedule(1, 8, bk, num_warps=4, num_stages=2)
-
-
-def _decode_dot_schedule(kernel: KernelOp, lin: nn.LinearOp, rows: int) -> GemmSchedule:
-    """A decode GEMM's schedule on the dot path (batch buckets of 2-64 rows on sm_90): BM = 16
-    rows (64 from 17 up); BN = the head dim under RoPE (whole-head tiles, the records' best at 16
-    and 64 rows), 128 for a vocabulary-wide N, else 64; split-K doubled (up to 8, K
-    a multiple of SPLIT_K x BK) until the programs fill the 132 SMs once; 8 warps on 128-wide
-    tiles and on 64-row tiles of a gated or RoPE GEMM, else 4; 4 stages.
-
-    Drawn from the tuning records of the Llama-3.2-1B and Llama-3-8B decode GEMMs at 4, 16 and
-    64 rows on an H200 (tuning_logs/h200/gemm.jsonl): of 23 tasks whose records hold this rule's
-    tiles and split, it is within 16% of the best in 22 (the other's one such record ran on 2
-    warps, 1.84x), and within 1% in 13 (8B qkv at 16 rows: BN 128, split 4, 20.4 us; the earlier
-    BN 32 without split, 27.6; 8B down at 16 rows 32.5 against 42.1; 8B gate|up at 64 rows 73.3
-    against 122.3). Where a task's N alone fills the SMs (gate|up, lm_head) there is no split.
-    Timed as built beside cuBLAS (benchmarks/results/gemm_vs_cublas_*_heuristic*_h200_2026-12-02h):
-    at 4 and 16 rows 0.70-1.08x of it; at 64 rows on 4 warps the gated and RoPE tiles were slow
-    (8B gate|up 91.3 us against 73.3 in their records on 8 warps, 1B qkv 15.4 against 11.7), hence
-    the 8 warps there."""
-    x, n = lin.input.type, lin.result.type.shape[-1]  # type: ignore[attr-defined]
-    assert isinstance(x, TensorType)
-    k = x.shape[-1]
-    bm = 16 if rows <= 16 else 64
-    bk = 128 if isinstance(k, int) and k >= 128 else 32
-    if not isinstance(n, int) or not isinstance(k, int):
-        return GemmSchedule(bm, 32, bk, num_warps=4, num_stages=4)
-    ops = list(kernel.body.block.ops)
-    epilogue = ops[ops.index(lin) + 1 :]
-    gated = gated_split(lin, epilogue) is not None
-    rope = any(isinstance(o, nn.RopeOp) for o in epilogue)
-    out_n = n // 2 if gated else n
-    bn = 64 if out_n >= 64 else 32
-    if rope:
-        head = rope_head_dim(kernel, lin, epilogue)
-        bn = head if head in (64, 128) else bn
-    elif out_n >= 8 * HOPPER_SMS * 64:  # a vocabulary: 128-wide tiles still fill eight waves
-        bn = 128
-    tiles = -(-rows // bm) * -(-out_n // bn)
-    split = 1
-    layernorm = isinstance(ops[0], nn.LayerNormOp)  # split-K is not generated under a LayerNorm
-    # double while the programs number under 128 (a wave on 132 SMs, within 3%); a RoPE GEMM's
-    # 64-row tiles at most 2 (its last program rotates after the sum of the partials: the 8B qkv at
-    # 64 rows took 31.1 us on split 4, 25.1 on split 2; the 1B 11.7 and 10.8)
-    most = 2 if rope and bm == 64 else 8
-    while not layernorm and split < most and tiles * split < 128 and k % (2 * split * bk) == 0:
-        split *= 2
-    wide = bn >= 128 or (bm == 64 and (gated or rope))  # two accumulators, or a long epilogue
-    return GemmSchedule(bm, bn, bk, num_warps=8 if wide else 4, num_stages=4, split_k=split)
-
-
 def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90",
              preload: bool = False, grid_wait: bool = False) -> KernelSource:
     """The kernel's Triton source. ``preload``: a GEMV whose W is a stored weight loads its first
     W tiles before anything else, and with ``grid_wait`` (a kernel made safe for PDL, see
     ``codegen.with_grid_dependency``) then waits for the kernel before it (``GRID_WAIT``)."""
-    sched = schedule or heuristic_schedule(kernel, target)
+    if schedule is None:
+        from inferx.compiler.codegen.gemm_heuristic import heuristic_schedule
+
+        schedule = heuristic_schedule(kernel, target)
+    sched = schedule
     gemv = sched.gemv  # decode: W streamed once per program of BM <= 8 rows, no dot
     em = Emitter(kernel, name)
     ops = list(kernel.body.block.ops)
