@@ -205,6 +205,49 @@ def test_tma_gemms_and_short_prompt_variants_match_hf(tmp_path, persistent) -> N
         assert err < 2e-2, f"decode after {n} tokens: rel err {err:.3g}; {repro}"
 
 
+@pytest.mark.parametrize("tma", [0, 1])
+def test_rope_tiles_of_two_natural_heads_match_hf(tmp_path, tma) -> None:  # type: ignore[no-untyped-def]
+    """qkv GEMMs on tiles of two whole 64-wide heads in their natural column order (each head's
+    halves swapped through a [BM * 2, 2, 32] view of the accumulator; records in a scratch
+    database), prefill and decode at batch 4, compiled for sm_90, against HF in bf16, and the AOT
+    cubins against Triton's JIT of the same sources (a 4-D form of the swap once differed there)."""
+    from inferx.autotune.database import Database, Record
+    from inferx.autotune.extract import extract_tasks, fused_module
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=160, hidden_size=256, intermediate_size=256, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    model = T.LlamaForCausalLM(cfg).eval()
+    db = Database.load(tmp_path / "logs", "h200")
+    for t in extract_tasks(fused_module(model, "bf16"), 200, batches=(4,)).tasks:
+        if t.task.template == "gemm" and "rope" in t.task.epilogue and t.task.rows > 1:
+            bm = 64 if t.task.shape == "prefill" else 16
+            schedule = {"bm": bm, "bn": 128, "bk": 64, "num_warps": 4, "num_stages": 3, "tma": tma}
+            db.append(Record.make(t.task, schedule, [1.0], {}, "2026-12-02", "test"))
+    art = inferx.compile(model, target="h200", output=tmp_path / "a.ixa", dtype="bf16", max_seq_len=200,
+                         max_batch=4, tuning_logs=tmp_path / "logs", jobs=os.cpu_count() or 4)
+    kernels = load_artifact(art).manifest["kernels"]
+    two = [k for k in kernels.values() if k["template"] == "gemm" and k["constexprs"]["BN"] == 128
+           and "(BM * 2, 2, 32)" in load_artifact(art).file_bytes(k["file"]).decode()]
+    assert len(two) >= 2, "no qkv GEMM on tiles of two natural heads"  # prefill, decode at batch 4
+    model = model.to("cuda", torch.bfloat16)
+    aot = inferx.load(art, device="cuda")
+    jit = inferx.load(art, device="cuda", backend="triton", graphs=False)
+    repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'two_natural_heads and {tma}'"
+    ids = torch.randint(0, 160, (4, 150), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = model(ids.cuda()).logits.float().cpu().numpy()
+    got, cross = aot.prefill(ids), jit.prefill(ids)
+    assert _rel(got, ref) < 2e-2, f"prefill: rel err {_rel(got, ref):.3g}; {repro}"
+    assert _rel(got, cross) < 1e-3, f"prefill: cubin vs JIT rel {_rel(got, cross):.3g}; {repro}"
+    nxt = torch.from_numpy(ref[:, -1].argmax(-1))[:, None]
+    with torch.no_grad():
+        ref = model(torch.cat([ids, nxt], 1).cuda()).logits.float().cpu().numpy()
+    got, cross = aot.decode(nxt), jit.decode(nxt)
+    assert _rel(got[:, 0], ref[:, -1]) < 2e-2, f"decode: rel err {_rel(got[:, 0], ref[:, -1]):.3g}; {repro}"
+    assert _rel(got, cross) < 1e-3, f"decode: cubin vs JIT rel {_rel(got, cross):.3g}; {repro}"
+
+
 @pytest.mark.parametrize("bk", [64, 128])
 def test_deferred_gemvs_match_hf(tmp_path, bk) -> None:  # type: ignore[no-untyped-def]
     """Every decode GEMM at batch 1 in GEMV mode with its reduction over K deferred to after the

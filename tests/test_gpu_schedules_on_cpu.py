@@ -158,9 +158,9 @@ def test_prefill_attention_skips_key_blocks_no_query_sees(family: str, tmp_path:
 
 @pytest.mark.parametrize("hidden,bn", [(32, 16), (64, 32)])
 def test_rope_tiles_of_two_heads(hidden: int, bn: int, tmp_path: Path) -> None:
-    """qkv GEMMs (RoPE in the epilogue) on tiles of two whole heads: each tile takes the first
-    halves of its heads, then their second halves, so a RoPE partner is the swap of the tile's
-    halves. Prefill and decode (batch 4) against HF."""
+    """qkv GEMMs (RoPE in the epilogue) on tiles of two whole heads in their natural column order:
+    a RoPE partner is the swap of its head's halves (the tile seen as BM x 2 rows of two halves),
+    no permutation, no second dot. Prefill and decode (batch 4) against HF."""
     from inferx.autotune.extract import extract_tasks, fused_module
     from inferx.compiler.codegen import generate
     from inferx.compiler.codegen.gemm import GemmSchedule
@@ -172,7 +172,8 @@ def test_rope_tiles_of_two_heads(hidden: int, bn: int, tmp_path: Path) -> None:
                   if "rope" in t.task.epilogue and t.task.shape == "prefill")
     assert kernel is not None
     src = generate(kernel, "k", "sm_90", GemmSchedule(16, bn, 16)).source
-    assert "c = tl.where(" in src and "tl.flip(" in src and "wp = " not in src  # permuted, no second dot
+    assert "c = pid_n * BN + tl.arange(0, BN)\n" in src and "wp = " not in src  # natural columns, no second dot
+    assert f"tl.flip(tl.reshape(acc, (BM * 2, 2, {hidden // 8}))" in src  # head_dim hidden / 4 heads
     _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'two_heads and {bn}'")
 
 

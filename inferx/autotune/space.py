@@ -233,17 +233,19 @@ def dot_tile_shape(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
 
 
 def rope_tiles_hold_whole_heads(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
-    """A prefill RoPE GEMM tiles one head per program (BN = head_dim). Other widths run, but
-    measured on an H200 they never won: tiles of two 64-wide heads (BN 128, paired columns) took
-    429-1371 us for the Llama-3.2-1B qkv at 4096 rows against 135 on one-head tiles, and half a
-    128-wide head (BN 64) 38-62 us for the Llama-3-8B qkv at 128 rows against 22.7 (a permuted
-    tile's columns come in runs, which Triton 3.6 stores a bf16 at a time); best per bucket, one
-    head per tile was 1.7-3.2x faster in every prefill bucket of both. Decode tiles of a few rows
-    store little, and narrower ones won there (the 1B qkv at 4 rows on BN 32). Where the task does
-    not know its head dim (read back from a record), nothing is pruned."""
-    if task.shape != "prefill" or not task.rope_head_dim or _gemv(s) or s["bn"] == task.rope_head_dim:
+    """A prefill RoPE GEMM's tiles hold whole heads (BN a multiple of head_dim, in their natural
+    column order). The permuted tiles the template makes otherwise run, but measured on an H200
+    they never won: half a 128-wide head (BN 64) took 38-62 us for the Llama-3-8B qkv at 128 rows
+    against 22.7 on one head (a permuted tile's columns come in runs, which Triton 3.6 stores a bf16
+    at a time), and two 64-wide heads in permuted order (as the template laid them out until
+    natural multi-head tiles) 429-1371 us for the Llama-3.2-1B qkv at 4096 rows against 135 on one
+    head; one head per tile was best by 1.7-3.2x in every prefill bucket of both. Decode tiles of a
+    few rows store little, and narrower ones won there (the 1B qkv at 4 rows on BN 32). Where the
+    task does not know its head dim (read back from a record), nothing is pruned."""
+    head = task.rope_head_dim
+    if task.shape != "prefill" or not head or _gemv(s) or s["bn"] % head == 0:
         return None
-    return f"BN={s['bn']}: a prefill RoPE tile holds one whole head (BN = head_dim {task.rope_head_dim})"
+    return f"BN={s['bn']}: a prefill RoPE tile holds whole heads (BN a multiple of head_dim {head})"
 
 
 def tile_fits_problem(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:

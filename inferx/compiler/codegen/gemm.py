@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
-from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, rope_regions
+from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.codegen.tile import GRID_WAIT, SIG_DTYPE, Emitter, Tile, attr_str, release_writes
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
@@ -415,7 +415,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         if has_accp:
             em.emit(f"accp += tl.load(in{_idx(lin.bias)} + pc, mask=cn, other=0).to(tl.float32)[None, :]")
     if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
-        em.emit("accp = tl.reshape(tl.flip(tl.reshape(acc, (BM, 2, BN // 2)), 1), (BM, BN))")
+        em.emit(partner_swap(regions, sched.bn))
     rows_shape = list(x_t.shape[:-1])
     row_inputs = _row_inputs(epilogue, rows_shape)
     for v in row_inputs:

@@ -71,9 +71,8 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
                 return GemmSchedule(64, 64, bk, num_warps=4, num_stages=4)
             return large
         # A RoPE GEMM tiles one head per program (BN = head_dim, 64 or 128), so partners are a
-        # swap of halves, not a second dot. Tiles of two 64-wide heads pair up too
-        # (``gemm_rope.paired_columns``), but on an H200 they were 3x slower (the tuner's prefill
-        # space prunes them: ``space.rope_tiles_hold_whole_heads``).
+        # swap of halves, not a second dot. Tiles of two 64-wide heads (natural order, each
+        # head's halves swapped: ``gemm_rope.partner_swap``) are the tuner's to measure.
         head = rope_head_dim(kernel, lin, epilogue)
         bn = head if head in (64, 128) else 128
         if short:

@@ -101,18 +101,42 @@ def partner_expr(regions: list[RopeRegion]) -> str | None:
 
 
 def pairing(regions: list[RopeRegion], bn: int) -> str | None:
-    """How tiles hold RoPE partners, so that the partner accumulator is a swap of the halves of
-    ``acc``: the columns of a tile. Where each tile is one whole head (BN == head_dim == rot, heads
-    aligned) the columns are the natural ``t``; else the permutation of ``paired_columns`` (also
-    for tiles of several whole heads). None where neither holds (the template then keeps a second
-    accumulator). Natural columns over several heads would need a flip within groups of a 4-D
-    reshape of the accumulator: on an H200 (Triton 3.6) that gave other results from the AOT cubin
-    than from the JIT, so it is not generated; the permutation keeps the one swap of halves."""
+    """How tiles hold RoPE partners, so that the partner accumulator is a swap of halves of
+    ``acc`` (``partner_swap``): the columns of a tile. Where each tile is one or more whole heads
+    in their natural order (head_dim == rot dividing BN, regions aligned to tiles) the columns are
+    the natural ``t``; else the permutation of ``paired_columns``. None where neither holds (the
+    template then keeps a second accumulator)."""
     if not regions or any(g.style != "rotate_half" for g in regions):
         return None
-    if all(g.head_dim == bn and g.rot == bn and g.off % bn == 0 for g in regions):
+    if natural_heads(regions, bn):
         return "t"
     return paired_columns(regions, bn)
+
+
+def natural_heads(regions: list[RopeRegion], bn: int) -> int:
+    """Heads per tile where tiles of BN natural columns hold whole heads of one head dim, all of
+    each rotated (rotate-half), regions aligned to tiles; else 0."""
+    dims = {g.head_dim for g in regions}
+    if len(dims) != 1 or any(g.style != "rotate_half" for g in regions):
+        return 0
+    hd = dims.pop()
+    if bn % hd or any(g.rot != hd or g.off % bn or g.n_cols % bn for g in regions):
+        return 0
+    return bn // hd
+
+
+def partner_swap(regions: list[RopeRegion], bn: int) -> str:
+    """The statement that forms ``accp``, each column's RoPE partner, from ``acc`` in a tile that
+    ``pairing`` laid out: the swap of the tile's halves (one head, or the permuted columns), or of
+    each head's halves in a tile of several natural heads (the [BM, BN] tile seen as BM x heads
+    rows of two halves). On an H200 (Triton 3.6) a 4-D form of the latter once gave other results
+    from the AOT cubin than from the JIT; this 3-D form is checked by the GPU tier
+    (tests/test_gpu.py) before a tuning record may pick it."""
+    heads = natural_heads(regions, bn)
+    if heads > 1:
+        hd = bn // heads
+        return (f"accp = tl.reshape(tl.flip(tl.reshape(acc, (BM * {heads}, 2, {hd // 2})), 1), (BM, BN))")
+    return "accp = tl.reshape(tl.flip(tl.reshape(acc, (BM, 2, BN // 2)), 1), (BM, BN))"
 
 
 def hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[RopeRegion],
