@@ -177,6 +177,19 @@ def test_rope_tiles_of_two_heads(hidden: int, bn: int, tmp_path: Path) -> None:
     _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'two_heads and {bn}'")
 
 
+@pytest.mark.parametrize("defer", [0, 1])
+def test_rope_gemvs_of_two_heads(defer: int, tmp_path: Path) -> None:
+    """Decode qkv GEMVs (one row per program) whose BN weight rows are two whole heads in natural
+    order, the reduction per step or deferred: each head's halves swapped. Against HF."""
+    schedule = {"bm": 1, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, **({"defer": 1} if defer else {})}
+    model, n = _tuned_llama(tmp_path, 32, 64, lambda t: "rope" in t.epilogue and t.rows == 1, schedule)
+    assert n == 1  # decode at batch 1 (GEMV mode is for decode; the batch-4 bucket keeps its heuristic)
+    art = _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'rope_gemvs and {defer}'")
+    a = load_artifact(art)
+    srcs = [a.file_bytes(k["file"]).decode() for k in a.manifest["kernels"].values() if k["template"] == "gemm"]
+    assert any("tl.reshape(acc, (BM * 2, 2, 4))" in src for src in srcs)  # head_dim 8: two per 16 rows
+
+
 @pytest.mark.parametrize("split,tma", [(2, 0), (4, 0), (2, 1)])
 def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) -> None:
     """Every GEMM (RMSNorm + qkv + RoPE + KV write, o + residual, gated gate/up, down + residual,
