@@ -130,12 +130,12 @@ def partner_swap(regions: list[RopeRegion], bn: int) -> str:
     ``pairing`` laid out: the swap of the tile's halves (one head, or the permuted columns), or of
     each head's halves in a tile of several natural heads (the [BM, BN] tile seen as BM x heads
     rows of two halves). On an H200 (Triton 3.6) a 4-D form of the latter once gave other results
-    from the AOT cubin than from the JIT; this 3-D form is checked by the GPU tier
-    (tests/test_gpu.py) before a tuning record may pick it."""
+    from the AOT cubin than from the JIT; the GPU tier checks this 3-D form against HF and the JIT
+    (``tests/test_gpu.py -k two_natural_heads``)."""
     heads = natural_heads(regions, bn)
     if heads > 1:
         hd = bn // heads
-        return (f"accp = tl.reshape(tl.flip(tl.reshape(acc, (BM * {heads}, 2, {hd // 2})), 1), (BM, BN))")
+        return f"accp = tl.reshape(tl.flip(tl.reshape(acc, (BM * {heads}, 2, {hd // 2})), 1), (BM, BN))"
     return "accp = tl.reshape(tl.flip(tl.reshape(acc, (BM, 2, BN // 2)), 1), (BM, BN))"
 
 
