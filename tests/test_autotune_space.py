@@ -10,7 +10,7 @@ import pytest
 
 from inferx.autotune.database import ScheduleError, gemm_schedule
 from inferx.autotune.extract import extract_tasks, fused_module
-from inferx.autotune.space import H200, GemmSpace, Knob, schedule_key, space_for, wave_efficiency
+from inferx.autotune.space import H200, GemmSpace, Knob, schedule_key, space_for, wave_efficiency, weight_tiles
 from inferx.autotune.task import Task
 from inferx.compiler.driver import select_schedule
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -227,3 +227,5 @@ def test_prefill_rope_tiles_hold_whole_heads() -> None:
         back = Task.from_json(task.to_json())
         assert back == task and back.key == task.key and back.rope_head_dim == 0
         assert space.why_invalid(back, {**s, "bn": 16}) is None
+        # 256 columns of whole heads hold their partners: one weight tile a K step (two where unknown)
+        assert weight_tiles(task, {**s, "bn": 256}) == 1 and weight_tiles(back, {**s, "bn": 256}) == 2

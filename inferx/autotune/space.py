@@ -87,11 +87,13 @@ class Knob:
 def weight_tiles(task: Task, s: Mapping[str, int]) -> int:
     """Weight tiles each K step loads: two for a gated (gate|up) GEMM (BN rows of each half, as one
     run of 2*BN rows where they are stored in pairs); two for RoPE when a tile is wider than a
-    head's rotate-half pair run (BN > 128) and so reads its partners elsewhere."""
+    head's rotate-half pair run (BN > 128) and may read its partners elsewhere, unless the task
+    knows its tiles hold whole heads (BN a multiple of its head dim: partners in the tile)."""
     if task.gated:
         return 2
     if "rope" in task.epilogue.split("+") and s["bn"] > 128:
-        return 2
+        head = task.rope_head_dim
+        return 1 if head and s["bn"] % head == 0 else 2
     return 1
 
 
