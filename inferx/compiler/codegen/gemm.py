@@ -124,7 +124,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     """The kernel's Triton source. ``preload``: a GEMV whose W is a stored weight loads its first
     W tiles before anything else, and with ``grid_wait`` (a kernel made safe for PDL, see
     ``codegen.with_grid_dependency``) then waits for the kernel before it (``GRID_WAIT``)."""
-    if schedule is None:
+    if schedule is None:  # imported here: gemm_heuristic imports this module
         from inferx.compiler.codegen.gemm_heuristic import heuristic_schedule
 
         schedule = heuristic_schedule(kernel, target)
