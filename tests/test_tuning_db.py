@@ -105,9 +105,9 @@ def test_keys_are_canonical_json_and_bucket_rows(tiny: ModuleOp) -> None:
     pre = gemm_task(o_pre, 512)
     assert pre.shape == "prefill" and pre.key != gemm_task(o_pre, 1).key != t.key
     assert gemm_task(o_dec, 3).rows == 4 and gemm_task(o_dec, 3).key != t.key
-    # powers of two up to 512 rows, powers of four above
-    assert [rows_bucket(r) for r in (1, 2, 3, 5, 17, 65, 129, 300, 513, 1025, 2048)] == \
-        [1, 2, 4, 8, 32, 128, 256, 512, 1024, 4096, 4096]
+    # powers of two: prompts of up to 2048 tokens are keyed at 2048 rows, not 4096
+    assert [rows_bucket(r) for r in (1, 2, 3, 5, 17, 65, 129, 300, 513, 1025, 2048, 2049)] == \
+        [1, 2, 4, 8, 32, 128, 256, 512, 1024, 2048, 2048, 4096]
     assert gemm_task(kernels(fused(TINY, "f32"), "decode")[1], 1).key != t.key  # dtypes are in the key
 
 
