@@ -131,7 +131,11 @@ def test_tma_is_a_knob_of_dot_path_tiles_of_contiguous_rows() -> None:
     assert "16-byte aligned rows" in (space.why_invalid(gemm(4100, 4096, 4096, "prefill"), {**on, "bk": 16}) or "")
     rope = gemm(4096, 6144, 4096, "prefill", "kv_write+rope")
     assert space.why_invalid(rope, on) is None
-    assert "one whole head" in (space.why_invalid(rope, {**on, "bn": 256, "num_stages": 2}) or "")
+    assert "whole heads" in (space.why_invalid(rope, {**on, "bn": 256, "num_stages": 2}) or "")  # head_dim unknown
+    two_heads = replace(rope, rope_head_dim=128)  # tiles of two whole 128-wide heads are boxes too
+    assert space.why_invalid(two_heads, {**on, "bm": 64, "bn": 256, "num_stages": 2}) is None
+    assert "head_dim 128" in (space.why_invalid(replace(rope, rope_head_dim=128, shape="decode", rows=16),
+                                                {**on, "bm": 16, "bn": 64}) or "")
     assert any(s.get("tma") == 1 for s in space.all_valid(PREFILL))
 
 

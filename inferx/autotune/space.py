@@ -286,8 +286,8 @@ def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     """TMA loads take whole tiles of contiguous rows on the dot path: W in [N, K] layout (a gated
     GEMM takes its gate and up rows as two boxes of BN rows, or as one of 2*BN where they are
     stored in pairs, so BN <= 128 there: a box is at most 256 rows), K rows 16-byte aligned,
-    a RoPE GEMM only on tiles of one whole head (other tiles gather partner columns; the template
-    refuses a BN other than the head dim, and the candidate fails). Decode tasks of 16 rows and
+    a RoPE GEMM only on tiles of whole heads (other tiles gather partner columns or permute them,
+    and the template refuses them). Decode tasks of 16 rows and
     more take them too, with split-K (each program's boxes start at its K range)."""
     if not s.get("tma", 0):  # (the template refuses them in GEMV mode)
         return None
@@ -299,8 +299,14 @@ def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
         return f"TMA needs 16-byte aligned rows: K={task.k} is not"
     if "pairs" in task.epilogue.split("+") and 2 * s["bn"] > 256:
         return f"TMA loads of gate|up pairs take 2*BN rows per box, at most 256: BN={s['bn']}"
-    if "rope" in task.epilogue.split("+") and s["bn"] not in (64, 128):
-        return "TMA loads of a RoPE GEMM need tiles of one whole head (BN = head_dim, 64 or 128)"
+    if "rope" in task.epilogue.split("+"):
+        # Whole heads in natural column order are boxes (tiles of two 64-wide heads on TMA matched
+        # HF on an H200); a tile of part of a head gathers its partners or permutes its columns.
+        head = task.rope_head_dim
+        if head and s["bn"] % head:
+            return f"TMA loads of a RoPE GEMM need tiles of whole heads (BN a multiple of head_dim {head})"
+        if not head and s["bn"] not in (64, 128):
+            return "TMA loads of a RoPE GEMM need tiles of whole heads (head_dim unknown: BN 64 or 128)"
     return None
 
 
