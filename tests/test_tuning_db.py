@@ -292,6 +292,42 @@ def test_llama_3_8b_decode_picks_the_fastest_record(tmp_path: Path) -> None:
         assert choice.origin == "heuristic" and choice.reason == "no record"
 
 
+def test_long_prompt_buckets_borrow_the_nearest_bucket_record(tmp_path: Path) -> None:
+    """A prefill GEMM or attention task of 1024 rows or more with no record of its own takes the
+    best record of the nearest such bucket (2x, then 1/2x, ...) where the task's space accepts it,
+    said as borrowed; short-prompt buckets and decode tasks never borrow."""
+    from inferx.autotune.task import attention_task
+    from inferx.compiler.codegen.attention import AttentionSchedule
+    from inferx.compiler.driver import _schedules_json, _tuning_line
+
+    module = fused(LLAMA_3_8B)
+    qkv, o = kernels(module, "prefill")[:2]
+    attn = kernels(module, "prefill", "attention")[0]
+    db = Database.load(tmp_path, "h200")
+    db.append(record(gemm_task(o, 4096), 0.2, bm=128, bn=128, bk=64, num_warps=8, num_stages=3))
+    db.append(record(gemm_task(qkv, 4096), 0.3, bm=128, bn=64, bk=64, num_warps=8, num_stages=3))  # half a head
+    db.append(Record.make(attention_task(attn, 4096, 4096), {"bm": 64, "bn": 64, "num_warps": 4, "num_stages": 3},
+                          [0.1], TOOLCHAIN, "2026-12-02", "test", "synthetic"))
+    db = Database.load(tmp_path, "h200")
+    for max_seq_len in (2048, 8192):
+        c = select_schedule(o, db, max_seq_len)
+        assert (c.origin, c.from_rows, c.task.rows) == ("borrowed", 4096, max_seq_len), c  # type: ignore[union-attr]
+        assert c.schedule == gemm.GemmSchedule(128, 128, 64, 8, 3) and "4096-row bucket" in c.reason
+    assert select_schedule(o, db, 2048, rows=512).reason == "no record"  # a short prompt's bucket
+    assert select_schedule(o, db, 16384 * 4).reason == "no record"  # 65536 rows: 4096 is 16x away
+    assert select_schedule(qkv, db, 2048).reason == "no record"  # BN 64 splits the 8B's 128-wide heads
+    a = select_schedule(attn, db, 2048)  # seq and context 2048 from seq and context 4096
+    assert a.origin == "borrowed" and a.schedule == AttentionSchedule(bn=64, num_warps=4, num_stages=3, bm=64), a
+    db.append(record(gemm_task(o, 2048), 0.1, bm=64, bn=128, bk=64, num_warps=4, num_stages=4))
+    db = Database.load(tmp_path, "h200")
+    own = select_schedule(o, db, 2048)
+    assert own.origin == "tuned" and own.from_rows is None and own.schedule.bm == 64
+    assert _tuning_line({"a": own, "b": a, "c": select_schedule(qkv, db, 2048)}) == \
+        "tuned 1 of 3 kernels; 1 on a record of another row bucket; fallbacks: 1 (no record)"
+    manifest = _schedules_json({"a": own, "b": a}, db, CompileOptions(target="h200"))["tuned"]
+    assert manifest["b"]["from_rows"] == 4096 and "from_rows" not in manifest["a"]  # inspect says "borrowed"
+
+
 @pytest.mark.parametrize("shape", ["8b"])
 def test_shipped_records_cover_every_task_of_llama_3_8b(shape: str, tmp_path: Path) -> None:
     """Compiling the Llama-3-8B shape for the H200 at the tuner's defaults (batch 1, prompts up to

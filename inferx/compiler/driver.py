@@ -38,8 +38,10 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, SCHEDULE_FORMS, Database, Record
+from inferx.autotune.space import space_for
 from inferx.autotune.task import (
     AnyTask,
+    AttentionTask,
     TaskError,
     attention_o_task,
     attention_task,
@@ -234,17 +236,22 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
 
 @dataclass(frozen=True)
 class ScheduleChoice:
-    """Where one kernel's schedule comes from: a tuning record (``schedule`` and ``record`` set,
-    origin "tuned") or the template's heuristic (origin "heuristic"; ``reason`` says why)."""
+    """Where one kernel's schedule comes from: a tuning record of its task (``schedule`` and
+    ``record`` set, origin "tuned"), a record of the same task at another long-prompt row bucket
+    (origin "borrowed", measured at ``from_rows``; ``reason`` says so), or the template's
+    heuristic (origin "heuristic"; ``reason`` says why)."""
 
     schedule: Any | None
     task: AnyTask | None
     record: Record | None
     reason: str = ""
+    from_rows: int | None = None
 
     @property
     def origin(self) -> str:
-        return "tuned" if self.schedule is not None else "heuristic"
+        if self.schedule is None:
+            return "heuristic"
+        return "tuned" if self.from_rows is None else "borrowed"
 
 
 def tuning_database(options: CompileOptions, say: Callable[[str], None] = lambda msg: None) -> Database | None:
@@ -315,16 +322,51 @@ def select_schedule(kop: KernelOp, db: Database | None, max_seq_len: int, rows: 
     if db is None:
         return ScheduleChoice(None, task, None, "no tuning database for this target")
     best = db.best(task)
-    if best is None:
+    if best is not None:
+        return ScheduleChoice(best[0], task, best[1])
+    near = nearest_bucket_record(task, db)
+    if near is None:
         return ScheduleChoice(None, task, None, "no record")
-    return ScheduleChoice(best[0], task, best[1])
+    schedule, record, from_rows = near
+    return ScheduleChoice(schedule, task, record, f"no record at {task.rows} rows; the {from_rows}-row bucket's",
+                          from_rows)
+
+
+# A long prompt's row buckets (above the short-prompt ones, ``gemm.PREFILL_ROW_BUCKETS``) borrow a
+# neighbour's record when they have none: the factors tried, nearest first.
+BORROW_MIN_ROWS = 1024
+BORROW_FACTORS = (2.0, 0.5, 4.0, 0.25, 8.0, 0.125)
+
+
+def nearest_bucket_record(task: AnyTask, db: Database) -> tuple[Any, Record, int] | None:
+    """(schedule, record, its rows) of the best record of ``task`` at the nearest other row bucket
+    of 1024 rows or more, valid in the task's schedule space, or None. Only prefill GEMM and
+    attention tasks of 1024 rows or more borrow: a long prompt's tiles are a matter of filling the
+    SMs many times over, which a schedule measured at twice or half the rows does too, better than
+    an untuned heuristic; a short prompt's tiling and a decode batch's are questions of their own.
+    An attention task tries its neighbour with the context scaled alike, then with its own."""
+    if getattr(task, "shape", None) != "prefill" or task.rows < BORROW_MIN_ROWS:
+        return None
+    space = space_for(task.template, "sm_90")
+    for factor in BORROW_FACTORS:
+        rows = int(task.rows * factor)
+        if rows < BORROW_MIN_ROWS:
+            continue
+        near: list[AnyTask] = [replace(task, rows=rows)]
+        if isinstance(task, AttentionTask):
+            near.insert(0, replace(task, rows=rows, ctx=max(1, int(task.ctx * factor))))
+        for other in near:
+            best = db.best(other)
+            if best is not None and space.why_invalid(task, space.complete(best[1].schedule)) is None:
+                return best[0], best[1], rows
+    return None
 
 
 def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
               rows: int | None = None, overlap: bool = False) -> KernelSource:
     schedule = choice.schedule or heuristic_schedule(kop, sched_target, rows)
     ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", overlap=overlap)
-    return ks if choice.schedule is None else replace(ks, schedule_origin="tuned")
+    return ks if choice.schedule is None else replace(ks, schedule_origin=choice.origin)
 
 
 def _kernel_name(template: str, ks: KernelSource, kernels: Mapping[str, KernelSource]) -> str:
@@ -345,14 +387,16 @@ def _launch_shape(ks: KernelSource) -> dict[str, Any]:
 
 
 def _tuning_line(choices: Mapping[str, ScheduleChoice]) -> str:
-    """``tuned N of M kernels; fallbacks: <count> <reason>, ...``"""
+    """``tuned N of M kernels[; B on a record of another row bucket]; fallbacks: <count> <reason>, ...``"""
     tuned = sum(c.origin == "tuned" for c in choices.values())
+    borrowed = sum(c.origin == "borrowed" for c in choices.values())
     reasons: dict[str, int] = {}
     for c in choices.values():
-        if c.origin != "tuned":
+        if c.origin == "heuristic":
             reasons[c.reason] = reasons.get(c.reason, 0) + 1
     fallbacks = ", ".join(f"{n} ({why})" for why, n in sorted(reasons.items())) or "none"
-    return f"tuned {tuned} of {len(choices)} kernels; fallbacks: {fallbacks}"
+    also = f"; {borrowed} on a record of another row bucket" if borrowed else ""
+    return f"tuned {tuned} of {len(choices)} kernels{also}; fallbacks: {fallbacks}"
 
 
 def _schedules_json(choices: Mapping[str, ScheduleChoice], db: Database | None,
@@ -363,7 +407,8 @@ def _schedules_json(choices: Mapping[str, ScheduleChoice], db: Database | None,
     for name, c in sorted(choices.items()):
         if c.record is not None and c.task is not None:
             tuned[name] = {"task": c.task.key, "summary": str(c.task), "schedule": c.record.schedule,
-                           "median_ms": c.record.median_ms, "date": c.record.date, "source": c.record.source}
+                           "median_ms": c.record.median_ms, "date": c.record.date, "source": c.record.source,
+                           **({"from_rows": c.from_rows} if c.from_rows is not None else {})}
         else:
             fallbacks[name] = {"task": c.task.key if c.task else None, "reason": c.reason}
     target = options.schedules or options.target

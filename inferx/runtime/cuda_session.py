@@ -115,8 +115,10 @@ class CudaSession(DecoderSession):
         self.pdl = wanted and all(meta.get("grid_dependency", False) for meta in m["kernels"].values())
         self.entries = m["entries"]
         # The tuning record each tuned kernel was compiled from: its time in the tuner, beside the
-        # kernel's time in the step (``time_kernels``)
-        self.record_ms = {name: t["median_ms"] for name, t in m.get("schedules", {}).get("tuned", {}).items()}
+        # kernel's time in the step (``time_kernels``); none for a record borrowed from another
+        # row bucket, whose time was measured at other rows
+        self.record_ms = {name: t["median_ms"] for name, t in m.get("schedules", {}).get("tuned", {}).items()
+                          if "from_rows" not in t}
         self.batch_buckets = buckets_of(m, "batch", m["limits"]["max_batch"])
         self.seq_buckets = buckets_of(m, "seq", max_context)
         self.kernels: dict[str, tuple[KernelSource, Kernel]] = {}
