@@ -8,6 +8,7 @@ Repro of a numeric failure: ``pytest tests/test_gguf.py -k <test name>`` (no ran
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from inferx.compiler.frontend.weights import WeightError
 from inferx.models.config import ConfigError
 from inferx.models.decoder import build_decoder_module
 from inferx.program import Program
+from inferx.runtime.artifact import load_artifact
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 COSINE = 0.999
@@ -101,6 +103,20 @@ def test_config_from_metadata(path: Path, program: Program) -> None:
 def test_tokenizer_is_built_on_first_use(path: Path) -> None:
     tok = inferx.import_model(path).tokenizer
     assert tok is not None and tok._tokenizer is None, "importing must not build the tokenizer"
+
+
+def test_compiles_for_the_h200(path: Path, tmp_path: Path) -> None:
+    """The file compiled as the GPU tier runs it (bf16, sm_90 cubins built here without a GPU):
+    every kernel has its cubin, a decode step is 5 launches per layer and 2 more, and the compile
+    line accounts for every kernel's schedule."""
+    lines: list[str] = []
+    art = inferx.compile(path, target="h200", output=tmp_path / "smollm2.ixa", dtype="bf16", max_seq_len=256,
+                         max_batch=1, jobs=os.cpu_count() or 2, progress=lines.append)
+    m = load_artifact(art, target="sm_90").manifest
+    missing = sorted(n for n, k in m["kernels"].items() if not k.get("cubin"))
+    assert m["kernels"] and not missing, f"kernels without a cubin: {missing}"
+    assert len(m["entries"]["decode"]["launches"]) == 30 * 5 + 2
+    assert any(f"of {len(m['kernels'])} kernels" in x for x in lines), lines
 
 
 def test_greedy_says_paris(program: Program) -> None:
