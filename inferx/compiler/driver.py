@@ -42,6 +42,7 @@ from inferx.autotune.space import space_for
 from inferx.autotune.task import (
     AnyTask,
     AttentionTask,
+    Task,
     TaskError,
     attention_o_task,
     attention_task,
@@ -345,9 +346,9 @@ def nearest_bucket_record(task: AnyTask, db: Database) -> tuple[Any, Record, int
     SMs many times over, which a schedule measured at twice or half the rows does too, better than
     an untuned heuristic; a short prompt's tiling and a decode batch's are questions of their own.
     An attention task tries its neighbour with the context scaled alike, then with its own."""
-    if getattr(task, "shape", None) != "prefill" or task.rows < BORROW_MIN_ROWS:
+    if not isinstance(task, Task | AttentionTask) or task.shape != "prefill" or task.rows < BORROW_MIN_ROWS:
         return None
-    space = space_for(task.template, "sm_90")
+    space = space_for(task.template, db.target)
     for factor in BORROW_FACTORS:
         rows = int(task.rows * factor)
         if rows < BORROW_MIN_ROWS:
