@@ -395,7 +395,7 @@ def test_smollm2_bf16_logits_match_hf_on_gpu(tmp_path) -> None:  # type: ignore[
     (relative L2 0.005-0.033 seen on an H200), so the bounds are: every check's relative L2 error
     <= 0.06 and every position's cosine >= 0.99; over the run, InferX's mean error within twice
     HF bf16's."""
-    from test_gguf import TEXT, smollm2_path
+    from test_gguf import TEXT, cosines, smollm2_path
 
     path = smollm2_path()
     if path is None:
@@ -420,8 +420,7 @@ def test_smollm2_bf16_logits_match_hf_on_gpu(tmp_path) -> None:  # type: ignore[
     def check(what: str, got: np.ndarray, ref: dict[torch.dtype, np.ndarray]) -> None:
         want = ref[torch.float32]
         err, hf_err = _rel(got, want), _rel(ref[torch.bfloat16], want)
-        g, w = got.reshape(-1, want.shape[-1]).astype(np.float64), want.reshape(-1, want.shape[-1])
-        cos = (g * w).sum(-1) / (np.linalg.norm(g, axis=-1) * np.linalg.norm(w, axis=-1))
+        cos = cosines(got, want)
         print(f"SmolLM2 {what}: rel err {err:.4f} (HF bf16 {hf_err:.4f}), min cosine {cos.min():.5f}")
         assert err <= 0.06, f"{what}: rel err {err:.4g} (HF bf16's {hf_err:.4g}); {repro}"
         assert cos.min() >= 0.99, f"{what}: cosine {cos.min():.5f} at position {int(cos.argmin())}; {repro}"
