@@ -205,7 +205,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         if name in binaries:
             files[f"kernels/{name}.cubin"] = binaries[name]["cubin"]
             meta["cubin"] = f"kernels/{name}.cubin"
-            for key in ("shared", "extra_params", "global_scratch", "global_scratch_align"):
+            for key in ("shared", "extra_params", "global_scratch", "global_scratch_align", "launch_warps"):
                 meta[key] = binaries[name][key]
         kernel_index[name] = meta
     tokenizer_files = _tokenizer_files(program, say)
@@ -707,7 +707,8 @@ def _compile_one(ks_json: str, arch: int) -> dict[str, Any]:
     """One kernel's cubin and what a launcher needs beside it: dynamic shared memory, and how many
     pointer parameters the compiler appends after the kernel's own (``extra_params``, counted in
     the PTX entry; Triton's scratch pointers: the first is ``global_scratch`` bytes per program,
-    aligned to ``global_scratch_align``, or NULL when that is 0, as is the second). Every
+    aligned to ``global_scratch_align``, or NULL when that is 0, as is the second), and the warps
+    a program runs (``launch_warps``: more than the schedule's under warp specialization). Every
     pointer parameter is declared 16-byte aligned (runtimes allocate every buffer separately with
     at least that alignment), so loads vectorize as they do under Triton's JIT."""
     import os
@@ -734,5 +735,6 @@ def _compile_one(ks_json: str, arch: int) -> dict[str, Any]:
     n_params = entry.group(1).count(".param") if entry else 0
     own = sum(1 for ty in sig.values() if ty != "constexpr")
     return {"cubin": compiled.asm["cubin"], "shared": int(compiled.metadata.shared),
+            "launch_warps": int(compiled.metadata.num_warps),
             "extra_params": n_params - own, "global_scratch": int(getattr(compiled.metadata, "global_scratch_size", 0)),
             "global_scratch_align": int(getattr(compiled.metadata, "global_scratch_align", 1) or 1)}
