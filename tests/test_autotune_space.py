@@ -152,26 +152,6 @@ def test_persistent_grids_are_a_knob_of_prefill_without_split_k() -> None:
 
 
 
-def test_warp_specialization_is_a_knob_of_persistent_tma_prefill_tiles() -> None:
-    """ws: persistent TMA tiles on 4 warps (two consumer warpgroups and a producer: 12 warps a
-    program), prefill GEMMs without RoPE or gated epilogues, off in the key."""
-    from inferx.autotune.space import acc_values_per_thread, blocks_per_sm, launch_warps
-
-    space = GemmSpace()
-    on = dict(bm=128, bn=256, bk=64, num_warps=4, num_stages=3, tma=1, persistent=1, ws=1)
-    assert space.why_invalid(PREFILL, on) is None and gemm_schedule(space.emit(on)).ws == 1
-    assert schedule_key({**on, "ws": 0}) == schedule_key({k: v for k, v in on.items() if k != "ws"})
-    assert launch_warps(on) == 12 and acc_values_per_thread(PREFILL, on) == 128  # 128 x 256 over 8 warps
-    assert blocks_per_sm(PREFILL, on) == 1
-    for changes in (dict(persistent=0), dict(tma=0), dict(num_warps=8)):
-        assert "persistent grids of TMA tiles on 4 warps" in (space.why_invalid(PREFILL, {**on, **changes}) or "")
-    assert "RoPE or gated" in (space.why_invalid(gemm(4096, 6144, 4096, "prefill", "kv_write+rope"),
-                                                 {**on, "bn": 128}) or "")
-    assert "RoPE or gated" in (space.why_invalid(GATED, {**on, "bn": 128}) or "")
-    assert "ws" not in {k.name for k in space.knobs_for(DECODE16)}
-    assert any(s.get("ws") for s in space.all_valid(PREFILL))
-
-
 def test_grouped_tile_order_is_a_knob_of_prefill_with_several_row_tiles() -> None:
     space = GemmSpace()
     on = dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=3, group_m=8)

@@ -106,6 +106,9 @@ def test_tma_kernels_build_and_get_their_global_scratch(tmp_path: Path) -> None:
         sass = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
         assert "UTMALDG" in sass and "HGMMA" in sass
     session = CudaSession(a, driver=FakeDriver())  # type: ignore[arg-type]
+    # launches take the compiled warp count (here the schedules', which no pass changed)
+    assert all(kernels[n]["launch_warps"] == kernels[n]["num_warps"] == k.num_warps
+               for n, (_, k) in session.kernels.items())
     bound = session._bind("prefill", 1, 40)
     for ln in bound.launches:
         scratch = ln.storage[len(ln.source.params)].value
@@ -143,45 +146,3 @@ def test_pdl_artifacts_launch_with_pdl(tmp_path: Path) -> None:
     plain = load_artifact(inferx.compile(model, target="cpu", output=tmp_path / "b", dtype="fp32", max_seq_len=64,
                                          max_batch=1, pdl=True))
     assert plain.manifest["launch"] == {"pdl": False, "overlap": False}
-
-
-def test_warp_specialized_kernels_launch_with_their_compiled_warps(tmp_path: Path) -> None:
-    """A prefill GEMM on a warp-specialized schedule (a tuning record: persistent TMA tiles, ws)
-    builds for sm_90 as a program of 12 warps (a producer and two consumer warpgroups); the
-    manifest records the compiled warp count and a CUDA session launches that many threads, where
-    every other kernel launches its schedule's warps. The template refuses RoPE GEMMs."""
-    from inferx.autotune.database import Database, Record
-    from inferx.autotune.extract import extract_tasks, fused_module
-    from inferx.autotune.task import gemm_task
-    from inferx.compiler.codegen.errors import CodegenError
-    from inferx.compiler.codegen.gemm import GemmSchedule, generate
-    from inferx.compiler.ir.ops_kernel import KernelOp
-    from inferx.runtime.cuda_session import CudaSession
-    from tests.fake_cuda import FakeDriver
-
-    torch.manual_seed(0)
-    cfg = T.LlamaConfig(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    model = T.LlamaForCausalLM(cfg).eval()
-    module = fused_module(model, "bf16")
-    ws = {"bm": 64, "bn": 64, "bk": 64, "num_warps": 4, "num_stages": 3, "tma": 1, "persistent": 1, "ws": 1}
-    db = Database.load(tmp_path / "logs", "h200")
-    tasks = [t.task for t in extract_tasks(module, 64).tasks if t.task.template == "gemm" and t.task.shape ==
-             "prefill" and t.task.k == 256]  # the down GEMM
-    assert len(tasks) == 1
-    db.append(Record.make(tasks[0], ws, [1.0], {}, "2026-12-02", "test"))
-    art = inferx.compile(model, target="h200", output=tmp_path / "a", dtype="bf16", max_seq_len=64, max_batch=1,
-                         tuning_logs=tmp_path / "logs", jobs=os.cpu_count() or 2)
-    a = load_artifact(art)
-    kernels = a.manifest["kernels"]
-    special = {n for n, k in kernels.items() if "warp_specialize=True" in a.file_bytes(k["file"]).decode()}
-    assert len(special) == 1, sorted(kernels)
-    assert {kernels[n]["launch_warps"] for n in special} == {12}
-    assert all(k["launch_warps"] == k["num_warps"] for n, k in kernels.items() if n not in special)
-    session = CudaSession(a, driver=FakeDriver())  # type: ignore[arg-type]
-    assert {n: k.num_warps for n, (_, k) in session.kernels.items()} == \
-        {n: (12 if n in special else kernels[n]["num_warps"]) for n in kernels}
-    rope = next(op for op in module.walk() if isinstance(op, KernelOp) and op.template.data == "gemm"
-                and "rope" in gemm_task(op, 64).epilogue)
-    with pytest.raises(CodegenError, match="RoPE or gated"):
-        generate(rope, "qkv", GemmSchedule(**{**ws, "bn": 32}))

@@ -205,54 +205,6 @@ def test_tma_gemms_and_short_prompt_variants_match_hf(tmp_path, persistent) -> N
         assert err < 2e-2, f"decode after {n} tokens: rel err {err:.3g}; {repro}"
 
 
-def test_warp_specialized_gemms_match_hf(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The prefill GEMMs that warp specialization takes (o, down, lm_head: no RoPE or gated
-    epilogue) on warp-specialized schedules from tuning records (persistent TMA tiles, 12 warps a
-    program), the others on plain TMA ones, against HF in bf16: prompts of 40 and 290 tokens, then
-    a decode step; the AOT cubins against Triton's JIT of the same sources."""
-    from inferx.autotune.database import Database, Record
-    from inferx.autotune.extract import extract_tasks, fused_module
-
-    torch.manual_seed(0)
-    cfg = T.LlamaConfig(vocab_size=160, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-    model = T.LlamaForCausalLM(cfg).eval()
-    db = Database.load(tmp_path / "logs", "h200")
-    special = 0
-    for t in extract_tasks(fused_module(model, "bf16"), 300).tasks:
-        task = t.task
-        if task.template == "gemm" and task.shape == "prefill":
-            ws = not task.gated and "rope" not in task.epilogue
-            schedule = {"bm": 128, "bn": 64, "bk": 64, "num_warps": 4, "num_stages": 3, "tma": 1,
-                        **({"persistent": 1, "ws": 1} if ws else {})}
-            db.append(Record.make(task, schedule, [1.0], {}, "2026-12-02", "test"))
-            special += ws
-    assert special >= 6, special  # o, down, lm_head in two row buckets
-    art = inferx.compile(model, target="h200", output=tmp_path / "a.ixa", dtype="bf16", max_seq_len=300,
-                         max_batch=1, tuning_logs=tmp_path / "logs", jobs=os.cpu_count() or 4)
-    kernels = load_artifact(art).manifest["kernels"]
-    assert sum(k.get("launch_warps") == 12 for k in kernels.values()) >= 3
-    model = model.to("cuda", torch.bfloat16)
-    aot = inferx.load(art, device="cuda")
-    jit = inferx.load(art, device="cuda", backend="triton", graphs=False)
-    repro = "repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k warp_specialized"
-    gen = torch.Generator().manual_seed(4)
-    for n in (40, 290):
-        aot.reset()
-        jit.reset()
-        ids = torch.randint(0, 160, (1, n), generator=gen)
-        with torch.no_grad():
-            ref = model(ids.cuda()).logits.float().cpu().numpy()
-        got, cross = aot.prefill(ids), jit.prefill(ids)
-        assert _rel(got, ref) < 2e-2, f"prefill of {n} tokens: rel err {_rel(got, ref):.3g}; {repro}"
-        assert _rel(got, cross) < 1e-2, f"prefill of {n} tokens, AOT against JIT: {_rel(got, cross):.3g}; {repro}"
-        nxt = torch.from_numpy(ref[:, -1].argmax(-1))[:, None]
-        with torch.no_grad():
-            ref = model(torch.cat([ids, nxt], 1).cuda()).logits.float().cpu().numpy()
-        err = _rel(aot.decode(nxt)[:, 0], ref[:, -1])
-        assert err < 2e-2, f"decode after {n} tokens: rel err {err:.3g}; {repro}"
-
-
 @pytest.mark.parametrize("tma", [0, 1])
 def test_rope_tiles_of_two_natural_heads_match_hf(tmp_path, tma) -> None:  # type: ignore[no-untyped-def]
     """qkv GEMMs on tiles of two whole 64-wide heads in their natural column order (each head's

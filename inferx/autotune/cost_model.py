@@ -325,7 +325,7 @@ FEATURES = (
     "log_m", "log_k", "log_n", "log_tile_n", "decode", "gated", "rope", "norm", "residual", "wbytes",
     "log_bm", "log_bn", "log_bk", "log_warps", "stages", "gemv", "log_programs", "wave_eff", "occupancy",
     "log_smem", "acc_per_thread", "k_steps", "log_split_k", "log_roofline", "tma", "persistent",
-    "log_group_m", "unroll", "defer", "ws",
+    "log_group_m", "unroll", "defer",
 )
 
 
@@ -343,7 +343,7 @@ def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]
         lg(smem_bytes(task, s)), acc_values_per_thread(task, s),
         float(math.ceil(task.k / (s["bk"] * s.get("split_k", 1)))), lg(s.get("split_k", 1)),
         math.log(roofline_ms(task, s, hw)), float(s.get("tma", 0)), float(s.get("persistent", 0)),
-        lg(s.get("group_m", 0)), float(s.get("unroll", 0)), float(s.get("defer", 0)), float(s.get("ws", 0)),
+        lg(s.get("group_m", 0)), float(s.get("unroll", 0)), float(s.get("defer", 0)),
     ]
 
 

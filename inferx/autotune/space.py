@@ -13,12 +13,15 @@ so records written before it existed still match); so are TMA loads (``tma``), a
 tasks only, persistent grids (``persistent``, programs per SM) and the grouped tile order
 (``group_m``, row tiles per group); for decode tasks in GEMV mode only, the unrolled K loop
 (``unroll``) and, at one row, the reduction over K deferred to after the loop (``defer``).
-Warp specialization (``ws``, prefill tasks only) splits a persistent TMA program into a producer
-warpgroup and two consumer warpgroups (``tl.range(warp_specialize=True)``: Triton 3.6 compiles it
-for sm_90, though not for the RoPE and gated epilogues). New knobs are added as ``Knob``s with
-the value that means "off" listed first; ``GemmSpace.template_fields`` names the fields the
-template takes today, and a schedule is handed to the template without knobs it does not know
-only when they are off (see ``GemmSpace.emit``), so a space can grow before the template does.
+Warp specialization has no knob. Triton 3.6 compiles ``tl.range(warp_specialize=True)`` for sm_90
+(a producer and two consumer warpgroups, 12 warps a program), but not for the RoPE and gated
+epilogues, and the residual and plain GEMMs it did compile computed wrong results on an H200
+(relative L2 0.8-1.1 against the plain kernel, Llama-3-8B o and down at 2048-4096 rows, the
+Llama-3.2-1B ones at 2048); on a bare persistent TMA GEMM it was right but no faster than the same
+tiles unspecialized (benchmarks/NOTES.md, nineteenth session). New knobs are added as ``Knob``s with the value that means "off" listed first;
+``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is handed
+to the template without knobs it does not know only when they are off (see ``GemmSpace.emit``),
+so a space can grow before the template does.
 
 ``AttentionSpace`` has one knob set per shape: decode (SPLITS, BN, warps, stages) and prefill
 (BM, BN, warps, stages). The fused decode kernels' spaces are in ``space_fused``.
@@ -112,17 +115,10 @@ def smem_bytes(task: Task, s: Mapping[str, int]) -> int:
     return smem_per_stage(task, s) * s["num_stages"]
 
 
-def launch_warps(s: Mapping[str, int]) -> int:
-    """Warps a program runs: NUM_WARPS, or with warp specialization two consumer warpgroups of
-    NUM_WARPS and a producer warpgroup (12 for 4, as Triton 3.6 compiles it for sm_90)."""
-    return 3 * s["num_warps"] if s.get("ws", 0) else s["num_warps"]
-
-
 def acc_values_per_thread(task: Task, s: Mapping[str, int]) -> float:
-    """fp32 values each thread holds live: the accumulator(s) on the dot path (split over two
-    consumer warpgroups under warp specialization); in GEMV mode the [BN, BK] product tile that is
-    reduced each K step."""
-    threads = 32 * s["num_warps"] * (2 if s.get("ws", 0) else 1)
+    """fp32 values each thread holds live: the accumulator(s) on the dot path; in GEMV mode the
+    [BN, BK] product tile that is reduced each K step."""
+    threads = 32 * s["num_warps"]
     if _gemv(s):
         return s["bm"] * s["bn"] * s["bk"] * weight_tiles(task, s) / threads
     return s["bm"] * s["bn"] * weight_tiles(task, s) / threads
@@ -143,15 +139,11 @@ def programs(task: Task, s: Mapping[str, int]) -> int:
 
 def blocks_per_sm(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> int:
     """Programs resident per SM, limited by shared memory, threads, registers and the block cap."""
-    threads = 32 * launch_warps(s)
+    threads = 32 * s["num_warps"]
     smem = smem_bytes(task, s)
     by_smem = hw.smem_per_sm // smem if smem else hw.max_blocks_per_sm
     regs = min(255, 32 + int(acc_values_per_thread(task, s)) * 2)  # accumulators plus addresses, loads
-    if s.get("ws", 0):  # registers moved to the consumers (setmaxnreg): 232 each, the producer 40
-        consumers = 2 * 32 * s["num_warps"]
-        by_regs = hw.regs_per_sm // (consumers * min(232, regs) + (threads - consumers) * 40)
-    else:
-        by_regs = hw.regs_per_sm // (regs * threads)
+    by_regs = hw.regs_per_sm // (regs * threads)
     return max(0, min(by_smem, hw.max_threads_per_sm // threads, by_regs, hw.max_blocks_per_sm))
 
 
@@ -322,19 +314,6 @@ def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     return None
 
 
-def ws_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
-    """Warp specialization (persistent TMA tiles on 4 warps, which the template's schedule check
-    asks) for prefill GEMMs without a RoPE or gated epilogue: Triton 3.6's pass fails to compile
-    those (the Llama-3-8B qkv and gate|up kernels, compiled for sm_90)."""
-    if not s.get("ws", 0):
-        return None
-    if task.shape != "prefill":
-        return "warp specialization is for prefill GEMMs (persistent grids)"
-    if task.gated or "rope" in task.epilogue.split("+"):
-        return "warp specialization is not generated with a RoPE or gated epilogue (Triton 3.6 fails to compile it)"
-    return None
-
-
 def group_m_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     """A grouped tile order needs more row tiles than one group: with GROUP_M >= the task's row
     tiles every group is all of them, the order of ``group_m`` 0 with another grid."""
@@ -352,7 +331,6 @@ GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
     split_k_fits,
     tma_fits,
     group_m_fits,
-    ws_fits,
     rope_tiles_hold_whole_heads,
     tile_fits_problem,
     dot_tile_shape,
@@ -392,11 +370,10 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("group_m", (0, 8)),
     Knob("unroll", (0, 1)),
     Knob("defer", (0, 1)),
-    Knob("ws", (0, 1)),
 )
 # Knobs of prefill tasks alone (decode GEMMs are GEMVs or split-K over few row tiles), and of
 # decode tasks alone (GEMV mode).
-PREFILL_KNOBS = frozenset({"persistent", "group_m", "ws"})
+PREFILL_KNOBS = frozenset({"persistent", "group_m"})
 DECODE_KNOBS = frozenset({"unroll", "defer"})
 
 
@@ -519,7 +496,7 @@ class GemmSpace(_KnobSearch):
     knobs: tuple[Knob, ...] = GEMM_KNOBS
     constraints: tuple[Constraint, ...] = GEMM_CONSTRAINTS
     template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k", "tma",
-                                                 "persistent", "group_m", "unroll", "defer", "ws"})
+                                                 "persistent", "group_m", "unroll", "defer"})
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "gemm"

@@ -708,7 +708,8 @@ def _compile_one(ks_json: str, arch: int) -> dict[str, Any]:
     pointer parameters the compiler appends after the kernel's own (``extra_params``, counted in
     the PTX entry; Triton's scratch pointers: the first is ``global_scratch`` bytes per program,
     aligned to ``global_scratch_align``, or NULL when that is 0, as is the second), and the warps
-    a program runs (``launch_warps``: more than the schedule's under warp specialization). Every
+    a program runs (``launch_warps``, from the compiled metadata, as Triton's own launcher takes
+    it: a pass such as warp specialization may change it). Every
     pointer parameter is declared 16-byte aligned (runtimes allocate every buffer separately with
     at least that alignment), so loads vectorize as they do under Triton's JIT."""
     import os

@@ -126,7 +126,7 @@ class CudaSession(DecoderSession):
             ks = KernelSource.from_json({**meta, "source": artifact.file_bytes(meta["file"]).decode()})
             cubin = artifact.file_bytes(meta["cubin"]) if "cubin" in meta else b""
             k = self.drv.load_kernel(cubin, ks, shared=meta.get("shared", 0), extra_params=meta.get("extra_params", 2))
-            k = replace(k, num_warps=int(meta.get("launch_warps", ks.num_warps)),  # warp-specialized: more
+            k = replace(k, num_warps=int(meta.get("launch_warps", ks.num_warps)),  # as compiled
                         global_scratch=int(meta.get("global_scratch", 0)),
                         global_scratch_align=int(meta.get("global_scratch_align", 1) or 1))
             self.kernels[name] = (ks, k)

@@ -84,12 +84,6 @@ class GemmSchedule:
     # layout through shared memory (Triton 3.6's TTGIR for the Llama-3.2-1B down GEMV on 8 warps:
     # two layout conversions and a cross-warp reduction each step). Not yet measured.
     defer: int = 0
-    # Warp specialization (prefill, persistent TMA tiles on 4 warps): Triton's pass for sm_90
-    # splits each program into a producer warpgroup issuing the TMA loads and two consumer
-    # warpgroups running the MMAs and the epilogue (12 warps in the compiled kernel: launches
-    # take the warp count from the compiled metadata). Triton 3.6 fails to compile it for the
-    # RoPE and gated epilogues (NVGPUWarpSpecialization), so the template refuses those.
-    ws: int = 0
 
     @property
     def gemv(self) -> bool:
@@ -111,24 +105,7 @@ class GemmSchedule:
             d["unroll"] = self.unroll
         if self.defer:
             d["defer"] = self.defer
-        if self.ws:
-            d["ws"] = self.ws
         return d
-
-
-def ws_refused(sched: GemmSchedule, rope: bool, gated: bool) -> str | None:
-    """Why the template does not generate a warp-specialized kernel for ``sched`` (None if it
-    does): persistent TMA tiles on 4 warps (Triton's pass for sm_90 makes two consumer
-    warpgroups of them; on 8 it leaves the kernel unspecialized), no RoPE or gated epilogue
-    (Triton 3.6's NVGPUWarpSpecialization pass fails on the Llama-3-8B qkv and gate|up kernels
-    compiled for sm_90)."""
-    if not (sched.persistent and sched.tma):
-        return "generated for persistent grids of TMA tiles"
-    if sched.num_warps != 4:
-        return f"generated on 4 warps (two consumer warpgroups and a producer), not {sched.num_warps}"
-    if rope or gated:
-        return "not generated with a RoPE or gated epilogue (Triton 3.6 fails to compile it)"
-    return None
 
 
 def applies(kernel: KernelOp) -> str | None:
@@ -213,18 +190,13 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         raise em.error(lin, f"a grouped tile order is generated for the dot path: {sched}")
     if sched.persistent and (gemv or split > 1):
         raise em.error(lin, f"a persistent grid is generated for the dot path without split-K: {sched}")
-    if sched.ws:
-        why = ws_refused(sched, bool(partner), bool(gated))
-        if why is not None:
-            raise em.error(lin, f"warp specialization: {why} ({sched})")
     if sched.persistent or sched.group_m:  # a linear tile index
         em.emit(f"num_m = tl.cdiv({em.dim(sy.product(x_t.shape[:-1]))}, BM)")
         if sched.persistent:
             # Flattened (the next tile's loads may start under this one's epilogue), except around
             # the row-sum reduction's branch and loop, which Triton 3.6 does not flatten
-            flatten = ", flatten=True" if not row_sums and not sched.ws else ""
-            ws = ", warp_specialize=True" if sched.ws else ""
-            em.emit(f"for tile in tl.range(tl.program_id(0), num_m * {n_tiles}, tl.num_programs(0){flatten}{ws}):")
+            flatten = ", flatten=True" if not row_sums else ""
+            em.emit(f"for tile in tl.range(tl.program_id(0), num_m * {n_tiles}, tl.num_programs(0){flatten}):")
             em.indent += 1  # the rest of the kernel is one tile's work
         else:
             em.emit("tile = tl.program_id(0)")
