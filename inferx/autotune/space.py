@@ -15,13 +15,13 @@ tasks only, persistent grids (``persistent``, programs per SM) and the grouped t
 (``unroll``) and, at one row, the reduction over K deferred to after the loop (``defer``).
 Warp specialization has no knob. Triton 3.6 compiles ``tl.range(warp_specialize=True)`` for sm_90
 (a producer and two consumer warpgroups, 12 warps a program), but not for the RoPE and gated
-epilogues, and the residual and plain GEMMs it did compile computed wrong results on an H200
-(relative L2 0.8-1.1 against the plain kernel, Llama-3-8B o and down at 2048-4096 rows, the
-Llama-3.2-1B ones at 2048); on a bare persistent TMA GEMM it was right but no faster than the same
-tiles unspecialized (benchmarks/NOTES.md, nineteenth session). New knobs are added as ``Knob``s with the value that means "off" listed first;
-``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is handed
-to the template without knobs it does not know only when they are off (see ``GemmSpace.emit``),
-so a space can grow before the template does.
+epilogues, and the o and down GEMMs (residual and row-sum epilogues) it did compile computed wrong
+results on an H200 (relative L2 0.8-1.1 against the plain kernel, Llama-3-8B at 2048-4096 rows,
+Llama-3.2-1B at 2048); on a bare persistent TMA GEMM it was right but no faster than the same
+tiles unspecialized (benchmarks/NOTES.md, nineteenth session). New knobs are added as ``Knob``s
+with the value that means "off" listed first; ``GemmSpace.template_fields`` names the fields the
+template takes today, and a schedule is handed to the template without knobs it does not know
+only when they are off (see ``GemmSpace.emit``), so a space can grow before the template does.
 
 ``AttentionSpace`` has one knob set per shape: decode (SPLITS, BN, warps, stages) and prefill
 (BM, BN, warps, stages). The fused decode kernels' spaces are in ``space_fused``.
