@@ -23,6 +23,7 @@ TORCH = {"f32": torch.float32, "f16": torch.float16, "i32": torch.int32, "i64": 
 class FakeDriver:
     def __init__(self) -> None:
         self.memory: dict[int, torch.Tensor] = {}
+        self.downloaded = 0  # bytes copied to the host
         self.sources: dict[str, tuple[KernelSource, Any]] = {}
         self.captured: list[Any] | None = None
         self.launches = 0
@@ -70,8 +71,9 @@ class FakeDriver:
 
     upload_async = upload
 
-    def download(self, ptr: int, out: np.ndarray) -> np.ndarray:
-        out.view(np.uint8).reshape(-1)[:] = self.memory[ptr][: out.nbytes].numpy()
+    def download(self, ptr: int, out: np.ndarray, offset: int = 0) -> np.ndarray:
+        self.downloaded += out.nbytes
+        out.view(np.uint8).reshape(-1)[:] = self.memory[ptr][offset: offset + out.nbytes].numpy()
         return out
 
     def as_torch(self, ptr: int, count: int, dtype: str) -> torch.Tensor:

@@ -128,6 +128,20 @@ def test_ragged_batch_matches_hf(fp32: Compiled) -> None:
             last = session.decode(tokens[:, None])[:, 0]
 
 
+def test_last_token_logits_equal_those_rows_of_the_full_logits(fp32: Compiled) -> None:
+    """``prefill(..., logits="last")`` on the compiled kernels and on the reference interpreter:
+    each ragged prompt's last token's row of what ``prefill`` returns in full."""
+    rows = prompts(fp32.case, BATCH_LENS)
+    for session in (fp32.session, inferx.import_model(fp32.model).reference_session()):
+        session.reset()
+        full = np.asarray(session.prefill(rows))
+        session.reset()
+        last = np.asarray(session.prefill(rows, logits="last"))
+        assert last.shape == (len(rows), 1, fp32.case.vocab_size), fp32.repro()
+        np.testing.assert_array_equal(last[:, 0], full[np.arange(len(rows)), np.array(BATCH_LENS) - 1],
+                                      err_msg=fp32.repro())
+
+
 # fp16 ---------------------------------------------------------------------------------------
 
 

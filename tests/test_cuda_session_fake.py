@@ -15,6 +15,7 @@ import transformers as T
 import inferx
 from inferx.runtime.artifact import load_artifact
 from inferx.runtime.cuda_session import CudaSession
+from inferx.runtime.session import SessionError
 from tests.fake_cuda import FakeDriver
 
 
@@ -112,3 +113,24 @@ def test_torch_outputs_equal_numpy_outputs_and_generate_works(compiled) -> None:
     np.testing.assert_array_equal(a.generate([[1, 2, 3]], 3), b.generate([[1, 2, 3]], 3))
     with pytest.raises(Exception, match="use 'numpy' or 'torch'"):
         _session(art, outputs="jax")
+
+
+def test_prefill_returns_last_token_logits_copying_only_those_rows(compiled) -> None:
+    """``prefill(..., logits="last")``: each ragged prompt's last real token, [batch, 1, vocab],
+    the same numbers as those rows of the full logits, with batch rows crossing to the host (not
+    batch x seq); as torch tensors too; any other value is refused by name."""
+    _, art = compiled
+    prompts = [[1, 2, 3, 4, 5], [6, 7], [8, 9, 10]]
+    full, last = _session(art), _session(art)
+    want = full.prefill(prompts)
+    before = last.drv.downloaded  # type: ignore[attr-defined]
+    got = last.prefill(prompts, logits="last")
+    assert got.shape == (3, 1, 64)
+    assert last.drv.downloaded - before == 3 * 64 * 4  # type: ignore[attr-defined]  # fp32 logits
+    np.testing.assert_array_equal(got[:, 0], want[[0, 1, 2], [4, 1, 2]])
+    np.testing.assert_array_equal(last.decode([[3], [4], [5]]), full.decode([[3], [4], [5]]))  # same caches
+    tt = _session(art, outputs="torch").prefill(prompts, logits="last")
+    assert isinstance(tt, torch.Tensor) and tuple(tt.shape) == (3, 1, 64)
+    np.testing.assert_array_equal(tt.numpy(), got)
+    with pytest.raises(SessionError, match="logits must be 'all' or 'last', got 'first'"):
+        full.prefill(prompts, logits="first")

@@ -155,9 +155,11 @@ class Driver:
         self._check(self.cu.cuMemcpyHtoDAsync(ptr, array.ctypes.data, array.nbytes, self.stream),
                     f"cuMemcpyHtoDAsync({array.nbytes} bytes)")
 
-    def download(self, ptr: int, out: np.ndarray) -> np.ndarray:
+    def download(self, ptr: int, out: np.ndarray, offset: int = 0) -> np.ndarray:
+        """Fills ``out`` (contiguous) from ``offset`` bytes into the allocation at ``ptr``."""
         self.synchronize()
-        self._check(self.cu.cuMemcpyDtoH(out.ctypes.data, ptr, out.nbytes), f"cuMemcpyDtoH({out.nbytes} bytes)")
+        self._check(self.cu.cuMemcpyDtoH(out.ctypes.data, ptr + offset, out.nbytes),
+                    f"cuMemcpyDtoH({out.nbytes} bytes)")
         return out
 
     def as_torch(self, ptr: int, count: int, dtype: str) -> Any:

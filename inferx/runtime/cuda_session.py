@@ -157,13 +157,14 @@ class CudaSession(DecoderSession):
         for ptr in self.caches:  # stale rows would only be read past kv_lens, but keep runs reproducible
             self.drv.zero(ptr, nbytes)
 
-    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
+    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray,
+              rows: np.ndarray | None = None) -> np.ndarray:
         batch, seq = input_ids.shape
         graph = entry == "decode" and self.use_graphs
         start = time.perf_counter()
-        rows = bucket_of(batch, self.batch_buckets, "batch") if graph else batch
-        bound = self._bind(entry, rows, seq)
-        host = [np.zeros((rows, seq), np.int32), np.zeros((rows, seq), np.int32), np.ones(rows, np.int32)]
+        padded = bucket_of(batch, self.batch_buckets, "batch") if graph else batch
+        bound = self._bind(entry, padded, seq)
+        host = [np.zeros((padded, seq), np.int32), np.zeros((padded, seq), np.int32), np.ones(padded, np.int32)]
         host[0][:batch], host[1][:batch], host[2][:batch] = input_ids, positions, kv_lens
         for ptr, a in zip(bound.inputs, host, strict=True):
             self.drv.upload_async(ptr, a)
@@ -176,10 +177,14 @@ class CudaSession(DecoderSession):
         if entry == "decode":
             self.host_ms.append((time.perf_counter() - start) * 1e3)
         if self.outputs == "torch":  # synchronizes too
-            dev = self.drv.as_torch(bound.logits, rows * seq * self.info.vocab_size, bound.logits_dtype)
-            return dev.view(rows, seq, -1)[:batch].clone()  # type: ignore[no-any-return]
-        logits = self._download(bound, rows * seq)  # synchronizes: host arrays above are consumed
-        return logits.reshape(rows, seq, -1)[:batch]
+            dev = self.drv.as_torch(bound.logits, padded * seq * self.info.vocab_size, bound.logits_dtype)
+            if rows is not None:
+                return dev.view(padded * seq, -1)[list(rows)][:, None].clone()  # type: ignore[no-any-return]
+            return dev.view(padded, seq, -1)[:batch].clone()  # type: ignore[no-any-return]
+        if rows is not None:  # those rows alone cross to the host
+            return self._download(bound, [int(r) for r in rows])[:, None]
+        logits = self._download(bound, range(padded * seq))  # synchronizes: host arrays above are consumed
+        return logits.reshape(padded, seq, -1)[:batch]
 
     # binding -------------------------------------------------------------------------------
     def _bind(self, entry: str, batch: int, seq: int, context: int | None = None) -> _Bound:
@@ -298,13 +303,20 @@ class CudaSession(DecoderSession):
             graph = self.drv.end_capture()
         return graph
 
-    def _download(self, bound: _Bound, rows: int) -> np.ndarray:
-        vocab = self.info.vocab_size
+    def _download(self, bound: _Bound, rows: Sequence[int]) -> np.ndarray:
+        """Logits rows ``rows`` (flat indices) as fp32 [len(rows), vocab]: one copy for a range
+        from row 0, else one per row."""
+        vocab, item = self.info.vocab_size, ITEM[bound.logits_dtype]
+        host = {"bf16": np.uint16, "f16": np.float16, "f32": np.float32}[bound.logits_dtype]
+        raw = np.empty((len(rows), vocab), host)
+        if isinstance(rows, range) and rows.start == 0 and rows.step == 1:
+            self.drv.download(bound.logits, raw)
+        else:
+            for j, r in enumerate(rows):
+                self.drv.download(bound.logits, raw[j], offset=r * vocab * item)
         if bound.logits_dtype == "bf16":
-            raw = self.drv.download(bound.logits, np.empty(rows * vocab, np.uint16))
             return (raw.astype(np.uint32) << 16).view(np.float32)
-        out = np.empty(rows * vocab, {"f32": np.float32, "f16": np.float16}[bound.logits_dtype])
-        return self.drv.download(bound.logits, out).astype(np.float32)
+        return raw.astype(np.float32)
 
     # timing for benchmarks -----------------------------------------------------------------
     def _timing_inputs(self, bound: _Bound, batch: int, seq: int, context: int) -> None:

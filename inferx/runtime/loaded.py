@@ -115,15 +115,20 @@ class ArtifactSession(DecoderSession):
     def _inputs(self, *arrays: np.ndarray) -> list[Any]:
         return [self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(self.device) for a in arrays]
 
-    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
-        if entry == "decode" and self.use_graphs:
+    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray,
+              rows: np.ndarray | None = None) -> np.ndarray:
+        if entry == "decode" and self.use_graphs and rows is None:
             return self._decode_graph(input_ids, positions, kv_lens)
         start = time.perf_counter()
         launches, results = self._bind(entry, self._inputs(input_ids, positions, kv_lens), *input_ids.shape)
         run(launches)
         if entry == "decode":
             self.host_ms.append((time.perf_counter() - start) * 1e3)
-        return results[0].float().cpu().numpy()
+        logits = results[0]
+        if rows is not None:  # the rows taken where the logits are, before any copy
+            flat = logits.reshape(-1, logits.shape[-1])
+            logits = flat[self.torch.as_tensor(rows, device=flat.device)][:, None]
+        return logits.float().cpu().numpy()
 
     def _decode_graph(self, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
         torch = self.torch

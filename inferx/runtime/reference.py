@@ -49,13 +49,14 @@ class ReferenceSession(DecoderSession):
         self.caches = [np.zeros(shape, dtype=self.cache_dtype) for _ in range(2 * i.num_layers)]
 
     def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray,
-              kv_lens: np.ndarray) -> np.ndarray:
+              kv_lens: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         outs = self.interpreter.run(
             entry, input_ids.astype(np.int32), positions.astype(np.int32), kv_lens.astype(np.int32),
             *self.caches,
         )
         self.caches = list(outs[1:])
-        return outs[0]
+        logits = np.asarray(outs[0])
+        return logits if rows is None else logits.reshape(-1, logits.shape[-1])[rows][:, None]
 
 
 def reference_session(program: Any, **options: Any) -> ReferenceSession:

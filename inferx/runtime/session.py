@@ -1,9 +1,11 @@
 """The Session contract every backend answers (reference, CPU, CUDA, C), and the host-side
 logic they share: input checks, padding, positions, context lengths and greedy generation.
 
-A backend implements ``_step(entry, input_ids, positions, kv_lens) -> logits`` and owns the KV
-cache. ``positions[b, i]`` is the absolute position of token i of sequence b (-1 for padding);
-``kv_lens[b]`` the valid cache length after the step (see ``inferx.models.decoder``).
+A backend implements ``_step(entry, input_ids, positions, kv_lens, rows) -> logits`` and owns the
+KV cache. ``positions[b, i]`` is the absolute position of token i of sequence b (-1 for padding);
+``kv_lens[b]`` the valid cache length after the step (see ``inferx.models.decoder``); ``rows``,
+when given, the flat indices ``b * seq + i`` of the only logits rows to return ([len(rows), 1,
+vocab]), so that a backend whose logits live on a device copies those rows alone.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class DecoderSession(ABC):
     # the backend ---------------------------------------------------------------------------
     @abstractmethod
     def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray,
-              kv_lens: np.ndarray) -> np.ndarray: ...
+              kv_lens: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray: ...
 
     @abstractmethod
     def _reset_cache(self, batch: int) -> None: ...
@@ -74,13 +76,17 @@ class DecoderSession(ABC):
         """Forgets every sequence."""
         self.lengths = None
 
-    def prefill(self, input_ids: Any, lengths: Sequence[int] | None = None) -> np.ndarray:
-        """Appends prompts to the sequences; returns logits [batch, seq, vocab].
+    def prefill(self, input_ids: Any, lengths: Sequence[int] | None = None, *, logits: str = "all") -> np.ndarray:
+        """Appends prompts to the sequences; returns logits [batch, seq, vocab], or with
+        ``logits="last"`` those of each prompt's last token alone, [batch, 1, vocab] (what
+        generation needs: a CUDA session then copies batch rows to the host, not batch x seq).
 
         ``input_ids`` is [batch, seq], or a list of token lists of different lengths (padded on
         the right; logits at padded places are not meaningful). ``lengths`` gives the real
         length of each row of a padded [batch, seq] array.
         """
+        if logits not in ("all", "last"):
+            raise SessionError(f"logits must be 'all' or 'last', got {logits!r}")
         ids, n = self._rows(input_ids, lengths)
         batch, seq = ids.shape
         self._start(batch)
@@ -94,9 +100,10 @@ class DecoderSession(ABC):
         col = np.arange(seq)[None, :]
         positions = np.where(col < n[:, None], self.lengths[:, None] + col, -1)
         kv_lens = self.lengths + n
-        logits = self._step("prefill", ids, positions, kv_lens)
+        rows = np.arange(batch) * seq + n - 1 if logits == "last" else None
+        out = self._step("prefill", ids, positions, kv_lens, rows)
         self.lengths = kv_lens
-        return logits
+        return out
 
     def decode(self, input_ids: Any) -> np.ndarray:
         """One token per sequence ([batch] or [batch, 1]); returns logits [batch, 1, vocab]."""
@@ -120,8 +127,7 @@ class DecoderSession(ABC):
         budget ends)."""
         ids, n = self._rows(input_ids, None)
         self.reset()
-        logits = _host(self.prefill(ids, n.tolist()))
-        nxt = logits[np.arange(len(n)), n - 1].argmax(-1)
+        nxt = _host(self.prefill(ids, n.tolist(), logits="last"))[:, 0].argmax(-1)
         out = [nxt]
         eos = set(self.info.eos_token_ids) if stop_at_eos else set()
         done = np.isin(nxt, list(eos))
