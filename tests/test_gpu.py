@@ -76,6 +76,21 @@ def test_bf16_logits_match_hf_on_gpu(compiled, graphs: bool) -> None:
         assert err < 2e-2, f"decode step {step} (position {seq.shape[1] - 1}): rel err {err:.3g}; {repro}"
 
 
+def test_last_token_logits_are_those_rows_of_the_full_logits(compiled) -> None:
+    """``prefill(..., logits="last")`` through the CUDA driver (one device-to-host copy per row, at
+    its offset in the logits buffer): equal to the last real token's rows of the full logits, for
+    ragged prompts."""
+    family, _, art = compiled
+    session = inferx.load(art, device="cuda")
+    prompts = [[3, 1, 4, 1, 5, 9, 2], [6, 5], [3, 5, 8, 9]]
+    full = session.prefill(prompts)
+    session.reset()
+    last = session.prefill(prompts, logits="last")
+    assert last.shape == (3, 1, full.shape[-1])
+    repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'last_token and {family}'"
+    np.testing.assert_array_equal(last[:, 0], full[[0, 1, 2], [6, 1, 3]], err_msg=repro)
+
+
 @pytest.mark.parametrize("batch", [1, 3, 4])
 def test_graph_replay_equals_plain_launches(compiled, batch: int) -> None:
     """Every batch bucket (1 and 4; 3 runs padded in bucket 4) over 100 decode steps."""
