@@ -1,0 +1,64 @@
+"""What a caller of ``Session.prefill`` waits for, host copy included: every position's logits
+against the last token's (``logits="last"``, what ``generate`` asks for), through a CUDA session
+on a Llama-shaped model with random bf16 weights made on the GPU. Wall-clock milliseconds per
+call (the session synchronizes before returning), medians; also checks that the last-token row
+equals the full logits' last row.
+
+    python benchmarks/prefill_last_logits.py --shape 1b --prompt 2048 --out r.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", default="1b")
+    ap.add_argument("--prompt", type=int, default=2048)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+
+    import torch
+
+    import inferx
+    from inferx.benchmark.shapes import SHAPES, make_model, save_checkpoint
+
+    work = Path(tempfile.mkdtemp())
+    model = make_model(args.shape, "cuda", torch.bfloat16, seed=0)
+    ckpt = save_checkpoint(model, work / "ckpt")
+    del model
+    torch.cuda.empty_cache()
+    art = inferx.compile(str(ckpt), target="h200", output=str(work / "a.ixa"), dtype="bf16",
+                         max_seq_len=args.prompt, max_batch=1, jobs=16)
+    session = inferx.load(str(art), device="cuda")
+    ids = np.random.default_rng(0).integers(0, SHAPES[args.shape]["vocab_size"], (1, args.prompt))
+    samples: dict[str, list[float]] = {}
+    for mode in ("all", "last", "all", "last"):
+        for _ in range(args.repeats):
+            session.reset()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            session.prefill(ids, logits=mode)
+            samples.setdefault(mode, []).append((time.perf_counter() - t0) * 1e3)
+        print(mode, [round(t, 2) for t in samples[mode][-args.repeats:]], flush=True)
+    session.reset()
+    full = session.prefill(ids)
+    session.reset()
+    same = bool(np.array_equal(full[:, -1], session.prefill(ids, logits="last")[:, 0]))
+    medians = {m: statistics.median(v) for m, v in samples.items()}
+    print(f"median wall ms {medians}; last row equal to the full logits' last row: {same}")
+    args.out.write_text(json.dumps({"shape": args.shape, "prompt": args.prompt, "samples_ms": samples,
+                                    "median_ms": medians, "last_equals_full_row": same}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
