@@ -5,6 +5,7 @@ row, the dot path above)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +135,21 @@ def test_prefill_returns_last_token_logits_copying_only_those_rows(compiled) -> 
     np.testing.assert_array_equal(tt.numpy(), got)
     with pytest.raises(SessionError, match="logits must be 'all' or 'last', got 'first'"):
         full.prefill(prompts, logits="first")
+
+
+def test_bf16_logits_widen_to_fp32_exactly_row_by_row(compiled) -> None:
+    """bf16 logits on the device come to the host as fp32 with the same values (the high half of
+    each fp32), all rows in one copy or chosen rows at their offsets."""
+    from inferx.runtime.cuda_session import _Bound
+
+    _, art = compiled
+    session = _session(art)
+    vals = torch.tensor([[1.0, -2.5, float("inf"), 3.0e-39], [0.15625, -0.0, 65504.0, -1.0e30]],
+                        dtype=torch.bfloat16)
+    ptr = session.drv.alloc(vals.numel() * 2, "logits")
+    session.drv.memory[ptr][: vals.numel() * 2] = vals.reshape(-1).view(torch.uint8)  # type: ignore[attr-defined]
+    session.info = replace(session.info, vocab_size=4)
+    bound = _Bound([], [], ptr, "bf16")
+    want = vals.float().numpy()
+    np.testing.assert_array_equal(session._download(bound, range(2)), want)
+    np.testing.assert_array_equal(session._download(bound, [1]), want[1:])
