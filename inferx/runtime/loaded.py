@@ -117,7 +117,7 @@ class ArtifactSession(DecoderSession):
 
     def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray,
               rows: np.ndarray | None = None) -> np.ndarray:
-        if entry == "decode" and self.use_graphs and rows is None:
+        if entry == "decode" and self.use_graphs:
             return self._decode_graph(input_ids, positions, kv_lens)
         start = time.perf_counter()
         launches, results = self._bind(entry, self._inputs(input_ids, positions, kv_lens), *input_ids.shape)
