@@ -153,3 +153,15 @@ def test_bf16_logits_widen_to_fp32_exactly_row_by_row(compiled) -> None:
     want = vals.float().numpy()
     np.testing.assert_array_equal(session._download(bound, range(2)), want)
     np.testing.assert_array_equal(session._download(bound, [1]), want[1:])
+
+
+def test_launches_take_the_manifest_warp_count(compiled) -> None:
+    """A kernel whose cubin was compiled to more warps than its schedule names (``launch_warps``,
+    as warp specialization does) launches with the compiled count; the others with their own."""
+    _, art = compiled
+    a = load_artifact(art)
+    name = sorted(a.manifest["kernels"])[0]
+    a.manifest["kernels"][name]["launch_warps"] = 12
+    session = CudaSession(a, driver=FakeDriver())  # type: ignore[arg-type]
+    assert {n: k.num_warps for n, (_, k) in session.kernels.items()} == \
+        {n: 12 if n == name else m["num_warps"] for n, m in a.manifest["kernels"].items()}
