@@ -212,24 +212,6 @@ def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) 
     assert sum("make_tensor_descriptor" in a.file_bytes(k["file"]).decode() for k in split_k) == (10 if tma else 0)
 
 
-@pytest.mark.parametrize("programs,tma", [(5, 0), (7, 1), (200, 0)])
-def test_stream_k_from_the_tuning_database(programs: int, tma: int, tmp_path: Path) -> None:
-    """Every GEMM (RMSNorm + qkv + RoPE + KV write, o + residual, gated gate/up, down + residual,
-    lm_head) on stream-K schedules from tuning records, decode at batch 4 and prefill: a few
-    programs share the tiles' K steps, so one program's run ends a tile begun by another, holds
-    whole tiles in between and begins the next; more programs than K steps (200) leave one step
-    each. Decoded twice: the tiles' counters are reset for the next launch. Against HF."""
-    schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, "stream_k": programs}
-    model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill" or t.rows == 4,
-                            {**schedule, "tma": 1} if tma else schedule)
-    assert n == 10
-    art = _compile_and_match_hf(model, tmp_path, 2, f"repro: pytest {__file__} -k 'stream_k and {programs}-{tma}'")
-    a = load_artifact(art)
-    streamed = [k for k in a.manifest["kernels"].values() if k["template"] == "gemm" and "KI" in k["constexprs"]]
-    assert len(streamed) == 10
-    assert all(k["grid"][0].endswith(f", {programs})") for k in streamed), [k["grid"] for k in streamed]
-
-
 def test_deferred_gemv_reductions_from_the_tuning_database(tmp_path: Path) -> None:
     """Every decode GEMM at batch 1 in GEMV mode with its reduction over K deferred to after the
     loop ([8, 16] sums of products a step; x's squares for the RMSNorm of qkv, gate/up and

@@ -128,8 +128,6 @@ def roofline_ms(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float
             + m * n_out * _out_bytes(task))
     if split > 1:  # fp32 partials written and read back once (mostly from the L2)
         dram += 2 * 4 * split * gm * s["bm"] * gn * s["bn"] * weight_tiles(task, s) * 0.5
-    if s.get("stream_k", 0):  # up to two tiles of partials per program, likewise
-        dram += 2 * 4 * 2 * programs(task, s) * s["bm"] * s["bn"] * weight_tiles(task, s) * 0.5
     slots = hw.sms * max(1, blocks_per_sm(task, s, hw))
     n_programs = programs(task, s)
     resident = min(n_programs, slots)
@@ -151,8 +149,6 @@ def roofline_ms(task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float
     comp_s = 2.0 * max(padded, m * n) * k / (peak * reuse)
     # Serial K loop of one program: each step waits on DRAM unless the pipeline hides it.
     steps = math.ceil(k / (s["bk"] * split))
-    if s.get("stream_k", 0):  # the tiles' K steps shared evenly
-        steps = math.ceil(gm * gn * math.ceil(k / s["bk"]) / n_programs)
     waves = math.ceil(n_programs / slots)
     latency_s = waves * steps * hw.dram_latency_s / max(0.5, s["num_stages"] - 1) * 0.25
     eff = wave_efficiency(task, s, hw)
@@ -329,7 +325,7 @@ FEATURES = (
     "log_m", "log_k", "log_n", "log_tile_n", "decode", "gated", "rope", "norm", "residual", "wbytes",
     "log_bm", "log_bn", "log_bk", "log_warps", "stages", "gemv", "log_programs", "wave_eff", "occupancy",
     "log_smem", "acc_per_thread", "k_steps", "log_split_k", "log_roofline", "tma", "persistent",
-    "log_group_m", "unroll", "defer", "stream_k",
+    "log_group_m", "unroll", "defer",
 )
 
 
@@ -347,7 +343,7 @@ def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]
         lg(smem_bytes(task, s)), acc_values_per_thread(task, s),
         float(math.ceil(task.k / (s["bk"] * s.get("split_k", 1)))), lg(s.get("split_k", 1)),
         math.log(roofline_ms(task, s, hw)), float(s.get("tma", 0)), float(s.get("persistent", 0)),
-        lg(s.get("group_m", 0)), float(s.get("unroll", 0)), float(s.get("defer", 0)), float(s.get("stream_k", 0) > 0),
+        lg(s.get("group_m", 0)), float(s.get("unroll", 0)), float(s.get("defer", 0)),
     ]
 
 

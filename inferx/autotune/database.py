@@ -44,7 +44,7 @@ _PACKAGE = Path(inferx.__file__).resolve().parent
 # gated_box_h200_2026-12-01.log).
 TIE = 0.01
 # Optional knobs and the value that means "off"
-OPTIONAL_KNOBS = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0, "unroll": 0, "defer": 0, "stream_k": 0}
+OPTIONAL_KNOBS = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0, "unroll": 0, "defer": 0}
 
 
 def knobs_on(schedule: Mapping[str, Any]) -> int:
@@ -81,9 +81,7 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
     on the dot path; tma 0 or 1, 1 only on the dot path with tile dims up to 256 (a TMA box's
     limit); persistent 0, 1 or 2 (programs per SM), on the dot path without split-K; group_m 0 or
     a power of two up to 64 (row tiles per group), on the dot path; unroll 0 or 1, 1 only in GEMV
-    mode (the dot path's loop is Triton's to pipeline); defer 0 or 1, 1 only in GEMV mode at BM 1;
-    stream_k 0 or a number of programs up to 1024, on the dot path without split-K, persistence or
-    grouping."""
+    mode (the dot path's loop is Triton's to pipeline); defer 0 or 1, 1 only in GEMV mode at BM 1."""
     want = {"bm", "bn", "bk", "num_warps", "num_stages"}
     optional = set(OPTIONAL_KNOBS)
     if not want <= set(d) or set(d) - want - optional:
@@ -92,7 +90,7 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
             f"got {sorted(d)}")
     s = GemmSchedule(**{k: d[k] for k in want}, split_k=d.get("split_k", 1), tma=d.get("tma", 0),
                      persistent=d.get("persistent", 0), group_m=d.get("group_m", 0), unroll=d.get("unroll", 0),
-                     defer=d.get("defer", 0), stream_k=d.get("stream_k", 0))
+                     defer=d.get("defer", 0))
     if not (_pow2(s.split_k) and s.split_k <= 16):
         raise ScheduleError(f"split_k must be a power of two up to 16: {s}")
     if s.split_k > 1 and s.gemv:
@@ -113,10 +111,6 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
         raise ScheduleError(f"unroll must be 0 or 1, and 1 only in GEMV mode (BM <= {GEMV_MAX_ROWS}): {s}")
     if s.defer not in (0, 1) or (s.defer and not (s.gemv and s.bm == 1)):
         raise ScheduleError(f"defer must be 0 or 1, and 1 only in GEMV mode at BM 1: {s}")
-    if not (isinstance(s.stream_k, int) and 0 <= s.stream_k <= 1024):
-        raise ScheduleError(f"stream_k must be 0 or a number of programs up to 1024: {s}")
-    if s.stream_k and (s.gemv or s.split_k > 1 or s.persistent or s.group_m):
-        raise ScheduleError(f"stream-K runs on the dot path without split-K, persistence or grouping: {s}")
     if not all(_pow2(v) for v in (s.bm, s.bn, s.bk)):
         raise ScheduleError(f"tile sizes must be powers of two: {s}")
     if not s.gemv and min(s.bm, s.bn, s.bk) < 16:

@@ -12,9 +12,7 @@ Split-K is a knob of the dot path (``split_k``, 1 = off, left out of stored sche
 so records written before it existed still match); so are TMA loads (``tma``), and, for prefill
 tasks only, persistent grids (``persistent``, programs per SM) and the grouped tile order
 (``group_m``, row tiles per group); for decode tasks in GEMV mode only, the unrolled K loop
-(``unroll``) and, at one row, the reduction over K deferred to after the loop (``defer``); and
-for both, stream-K (``stream_k``, the number of programs that share the tiles' K steps: 0 or one
-per SM) where the tiles are few.
+(``unroll``) and, at one row, the reduction over K deferred to after the loop (``defer``).
 Warp specialization has no knob. Triton 3.6 compiles ``tl.range(warp_specialize=True)`` for sm_90
 (a producer and two consumer warpgroups, 12 warps a program), but not for the RoPE and gated
 epilogues, and the o and down GEMMs (residual and row-sum epilogues) it did compile computed wrong
@@ -133,10 +131,8 @@ def grid(task: Task, s: Mapping[str, int]) -> tuple[int, int]:
 
 def programs(task: Task, s: Mapping[str, int]) -> int:
     """Programs of one launch: the M x N tile grid, times SPLIT_K; a persistent grid's count
-    where that is fewer; a stream-K grid's count."""
+    where that is fewer."""
     gm, gn = grid(task, s)
-    if s.get("stream_k", 0):  # never more programs than K steps
-        return min(gm * gn * math.ceil(task.k / s["bk"]), s["stream_k"])
     n = gm * gn * s.get("split_k", 1)
     return min(n, s["persistent"] * HOPPER_SMS) if s.get("persistent", 0) else n
 
@@ -290,27 +286,6 @@ def split_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     return None
 
 
-def stream_k_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
-    """Stream-K runs on the dot path without split-K, persistence or grouping, without a LayerNorm
-    prologue, with BK dividing K (programs share whole K steps), and only where the M x N tiles
-    are fewer than four waves on the SMs (past that, whole tiles balance the SMs themselves)."""
-    sk = s.get("stream_k", 0)
-    if not sk:
-        return None
-    if _gemv(s):
-        return "stream-K runs on the dot path (BM >= 16), not in GEMV mode"
-    if s.get("split_k", 1) > 1 or s.get("persistent", 0) or s.get("group_m", 0):
-        return "stream-K takes the place of split-K, a persistent grid and a grouped tile order"
-    if task.prologue == "layernorm":
-        return "stream-K with a LayerNorm prologue is not generated"
-    if task.k % s["bk"]:
-        return f"stream-K needs BK {s['bk']} to divide K={task.k}"
-    gm, gn = grid(task, s)
-    if gm * gn >= 4 * hw.sms:
-        return f"stream-K on {gm * gn} tiles: four waves or more balance the {hw.sms} SMs by themselves"
-    return None
-
-
 def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     """TMA loads take whole tiles of contiguous rows on the dot path: W in [N, K] layout (a gated
     GEMM takes its gate and up rows as two boxes of BN rows, or as one of 2*BN where they are
@@ -354,7 +329,6 @@ GEMM_CONSTRAINTS: tuple[Constraint, ...] = (
     unroll_fits,
     defer_fits,
     split_k_fits,
-    stream_k_fits,
     tma_fits,
     group_m_fits,
     rope_tiles_hold_whole_heads,
@@ -396,7 +370,6 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("group_m", (0, 8)),
     Knob("unroll", (0, 1)),
     Knob("defer", (0, 1)),
-    Knob("stream_k", (0, HOPPER_SMS)),
 )
 # Knobs of prefill tasks alone (decode GEMMs are GEMVs or split-K over few row tiles), and of
 # decode tasks alone (GEMV mode).
@@ -523,8 +496,7 @@ class GemmSpace(_KnobSearch):
     knobs: tuple[Knob, ...] = GEMM_KNOBS
     constraints: tuple[Constraint, ...] = GEMM_CONSTRAINTS
     template_fields: frozenset[str] = frozenset({"bm", "bn", "bk", "num_warps", "num_stages", "split_k", "tma",
-                                                 "persistent", "group_m", "unroll", "defer",
-                                                 "stream_k"})
+                                                 "persistent", "group_m", "unroll", "defer"})
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "gemm"

@@ -84,19 +84,14 @@ class GemmSchedule:
     # layout through shared memory (Triton 3.6's TTGIR for the Llama-3.2-1B down GEMV on 8 warps:
     # two layout conversions and a cross-warp reduction each step). Not yet measured.
     defer: int = 0
-    # Stream-K (dot path): STREAM_K programs share the tiles' K steps evenly, each a contiguous run
-    # of the (tile, K step) sequence, so a grid of few large tiles keeps every SM busy (0: off).
-    # A tile held whole by one program runs its epilogue at once; one shared by several has each
-    # store its fp32 partials, and the last to arrive sums them in program order and runs it.
-    stream_k: int = 0
 
     @property
     def gemv(self) -> bool:
         return self.bm <= GEMV_MAX_ROWS
 
     def to_dict(self) -> dict[str, int]:
-        """The schedule as the tuning database stores it (split_k, tma, persistent, group_m, unroll,
-        defer and stream_k only when on)."""
+        """The schedule as the tuning database stores it (split_k, tma, persistent, group_m, unroll
+        and defer only when on)."""
         d = {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps, "num_stages": self.num_stages}
         if self.split_k != 1:
             d["split_k"] = self.split_k
@@ -110,8 +105,6 @@ class GemmSchedule:
             d["unroll"] = self.unroll
         if self.defer:
             d["defer"] = self.defer
-        if self.stream_k:
-            d["stream_k"] = self.stream_k
         return d
 
 
@@ -181,16 +174,6 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         if k_dim % (split * sched.bk):
             raise em.error(lin, f"split-K {split} x BK {sched.bk} must divide K={k_dim}")
         k_range = f"k_lo, k_lo + {k_dim // split}"
-    sk = sched.stream_k
-    if sk:
-        if gemv or split > 1 or sched.persistent or sched.group_m:
-            raise em.error(lin, f"stream-K is generated for the dot path without split-K, persistence or grouping: "
-                                f"{sched}")
-        if isinstance(norm, nn.LayerNormOp):
-            raise em.error(norm, "stream-K with a LayerNorm prologue is not generated")
-        if k_dim % sched.bk:
-            raise em.error(lin, f"stream-K needs BK {sched.bk} to divide K={k_dim}")
-        k_range = "k_lo, k_hi"
 
     n_tiles = -(-n_tile // sched.bn)
     x_ptr, w_ptr = f"in{_idx(x_val)}", f"in{_idx(lin.weight)}"
@@ -207,20 +190,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         raise em.error(lin, f"a grouped tile order is generated for the dot path: {sched}")
     if sched.persistent and (gemv or split > 1):
         raise em.error(lin, f"a persistent grid is generated for the dot path without split-K: {sched}")
-    if sk:  # program p takes K steps [p * total // P, (p + 1) * total // P) of the tiles' sequence
-        em.emit(f"num_m = tl.cdiv({em.dim(sy.product(x_t.shape[:-1]))}, BM)")
-        em.emit(f"total = (num_m * {n_tiles * (k_dim // sched.bk)}).to(tl.int64)")
-        em.emit("n_prog = tl.num_programs(0)")
-        em.emit("pid = tl.program_id(0)")
-        em.emit("it_lo = (pid * total) // n_prog")
-        em.emit("it_hi = ((pid + 1) * total) // n_prog")
-        em.emit("for tile in range((it_lo // KI).to(tl.int32), ((it_hi - 1) // KI + 1).to(tl.int32)):")
-        em.indent += 1  # the rest of the kernel is one tile's share
-        _tile_coords(em, 0, n_tiles)
-        em.emit("t_lo = tl.cast(tile, tl.int64) * KI")
-        em.emit("k_lo = ((tl.maximum(it_lo, t_lo) - t_lo) * BK).to(tl.int32)")
-        em.emit("k_hi = ((tl.minimum(it_hi, t_lo + KI) - t_lo) * BK).to(tl.int32)")
-    elif sched.persistent or sched.group_m:  # a linear tile index
+    if sched.persistent or sched.group_m:  # a linear tile index
         em.emit(f"num_m = tl.cdiv({em.dim(sy.product(x_t.shape[:-1]))}, BM)")
         if sched.persistent:
             # Flattened (the next tile's loads may start under this one's epilogue), except around
@@ -339,7 +309,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         # in chunks of 256 columns where they divide the range (measured on an H200 for the
         # Llama-3-8B qkv GEMM at 2048 rows: 358 -> 330 us against chunks of BK = 64)
         span = k_dim // split
-        chunk = max(sched.bk, 256) if span % max(sched.bk, 256) == 0 and not sk else sched.bk
+        chunk = max(sched.bk, 256) if span % max(sched.bk, 256) == 0 else sched.bk
         em.emit(f"for k1 in range({k_range}, {chunk}):")
         em.indent += 1
         em.emit(f"kk1 = k1 + tl.arange(0, {chunk})")
@@ -427,8 +397,6 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             em.emit("ss = tl.sum(ss, 1)")
     if split > 1:
         _split_k_reduce(em, second=has_accp, norm=norm is not None and not pre, n_tiles=n_tiles)
-    if sk:
-        _stream_k_reduce(em, second=has_accp, norm=norm is not None and not pre)
     if norm is not None:
         eps = get_float(norm.attributes, "eps")
         if isinstance(norm, nn.RMS_NORMS):
@@ -477,8 +445,6 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     grid: tuple[str, ...] = (f"cdiv({m_code}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
     if sched.persistent:
         grid = (f"min(cdiv({m_code}, {sched.bm}) * {n_tiles}, {sched.persistent * HOPPER_SMS})",)
-    elif sk:
-        grid = (f"min(cdiv({m_code}, {sched.bm}) * {n_tiles * (k_dim // sched.bk)}, {sk})",)
     elif sched.group_m:
         grid = (f"cdiv({m_code}, {sched.bm}) * {n_tiles}", "1")
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
@@ -495,17 +461,6 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         scratch = tuple(sc for _, sc in named)
         grid = (*grid, str(split))
         constexprs["SPLIT_K"] = split
-    if sk:
-        tiles = f"((({m_code}) + {sched.bm - 1}) // {sched.bm}) * {n_tiles}"
-        named = [("ws_acc", Scratch((f"{2 * sk} * {sched.bm} * {sched.bn}",), "f32"))]
-        if has_accp:
-            named.append(("ws_accp", Scratch((f"{2 * sk} * {sched.bm} * {sched.bn}",), "f32")))
-        if norm is not None and not pre:
-            named.append(("ws_ss", Scratch((f"{2 * sk} * {sched.bm}",), "f32")))
-        named.append(("ws_count", Scratch((tiles,), "i32")))
-        params += [Param(n, "scratch", index=i, dtype=sc.dtype) for i, (n, sc) in enumerate(named)]
-        scratch = tuple(sc for _, sc in named)
-        constexprs["KI"] = k_dim // sched.bk
     if row_scratch:
         first = len(scratch)
         params += [Param(n, "scratch", index=first + i, dtype=sc.dtype) for i, (n, sc) in enumerate(row_scratch)]
@@ -572,49 +527,6 @@ def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None
     for reg, ws, offsets, _ in partials:
         e(f"{reg} += tl.load({ws} + {offsets}, cache_modifier='.cg')")
     em.indent -= 1
-
-
-def _stream_k_reduce(em: Emitter, second: bool, norm: bool) -> None:
-    """Stream-K: a tile whose K steps all fell to this program goes on to the epilogue; a tile
-    shared by programs ``p_first..p_last`` (those holding its first and last K steps) has each
-    store its fp32 partials (accumulators, and the RMSNorm statistics over its K range) in one of
-    its two slots (0: the tile where its range begins, 1: the one where it ends), and the last to
-    arrive sums them in program order (the same sum every run), resets the tile's counter for the
-    next launch and goes on. The caller emits the epilogue inside the branch this opens."""
-    e = em.emit
-    tile = "(wsb * BM + tl.arange(0, BM)[:, None]) * BN + tl.arange(0, BN)[None, :]"
-    partials = [("acc", "ws_acc", tile, "(BM, BN)")]
-    if second:
-        partials.append(("accp", "ws_accp", tile, "(BM, BN)"))
-    if norm:
-        partials.append(("ss", "ws_ss", "wsb * BM + tl.arange(0, BM)", "(BM,)"))
-    e("p_first = ((t_lo + 1) * n_prog - 1) // total")
-    e("p_last = ((t_lo + KI) * n_prog - 1) // total")
-    e("done = p_first == p_last")
-    e("if p_first != p_last:")
-    em.indent += 1
-    e("wsb = pid.to(tl.int64) * 2 + (it_lo < t_lo).to(tl.int64)")
-    for reg, ws, offsets, _ in partials:
-        e(f"tl.store({ws} + {offsets}, {reg})")
-    release_writes(em)
-    e("tl.debug_barrier()")
-    e("arrived = tl.atomic_add(ws_count + tile, 1)")
-    e("done = arrived == p_last - p_first")
-    e("if done:")
-    em.indent += 1
-    e("tl.debug_barrier()")
-    for reg, _, _, shape in partials:
-        e(f"{reg} = tl.zeros({shape}, dtype=tl.float32)")
-    e("for q in range(p_first, p_last + 1):")
-    em.indent += 1
-    e("wsb = q * 2 + ((q * total) // n_prog < t_lo).to(tl.int64)")
-    for reg, ws, offsets, _ in partials:
-        e(f"{reg} += tl.load({ws} + {offsets}, cache_modifier='.cg')")
-    em.indent -= 1
-    e("tl.atomic_xchg(ws_count + tile, 0)")
-    em.indent -= 2
-    e("if done:")
-    em.indent += 1
 
 
 def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], n_tiles: int, m_code: str,
