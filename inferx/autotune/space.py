@@ -20,11 +20,12 @@ results on an H200 (relative L2 0.8-1.1 against the plain kernel, Llama-3-8B at 
 Llama-3.2-1B at 2048); on a bare persistent TMA GEMM it was right but no faster than the same
 tiles unspecialized (benchmarks/NOTES.md, nineteenth session). Stream-K has no knob either: one
 program per SM taking an even share of the tiles' K steps, shared tiles reduced by the last
-program to arrive, was right on an H200 but slower on every Llama-3-8B GEMM at 16 and 128 rows
-(qkv at 128 rows 33.7 against 22.7 us, o 25.7 against 17.1; twentieth session). New knobs are added as ``Knob``s
-with the value that means "off" listed first; ``GemmSpace.template_fields`` names the fields the
-template takes today, and a schedule is handed to the template without knobs it does not know
-only when they are off (see ``GemmSpace.emit``), so a space can grow before the template does.
+program to arrive, was right on an H200 but slower on seven of the eight Llama-3-8B GEMMs at 16
+and 128 rows and tied on the eighth (qkv at 128 rows 33.7 against 22.7 us, o 25.7 against 17.1;
+twentieth session). New knobs are added as ``Knob``s with the value that means "off" listed
+first; ``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is
+handed to the template without knobs it does not know only when they are off (see
+``GemmSpace.emit``), so a space can grow before the template does.
 
 ``AttentionSpace`` has one knob set per shape: decode (SPLITS, BN, warps, stages) and prefill
 (BM, BN, warps, stages). The fused decode kernels' spaces are in ``space_fused``.
