@@ -26,13 +26,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:  # the checkpoint and artifact go with it
+        run(args, Path(tmp))
 
+
+def run(args: argparse.Namespace, work: Path) -> None:
     import torch
 
     import inferx
     from inferx.benchmark.shapes import SHAPES, make_model, save_checkpoint
 
-    work = Path(tempfile.mkdtemp())
     model = make_model(args.shape, "cuda", torch.bfloat16, seed=0)
     ckpt = save_checkpoint(model, work / "ckpt")
     del model
