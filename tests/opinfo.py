@@ -617,6 +617,7 @@ def all_samples() -> dict[type, list[Sample]]:
             ts.SliceOp: slice_samples(),
             ts.BroadcastToOp: broadcast_samples(),
             nn.EmbeddingOp: n.embedding_samples(),
+            nn.LastTokenOp: n.last_token_samples(),
             nn.LinearOp: n.linear_samples(),
             nn.MatmulOp: n.matmul_samples(),
             nn.SoftmaxOp: n.softmax_samples(),

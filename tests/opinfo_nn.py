@@ -1,4 +1,4 @@
-"""Samples of the `ix` nn ops (embedding, linear, matmul, softmax, norms, RoPE, attention, KV
+"""Samples of the `ix` nn ops (embedding, last token, linear, matmul, softmax, norms, RoPE, attention, KV
 writes) for the table in ``opinfo.py``, each with an independent PyTorch reference."""
 
 from __future__ import annotations
@@ -31,6 +31,38 @@ def embedding_samples() -> list[Sample]:
                 [(T((vocab, h), dt), table), (T(("batch", "seq"), idt), ids)],
                 lambda bld, args: [bld(nn.EmbeddingOp, args[0], args[1])],
                 lambda t, ids: [F.embedding(ids.long(), t)],
+                tol=EXACT,
+            )
+        )
+    return out
+
+
+def last_token_samples() -> list[Sample]:
+    """Prompts padded on the right (-1 positions), rows with no real token (row 0 taken), and
+    positions that do not start at 0 (a prompt appended to a cache)."""
+    out = []
+    for i in range(10):
+        rng = np.random.default_rng(6050 + i)
+        (bb, ss), h = BS[i], HIDDEN[i]
+        dt = {4: "f16", 7: "bf16"}.get(i, "f32")
+        x = rand(rng, (bb, ss, h), dt)
+        n = rng.integers(0 if i % 4 == 0 else 1, ss + 1, size=bb)
+        start = rng.integers(0, 50, size=bb) if i % 2 else np.zeros(bb, np.int64)
+        pos = np.where(np.arange(ss)[None, :] < n[:, None], start[:, None] + np.arange(ss)[None, :], -1)
+        pdt = "i32" if i % 3 else "i64"
+        pos = pos.astype(np.int32 if pdt == "i32" else np.int64)
+
+        def ref(x, pos):
+            idx = [max([j for j in range(pos.shape[1]) if pos[b, j] >= 0], default=0) for b in range(x.shape[0])]
+            return [torch.stack([x[b, j] for b, j in enumerate(idx)])[:, None]]
+
+        out.append(
+            Sample(
+                f"ix.last_token-{i}-{dt}",
+                6050 + i,
+                [(T(("batch", "seq", h), dt), x), (T(("batch", "seq"), pdt), pos)],
+                lambda bld, a: [bld(nn.LastTokenOp, a[0], a[1])],
+                ref,
                 tol=EXACT,
             )
         )

@@ -219,7 +219,10 @@ def test_inspect_text(compiled: tuple[Path, Result]) -> None:
     assert "entry decode: 12 launches" in text
     assert "per layer: 5 launches (attention 1, gemm 4) x 2 layers; outside layers: 2 (gather 1, gemm 1)" in text
     assert "memory plan" in text and "KV cache" in text
-    assert "fallbacks: 14 kernels on a heuristic schedule" in text
+    # the last-token logits: the LM head over the gathered last tokens (a third gather)
+    assert "entry prefill_last: 13 launches" in text
+    assert "outside layers: 3 (gather 2, gemm 1)" in text
+    assert "fallbacks: 16 kernels on a heuristic schedule" in text
 
 
 def test_layer_span_of_one_layer_and_of_no_cache() -> None:

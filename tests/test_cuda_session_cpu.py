@@ -28,8 +28,10 @@ def test_buckets_come_from_the_memory_plan() -> None:
 
 def test_kernel_for_picks_the_variant_of_the_batch_bucket() -> None:
     step = {"kernel": "a", "by_rows": [[1, "a"], [4, "b"], [16, "c"]]}
-    assert [kernel_for(step, b) for b in (1, 2, 4, 5, 16)] == ["a", "b", "b", "c", "c"]
-    assert kernel_for({"kernel": "only"}, 7) == "only"
+    assert [kernel_for(step, b, 1) for b in (1, 2, 4, 5, 16)] == ["a", "b", "b", "c", "c"]
+    assert kernel_for(step, 1, 4) == "b"  # a prefill launch's rows are batch x seq
+    assert kernel_for({**step, "rows": "batch"}, 1, 4) == "a"  # a decode kernel's the batch's alone
+    assert kernel_for({"kernel": "only"}, 7, 1) == "only"
 
 
 def test_pack_args_points_at_each_value() -> None:

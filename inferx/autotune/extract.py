@@ -36,6 +36,8 @@ from inferx.autotune.space import H200, Hopper
 from inferx.autotune.task import AnyTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
+# Entry points that are another way through an entry's kernels: their tasks not counted again.
+ALTERNATES = ("prefill_last",)
 # The compiler driver's phases 2-4, whose kernels phase 7 generates (see inferx.compiler.driver).
 FUSE_PIPELINE = "canonicalize,cse,dce,merge-gemms,interleave-pairs,fold-norm-weights,dce,fuse,norm-stats"
 WEIGHTINGS = ("roofline", "launches")
@@ -130,8 +132,15 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
         raise ValueError(f"unknown weighting {weighting!r}: {', '.join(WEIGHTINGS)}")
     found: dict[str, TuningTask] = {}
     untuned: Counter[str] = Counter()
-    for func in (op for op in module.ops if isinstance(op, FuncOp)):
+    # prefill_last is a prompt's other way through (the same layers, the LM head over the last
+    # tokens): it adds only the tasks no other entry has (the last layer's down GEMM without the
+    # final norm's statistics), not launches to theirs
+    funcs = sorted((op for op in module.ops if isinstance(op, FuncOp)), key=lambda f: f.sym_name.data in ALTERNATES)
+    known: set[str] = set()
+    for func in funcs:
         entry = func.sym_name.data
+        if entry in ALTERNATES:
+            known = set(found)
         for kop in (op for op in func.body.block.ops if isinstance(op, KernelOp)):
             try:
                 buckets = kernel_row_buckets(kop, batches, max_seq_len)
@@ -143,6 +152,8 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
                     untuned[f"{kop.template.data}: {choice.reason}"] += 1
                     continue
                 key = choice.task.key
+                if key in known:
+                    continue
                 if key in found:
                     found[key] = replace(found[key], launches=found[key].launches + 1)
                 else:

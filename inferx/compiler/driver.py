@@ -628,9 +628,9 @@ def _binding(v: SSAValue, buffers: dict[SSAValue, str], weights: _WeightFolder) 
 def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: _WeightFolder,
                 variants: Mapping[KernelOp, list[tuple[int, str]]]) -> dict[str, Any]:
     """The launch plan of one entry. A launch whose kernel has per-bucket variants lists them as
-    ``by_rows``: [[rows, kernel], ...] ascending, rows counting batch x seq (a decode step's
-    batch bucket, a prompt's tokens); a runtime takes the first bucket that holds its rows, else
-    the last (``kernel`` is the first's)."""
+    ``by_rows``: [[rows, kernel], ...] ascending, rows counting batch x seq (a prompt's tokens),
+    or batch where the launch says ``"rows": "batch"`` (a decode kernel); a runtime takes the
+    first bucket that holds its rows, else the last (``kernel`` is the first's)."""
     buffers: dict[SSAValue, str] = {}
     buffer_types: dict[str, dict[str, Any]] = {}
     launches = []
@@ -647,6 +647,8 @@ def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: _Wei
         launch: dict[str, Any] = {"kernel": name, "inputs": ins, "outputs": outs}
         if len({n for _, n in variants.get(kop, [])}) > 1:
             launch["by_rows"] = [[b, n] for b, n in variants[kop]]
+            if _decode_kernel(kop):  # its rows are the batch's, also in a prefill entry's tail
+                launch["rows"] = "batch"
         launches.append(launch)
     ret = func.body.block.last_op
     assert isinstance(ret, ReturnOp)

@@ -1,11 +1,15 @@
 """The one decoder-LLM builder all families share: a ``DecoderConfig`` becomes an `ix` module with
-the entry points ``prefill`` and ``decode``.
+the entry points ``prefill``, ``prefill_last`` and ``decode``.
 
-Both entry points have the same signature, ``seq`` being symbolic in prefill and 1 in decode:
+All three have the same arguments, ``seq`` being symbolic in the prefills and 1 in decode:
 
     (input_ids[batch, seq] i32, positions[batch, seq] i32, kv_lens[batch] i32,
      k0, v0, ..., k{L-1}, v{L-1}: [batch, kv_heads, ctx, head_dim])
       -> (logits[batch, seq, vocab], k0', v0', ...)
+
+``prefill_last`` returns logits[batch, 1, vocab], those of each sequence's last real token (the
+last position that is not -1): the final norm and the LM head run over ``batch`` rows, which is
+all that generation needs from a prompt.
 
 ``positions`` holds each token's absolute position (-1 for padding: its K/V are not written);
 ``kv_lens`` the number of valid cache entries per sequence after this step's writes. Both are
@@ -30,15 +34,16 @@ BATCH, SEQ, CTX = sym("batch"), sym("seq"), sym("ctx")
 
 
 def build_decoder_module(cfg: DecoderConfig) -> ModuleOp:
-    """The module with ``@prefill`` (seq symbolic) and ``@decode`` (seq = 1)."""
-    return ModuleOp([_build_entry(cfg, "prefill", SEQ), _build_entry(cfg, "decode", 1)])
+    """The module with ``@prefill`` and ``@prefill_last`` (seq symbolic) and ``@decode`` (seq = 1)."""
+    return ModuleOp([_build_entry(cfg, "prefill", SEQ), _build_entry(cfg, "prefill_last", SEQ, last=True),
+                     _build_entry(cfg, "decode", 1)])
 
 
 def cache_type(cfg: DecoderConfig) -> TensorType:
     return TensorType([BATCH, cfg.num_kv_heads, CTX, cfg.head_dim], cfg.dtype)
 
 
-def _build_entry(cfg: DecoderConfig, name: str, seq: Dim):
+def _build_entry(cfg: DecoderConfig, name: str, seq: Dim, last: bool = False):
     cache = cache_type(cfg)
     args = [
         ("input_ids", TensorType([BATCH, seq], DType.i32)),
@@ -48,7 +53,7 @@ def _build_entry(cfg: DecoderConfig, name: str, seq: Dim):
     for i in range(cfg.num_layers):
         args += [(f"k{i}", cache), (f"v{i}", cache)]
     b = _Decoder(cfg, FuncBuilder(name, args), seq)
-    logits, caches = b.forward()
+    logits, caches = b.forward(last)
     return b.fb.finish([logits, *caches])
 
 
@@ -104,7 +109,7 @@ class _Decoder:
         return self.fb.op(t.GeluOp, x, approximate=StringAttr(approx) if approx else None)
 
     # the model ----------------------------------------------------------------------------
-    def forward(self) -> tuple[SSAValue, list[SSAValue]]:
+    def forward(self, last: bool = False) -> tuple[SSAValue, list[SSAValue]]:
         cfg, fb, names = self.cfg, self.fb, self.cfg.names
         ids, pos = fb.arg("input_ids"), fb.arg("positions")
         embed = self.weight(names.embed, [cfg.vocab_size, cfg.hidden_size])
@@ -118,6 +123,8 @@ class _Decoder:
         for i in range(cfg.num_layers):
             h, k_cache, v_cache = self.layer(i, h)
             caches += [k_cache, v_cache]
+        if last:
+            h = fb.op(nn.LastTokenOp, h, pos, hint="h_last")
         h = self.norm(h, names.final_norm)
         head = names.lm_head or names.embed.removesuffix(".weight")
         if names.lm_head is None:  # tied: the embedding table is [vocab, hidden], an "nk" weight

@@ -8,7 +8,7 @@ use; the module computes what it computed before (the interpreter runs both).
 
 Grouping, in program order:
   1. an anchor starts a group: ``linear``/``matmul`` (template gemm), ``attention``
-     (attention), ``embedding`` (gather), ``softmax``/reductions/norms (reduction);
+     (attention), ``embedding`` and ``last_token`` (gather), ``softmax``/reductions/norms (reduction);
   2. a norm whose only user is a linear joins that linear as its prologue;
   3. an op that only rearranges or maps elements (elementwise math, casts, layout ops, rope,
      kv_write) joins the group of one of its operands as an epilogue, provided each of its other
@@ -34,6 +34,7 @@ from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 
 ANCHORS: dict[type[Operation], str] = {
     nn.LinearOp: "gemm", nn.MatmulOp: "gemm", nn.AttentionOp: "attention", nn.EmbeddingOp: "gather",
+    nn.LastTokenOp: "gather",
     nn.SoftmaxOp: "reduction", nn.RMSNormOp: "reduction", nn.LayerNormOp: "reduction",
     t.ReduceSumOp: "reduction", t.ReduceMeanOp: "reduction", t.ReduceMaxOp: "reduction",
 }

@@ -114,6 +114,7 @@ class CudaSession(DecoderSession):
         wanted = bool(m.get("launch", {}).get("pdl", False)) if pdl is None else pdl
         self.pdl = wanted and all(meta.get("grid_dependency", False) for meta in m["kernels"].values())
         self.entries = m["entries"]
+        self.entry_points = frozenset(self.entries)
         # The tuning record each tuned kernel was compiled from: its time in the tuner, beside the
         # kernel's time in the step (``time_kernels``); none for a record borrowed from another
         # row bucket, whose time was measured at other rows
@@ -176,15 +177,16 @@ class CudaSession(DecoderSession):
             self._launch(bound.launches)
         if entry == "decode":
             self.host_ms.append((time.perf_counter() - start) * 1e3)
+        per = 1 if entry == "prefill_last" else seq  # logits rows per sequence
         if self.outputs == "torch":  # synchronizes too
-            dev = self.drv.as_torch(bound.logits, padded * seq * self.info.vocab_size, bound.logits_dtype)
+            dev = self.drv.as_torch(bound.logits, padded * per * self.info.vocab_size, bound.logits_dtype)
             if rows is not None:
-                return dev.view(padded * seq, -1)[list(rows)][:, None].clone()  # type: ignore[no-any-return]
-            return dev.view(padded, seq, -1)[:batch].clone()  # type: ignore[no-any-return]
+                return dev.view(padded * per, -1)[list(rows)][:, None].clone()  # type: ignore[no-any-return]
+            return dev.view(padded, per, -1)[:batch].clone()  # type: ignore[no-any-return]
         if rows is not None:  # those rows alone cross to the host
             return self._download(bound, [int(r) for r in rows])[:, None]
-        logits = self._download(bound, range(padded * seq))  # synchronizes: host arrays above are consumed
-        return logits.reshape(padded, seq, -1)[:batch]
+        logits = self._download(bound, range(padded * per))  # synchronizes: host arrays above are consumed
+        return logits.reshape(padded, per, -1)[:batch]
 
     # binding -------------------------------------------------------------------------------
     def _bind(self, entry: str, batch: int, seq: int, context: int | None = None) -> _Bound:
@@ -206,7 +208,7 @@ class CudaSession(DecoderSession):
         args = self._inputs[akey] + self.caches
         launches: list[_Launch] = []
         for step in plan["launches"]:
-            ks, k = self.kernels[kernel_for(step, alloc["batch"] * seq)]
+            ks, k = self.kernels[kernel_for(step, alloc["batch"], seq)]
             ins = [self._resolve(b, args, buffers) for b in step["inputs"]]
             outs = []
             for i, b in enumerate(step["outputs"]):
@@ -265,7 +267,7 @@ class CudaSession(DecoderSession):
         total, flops = 0, 0
         aliased = set(ks.aliases.values())
         for j, b in enumerate(step["inputs"]):
-            if b["kind"] == "weight" and ks.template == "gather":  # one table row per output row
+            if b["kind"] in ("weight", "buffer") and ks.template == "gather":  # a row per output row (below)
                 continue
             if b["kind"] == "weight":
                 total += self.weights[b["name"]][1]
@@ -278,7 +280,13 @@ class CudaSession(DecoderSession):
         for j, b in enumerate(step["outputs"]):
             if j not in ks.aliases:
                 total += _size(plan["buffers"][b["name"]], env) * (2 if ks.template == "gather" else 1)
-        rows = env["batch"] * env["seq"]
+        # a GEMM's rows are its x's (the first input): batch x seq, or batch where the tail of
+        # prefill_last runs over the last tokens alone
+        x = step["inputs"][0] if step["inputs"] else None
+        rows = (_size(plan["buffers"][x["name"]], env) // ITEM[plan["buffers"][x["name"]]["dtype"]]
+                // int(plan["buffers"][x["name"]]["shape"][-1])
+                if x is not None and x["kind"] == "buffer" and isinstance(plan["buffers"][x["name"]]["shape"][-1], int)
+                else env["batch"] * env["seq"])
         weights = [self.weights[b["name"]][1] for b in step["inputs"] if b["kind"] == "weight"]
         if ks.template == "gemm" and weights:
             flops = 2 * rows * max(weights) // ITEM[i.dtype]

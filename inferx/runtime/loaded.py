@@ -81,6 +81,7 @@ class ArtifactSession(DecoderSession):
         self.dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
                        "i64": torch.int64}
         self.entries = m["entries"]
+        self.entry_points = frozenset(self.entries)
         self.kernels: dict[str, tuple[KernelSource, Any]] = {}
         for name, meta in m["kernels"].items():
             ks = KernelSource.from_json({**meta, "source": artifact.file_bytes(meta["file"]).decode()})

@@ -30,10 +30,12 @@ def eval_dim(expr: str, env: Mapping[str, int]) -> int:
     return int(eval(expr, {"__builtins__": {}}, {f"S_{k}": v for k, v in env.items()}))  # noqa: S307
 
 
-def kernel_for(step: Mapping[str, Any], rows: int) -> str:
-    """The kernel a launch runs at ``rows`` (batch x seq: a decode step's batch bucket, a
-    prompt's tokens): the variant of the smallest row bucket that holds it when the launch has
-    per-bucket variants (``by_rows``), else the last variant, else its one kernel."""
+def kernel_for(step: Mapping[str, Any], batch: int, seq: int) -> str:
+    """The kernel a launch runs at its rows (batch x seq: a prompt's tokens; batch where the
+    launch says ``"rows": "batch"``: a decode kernel, in decode or in the tail of prefill_last):
+    the variant of the smallest row bucket that holds them when the launch has per-bucket
+    variants (``by_rows``), else the last variant, else its one kernel."""
+    rows = batch if step.get("rows") == "batch" else batch * seq
     for bound, name in step.get("by_rows", ()):
         if rows <= bound:
             return str(name)
@@ -56,7 +58,7 @@ def bind(plan: Mapping[str, Any], kernels: Mapping[str, tuple[KernelSource, Any]
 
     launches: list[Launch] = []
     for step in plan["launches"]:
-        ks, fn = kernels[kernel_for(step, env["batch"] * env["seq"])]
+        ks, fn = kernels[kernel_for(step, env["batch"], env["seq"])]
         ins = [resolve(b) for b in step["inputs"]]
         outs = []
         for i, b in enumerate(step["outputs"]):

@@ -40,6 +40,7 @@ class ReferenceSession(DecoderSession):
             raise SessionError("this program has no decoder entry points (prefill/decode)")
         super().__init__(info, max_batch=max_batch, max_context=max_context or min(info.max_context, 4096))
         self.interpreter = Interpreter(program.module, _Cached(program.weights))
+        self.entry_points = frozenset(self.interpreter.funcs)
         self.cache_dtype = STORAGE[DType(info.dtype)]
         self.caches: list[np.ndarray] = []
 

@@ -5,7 +5,9 @@ A backend implements ``_step(entry, input_ids, positions, kv_lens, rows) -> logi
 KV cache. ``positions[b, i]`` is the absolute position of token i of sequence b (-1 for padding);
 ``kv_lens[b]`` the valid cache length after the step (see ``inferx.models.decoder``); ``rows``,
 when given, the flat indices ``b * seq + i`` of the only logits rows to return ([len(rows), 1,
-vocab]), so that a backend whose logits live on a device copies those rows alone.
+vocab]), so that a backend whose logits live on a device copies those rows alone. A backend whose
+program has the ``prefill_last`` entry (``entry_points``) computes those rows alone instead: the
+final norm and LM head over one row per sequence.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class DecoderSession(ABC):
         self.max_batch = max_batch
         self.max_context = max_context
         self.lengths: np.ndarray | None = None  # tokens held per sequence
+        self.entry_points: frozenset[str] = frozenset({"prefill", "decode"})  # the backend's program has these
 
     # the backend ---------------------------------------------------------------------------
     @abstractmethod
@@ -79,7 +82,8 @@ class DecoderSession(ABC):
     def prefill(self, input_ids: Any, lengths: Sequence[int] | None = None, *, logits: str = "all") -> np.ndarray:
         """Appends prompts to the sequences; returns logits [batch, seq, vocab], or with
         ``logits="last"`` those of each prompt's last token alone, [batch, 1, vocab] (what
-        generation needs: a CUDA session then copies batch rows to the host, not batch x seq).
+        generation needs: the ``prefill_last`` entry computes those rows alone, and a CUDA
+        session copies batch rows to the host, not batch x seq).
 
         ``input_ids`` is [batch, seq], or a list of token lists of different lengths (padded on
         the right; logits at padded places are not meaningful). ``lengths`` gives the real
@@ -100,8 +104,11 @@ class DecoderSession(ABC):
         col = np.arange(seq)[None, :]
         positions = np.where(col < n[:, None], self.lengths[:, None] + col, -1)
         kv_lens = self.lengths + n
-        rows = np.arange(batch) * seq + n - 1 if logits == "last" else None
-        out = self._step("prefill", ids, positions, kv_lens, rows)
+        if logits == "last" and "prefill_last" in self.entry_points:
+            out = self._step("prefill_last", ids, positions, kv_lens)
+        else:  # an artifact compiled before prefill_last existed takes the rows from every row's logits
+            rows = np.arange(batch) * seq + n - 1 if logits == "last" else None
+            out = self._step("prefill", ids, positions, kv_lens, rows)
         self.lengths = kv_lens
         return out
 

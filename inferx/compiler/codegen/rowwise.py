@@ -25,35 +25,42 @@ def _pow2(n: int) -> int:
 
 def gather_applies(kernel: KernelOp) -> str | None:
     first = kernel.body.block.first_op
-    if not isinstance(first, nn.EmbeddingOp) or not all(isinstance(v, BlockArgument) for v in first.operands):
-        return "the body does not start with an embedding of kernel inputs"
+    if not isinstance(first, (nn.EmbeddingOp, nn.LastTokenOp)) or \
+            not all(isinstance(v, BlockArgument) for v in first.operands):
+        return "the body does not start with an embedding or a last-token gather of kernel inputs"
     return None
 
 
 def gather(kernel: KernelOp, name: str) -> KernelSource:
-    """Rows of the table at the ids, each program whole rows (up to 8192 values per program), so
-    that an ``ix.sum_squares`` of them in the epilogue (norm-stats: the first norm's statistics)
-    is a sum in registers."""
+    """Rows of the table at the ids (or each sequence's last-token row), each program whole rows
+    (up to 8192 values per program), so that an ``ix.sum_squares`` of them in the epilogue
+    (norm-stats: the first norm's statistics) is a sum in registers."""
     em = Emitter(kernel, name)
     ops = list(kernel.body.block.ops)
     op = ops[0]
-    assert isinstance(op, nn.EmbeddingOp)
-    ids_t, out_t = op.ids.type, op.result.type
-    assert isinstance(ids_t, TensorType) and isinstance(out_t, TensorType)
+    assert isinstance(op, (nn.EmbeddingOp, nn.LastTokenOp))
+    out_t = op.result.type
+    assert isinstance(out_t, TensorType)
     hidden = out_t.shape[-1]
     assert isinstance(hidden, int)
     bh = _pow2(hidden)
     bm = max(1, min(16, 8192 // bh))
-    rows = em.dim(ids_t.numel())
+    lead_shape = out_t.shape[:-1]
+    rows = em.dim(sy.product(lead_shape))
     em.emit("r = tl.program_id(0) * BM + tl.arange(0, BM)")
     em.emit("c = tl.arange(0, BH)")
     em.emit(f"mask = (r < {rows})[:, None] & (c < {hidden})[None, :]")
-    em.emit(f"ids = tl.load(in{op.ids.index} + r, mask=r < {rows}, other=0)")  # type: ignore[attr-defined]
+    if isinstance(op, nn.EmbeddingOp):
+        em.emit(f"ids = tl.load(in{op.ids.index} + r, mask=r < {rows}, other=0)")  # type: ignore[attr-defined]
+        table, extra = op.table.index, {}  # type: ignore[attr-defined]
+    else:
+        _last_token_rows(em, op, rows)
+        table, extra = op.input.index, {"BS": LAST_TOKEN_BS}  # type: ignore[attr-defined]
     em.emit(
-        f"e = tl.load(in{op.table.index} + ids[:, None] * {hidden} + c[None, :], mask=mask, other=0)"  # type: ignore[attr-defined]
+        f"e = tl.load(in{table} + ids[:, None] * {hidden} + c[None, :], mask=mask, other=0)"
         ".to(tl.float32)"
     )
-    lead = em.unravel("r[:, None]", ids_t.shape)
+    lead = em.unravel("r[:, None]", lead_shape)
     em.values[op.result] = Tile("e", [*lead, "c[None, :]"], "mask", out_t)
     sums = [o for o in ops if isinstance(o, nn.SumSquaresOp)]
     yields = list(ops[-1].operands)
@@ -61,7 +68,27 @@ def gather(kernel: KernelOp, name: str) -> KernelSource:
     em.run_epilogue([o for o in ops[1:] if o not in sums])
     for o in sums:
         _row_sum_squares(em, o, yields, lead)
-    return _finish(em, name, "gather", ("BM", "BH"), (f"cdiv({rows}, {bm})",), {"BM": bm, "BH": bh})
+    return _finish(em, name, "gather", ("BM", "BH", *extra), (f"cdiv({rows}, {bm})",),
+                   {"BM": bm, "BH": bh, **extra})
+
+
+LAST_TOKEN_BS = 256  # positions scanned per step of a last-token gather
+
+
+def _last_token_rows(em: Emitter, op: nn.LastTokenOp, batch: str) -> None:
+    """``ids``: the flat row of x (``b * seq + i``) holding each sequence's last real token, the
+    last ``i`` whose position is not negative, found by scanning the sequence's positions."""
+    pos_t = op.positions.type
+    assert isinstance(pos_t, TensorType)
+    seq = em.dim(pos_t.shape[1])
+    pos = f"in{op.positions.index}"  # type: ignore[attr-defined]
+    em.emit("last = tl.zeros([BM], dtype=tl.int32)")
+    em.emit(f"for s0 in range(0, {seq}, BS):")
+    em.emit("    s = s0 + tl.arange(0, BS)")
+    em.emit(f"    p = tl.load({pos} + r[:, None] * {seq} + s[None, :], "
+            f"mask=(r < {batch})[:, None] & (s < {seq})[None, :], other=-1)")
+    em.emit("    last = tl.maximum(last, tl.max(tl.where(p >= 0, s[None, :], 0), 1))")
+    em.emit(f"ids = tl.where(r < {batch}, r.to(tl.int64) * {seq} + last, 0)")
 
 
 def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], lead: list[str]) -> None:

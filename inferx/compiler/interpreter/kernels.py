@@ -199,6 +199,12 @@ def embedding(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> l
     return [table[ids]]
 
 
+def last_token(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
+    x, pos = ins
+    idx = np.where(pos >= 0, np.arange(pos.shape[1])[None, :], 0).max(axis=1, initial=0)
+    return [x[np.arange(x.shape[0]), idx][:, None]]
+
+
 def _gemm_in(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
@@ -286,6 +292,7 @@ KERNELS: dict[type[Operation], Kernel] = {
     ts.SliceOp: slice_,
     ts.BroadcastToOp: broadcast_to,
     nn.EmbeddingOp: embedding,
+    nn.LastTokenOp: last_token,
     nn.LinearOp: linear,
     nn.MatmulOp: matmul,
     nn.SoftmaxOp: softmax,

@@ -396,8 +396,34 @@ class KVWriteOp(IxOp):
         return [cache]
 
 
+@irdl_op_definition
+class LastTokenOp(IxOp):
+    """``x[b, i, :]`` at each sequence's last real token, as ``[batch, 1, hidden]``: ``i`` is the
+    last index of ``positions[b, :]`` that is not negative (padding is -1; 0 if a row has none).
+
+    What a prompt's next-token logits need: the final norm and LM head then run over ``batch``
+    rows, not ``batch x seq``."""
+
+    name = "ix.last_token"
+    input = operand_def(TensorType)
+    positions = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = FUNCTIONAL
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        x, pos = ins
+        need_rank(x, 3, "input", "[batch, seq, hidden]")
+        need_index(pos, "positions")
+        need_rank(pos, 2, "positions", "[batch, seq]")
+        sh.same(pos.shape[0], x.shape[0], "positions' batch must equal the input's")
+        sh.same(pos.shape[1], x.shape[1], "positions' seq must equal the input's")
+        return [x.with_shape([x.shape[0], 1, x.shape[2]])]
+
+
 # Either form of RMSNorm: statistics from the input, or precomputed beside it.
 RMS_NORMS = (RMSNormOp, RMSNormSumSquaresOp)
 
-NN_OPS = [EmbeddingOp, LinearOp, MatmulOp, SoftmaxOp, RMSNormOp, LayerNormOp, RopeOp, AttentionOp,
+NN_OPS = [EmbeddingOp, LastTokenOp, LinearOp, MatmulOp, SoftmaxOp, RMSNormOp, LayerNormOp, RopeOp, AttentionOp,
           KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]
