@@ -388,16 +388,20 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
 @click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
               help=FUSE_ATTENTION_O_HELP)
+@click.option("--prefill-last/--no-prefill-last", default=False, show_default=True,
+              help="Also time each prefill returning the last token's logits alone (InferX's prefill_last entry; "
+                   "the peers compute the LM head over the last token alone too).")
 def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
                   warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool, overlap: bool,
-                  fuse_mlp: bool, fuse_attention_o: bool) -> None:
+                  fuse_mlp: bool, fuse_attention_o: bool, prefill_last: bool) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
     from inferx.benchmark.main import BenchError, bench, options
 
     try:
         opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl,
-                       overlap=overlap, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o)
+                       overlap=overlap, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
+                       prefill_last=prefill_last)
         bench(opts, Path(out) if out else None)
     except BenchError as e:
         raise UserError(str(e)) from None

@@ -72,6 +72,10 @@ def test_prefill_counts_by_hand() -> None:
     c = Ceilings(copy_bytes_per_s=1e9, matmul_flops_per_s=1e9)
     assert c.prefill_ms(d, 1, 10) == pytest.approx(max(prefill_flops(d, 1, 10), prefill_bytes(d, 1, 10)["total"])
                                                    / 1e9 * 1e3)
+    # the last token's logits alone: the LM head over one row per sequence
+    assert prefill_flops(d, 2, 10, last=True) == 2 * (prefill_flops(d, 1, 10) - 2 * 256 * 64 * 9)
+    assert prefill_bytes(d, 2, 10, last=True)["logits"] == 2 * 256 * 2
+    assert c.prefill_ms(d, 1, 10, last=True) < c.prefill_ms(d, 1, 10)
 
 
 # --- the plain Llama peer against HF ------------------------------------------------------------
@@ -97,6 +101,11 @@ def test_plain_llama_matches_hf_fp32(attend: str) -> None:
     err = float((got - ref).norm() / ref.norm())
     assert err < 1e-4, (f"PlainLlama vs HF: rel err {err:.2e}; repro: HF_HUB_OFFLINE=1 python -m pytest -q "
                         f"tests/test_benchmark.py -k 'plain_llama_matches_hf and {attend}'")
+    with torch.no_grad():
+        plain.setup_cache(2, 16)
+        last = plain(ids[:, :9], torch.arange(9), attend, last=True)
+    assert last.shape == (2, 1, 256)
+    torch.testing.assert_close(last, steps[0][:, -1:], rtol=1e-5, atol=1e-5)
 
 
 # --- report -----------------------------------------------------------------------------------
@@ -180,14 +189,17 @@ def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
         return out
 
     opts = BenchOptions(shapes=("tiny",), batches=(1, 2), contexts=(8, 16), prefills=(8,), peers=("eager", "hf"),
-                        iters=3, warmup=1, device="cpu", workdir=tmp_path / "work")
+                        iters=3, warmup=1, device="cpu", workdir=tmp_path / "work", prefill_last=True)
     lines: list[str] = []
     results = run_bench(opts, Hooks(compile=fake_compile, load=lambda art, dev: session), lines.append)
     shape = results["shapes"][0]
     assert session.steps == [("decode", 1, 1, 8), ("decode", 1, 1, 16), ("decode", 2, 1, 8), ("decode", 2, 1, 16),
-                             ("prefill", 1, 8, 8)] and session.closed and len(compiled) == 1
+                             ("prefill", 1, 8, 8), ("prefill_last", 1, 8, 8)] and session.closed and len(compiled) == 1
     impls = {(m["entry"], m["batch"], m["context"], m["impl"]) for m in shape["measurements"] if "error" not in m}
-    assert {("decode", 2, 16, "eager"), ("decode", 2, 16, "hf"), ("prefill", 1, 8, "hf")} <= impls, shape
+    assert {("decode", 2, 16, "eager"), ("decode", 2, 16, "hf"), ("prefill", 1, 8, "hf"),
+            ("prefill_last", 1, 8, "eager"), ("prefill_last", 1, 8, "hf")} <= impls, shape
+    last, full = (next(r for r in shape["rows"] if r["entry"] == e) for e in ("prefill_last", "prefill"))
+    assert last["flops"] < full["flops"] and last["roofline_ms"] <= full["roofline_ms"]
     assert shape["host_ms"]["steps"] == 3 and shape["kernels_config"]["context"] == 8
     assert session.kernel_configs == [("decode", 1, 1, 8), ("decode", 2, 1, 8), ("prefill", 1, 8, 8)]
     assert shape["kernels_large_config"]["batch"] == 2 and shape["prefill_kernels"][0]["kernel"] == "gemm_0"
@@ -195,6 +207,7 @@ def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
     text = report.render(results)
     assert "== tiny-llama (tiny) ==" in text and "gemm_0" in text and "decode b2 ctx16" in text
     assert "InferX kernels, prefill b1 8 tok" in text and "InferX kernels, decode b2 ctx8" in text
+    assert "prefill b1 8 tok, last logits" in text
     assert any("generating random bf16 weights" in line for line in lines)
     run_bench(opts, Hooks(compile=fake_compile, load=lambda art, dev: FakeSession()), lines.append)
     assert len(compiled) == 1  # the kept work directory's artifact is reused

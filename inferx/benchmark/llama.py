@@ -109,8 +109,10 @@ class PlainLlama(nn.Module):
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, attend: str = "masked") -> torch.Tensor:
-        """Logits ``[batch, seq, vocab]`` for ``input_ids`` ``[batch, seq]`` at ``positions``
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, attend: str = "masked",
+                last: bool = False) -> torch.Tensor:
+        """Logits ``[batch, seq, vocab]`` (``[batch, 1, vocab]`` of the last token with ``last``:
+        the final norm and LM head over it alone) for ``input_ids`` ``[batch, seq]`` at ``positions``
         ``[seq]`` (the same for every sequence, ascending); writes their K and V into the cache
         at those positions. Which cache positions each query sees, by ``attend`` (ATTEND):
 
@@ -150,4 +152,6 @@ class PlainLlama(nn.Module):
             x = x + F.linear(y, layer.wo)
             h = self._rms(x, layer.mlp_norm)
             x = x + F.linear(F.silu(F.linear(h, layer.w_gate)) * F.linear(h, layer.w_up), layer.w_down)
+        if last:
+            x = x[:, -1:]
         return F.linear(self._rms(x, self.norm), self.lm_head)

@@ -103,13 +103,13 @@ class PlainPeer:
         return self.compiled[key]
 
     def _step(self, fn: Callable[..., torch.Tensor], mode: str | None, ids: torch.Tensor,
-              positions: torch.Tensor, attend: str) -> Callable[[], Any]:
+              positions: torch.Tensor, attend: str, last: bool = False) -> Callable[[], Any]:
         if mode in ("reduce-overhead", "max-autotune"):  # these modes replay CUDA graphs
             def step() -> Any:
                 torch.compiler.cudagraph_mark_step_begin()
-                return fn(ids, positions, attend)
+                return fn(ids, positions, attend, last)
             return step
-        return lambda: fn(ids, positions, attend)
+        return lambda: fn(ids, positions, attend, last)
 
     def decode(self, batch: int, context: int, warmup: int, iters: int, mode: str | None = None) -> list[float]:
         """One decode step at ``context`` positions; ``mode`` None is eager, else a torch.compile mode."""
@@ -125,8 +125,10 @@ class PlainPeer:
         finally:
             self.model.free_cache()
 
-    def prefill(self, batch: int, seq: int, warmup: int, iters: int, mode: str | None = None) -> list[float]:
-        """A prefill of ``seq`` tokens per sequence from an empty cache, every token's logits."""
+    def prefill(self, batch: int, seq: int, warmup: int, iters: int, mode: str | None = None,
+                last: bool = False) -> list[float]:
+        """A prefill of ``seq`` tokens per sequence from an empty cache, every token's logits (the
+        last token's alone with ``last``)."""
         self.model.setup_cache(batch, seq)
         try:
             ids = _tokens(self.vocab, (batch, seq), self.device, seed=seq)
@@ -136,7 +138,8 @@ class PlainPeer:
                 _mark_dynamic(positions, (0,))
                 for t in (*self.model.k_cache, *self.model.v_cache):
                     _mark_dynamic(t, (0, 2))
-            return time_ms(self._step(self._fn(mode), mode, ids, positions, "causal"), self.device, warmup, iters)
+            return time_ms(self._step(self._fn(mode), mode, ids, positions, "causal", last), self.device, warmup,
+                           iters)
         finally:
             self.model.free_cache()
 
@@ -193,7 +196,9 @@ class HFPeer:
             kwargs = {self.keyword: cache, "use_cache": True}
             return time_ms(lambda: self.model(ids, **kwargs), self.device, warmup, iters)
 
-    def prefill(self, batch: int, seq: int, warmup: int, iters: int) -> list[float]:
-        """A forward over ``seq`` tokens per sequence without a cache, every token's logits."""
+    def prefill(self, batch: int, seq: int, warmup: int, iters: int, last: bool = False) -> list[float]:
+        """A forward over ``seq`` tokens per sequence without a cache, every token's logits (the
+        last token's alone with ``last``: ``logits_to_keep=1``)."""
         ids = _tokens(self.vocab, (batch, seq), self.device, seed=seq)
-        return time_ms(lambda: self.model(ids, use_cache=False), self.device, warmup, iters)
+        keep = {"logits_to_keep": 1} if last else {}
+        return time_ms(lambda: self.model(ids, use_cache=False, **keep), self.device, warmup, iters)

@@ -55,8 +55,9 @@ def config_rows(measurements: Iterable[Mapping[str, Any]], dims: Dims, ceilings:
             nbytes, flops = decode_bytes(dims, batch, context)["total"], decode_flops(dims, batch, context)
             roof = ceilings.decode_ms(dims, batch, context)
         else:
-            nbytes, flops = prefill_bytes(dims, batch, seq)["total"], prefill_flops(dims, batch, seq)
-            roof = ceilings.prefill_ms(dims, batch, seq)
+            last = entry == "prefill_last"
+            nbytes, flops = prefill_bytes(dims, batch, seq, last=last)["total"], prefill_flops(dims, batch, seq, last)
+            roof = ceilings.prefill_ms(dims, batch, seq, last)
         ms = {impl: m.get("median_ms") for impl, m in by_impl.items()}
         compiled = {impl: t for impl, t in ms.items() if impl.startswith("compile:") and t is not None}
         best = min(compiled, key=lambda k: compiled[k]) if compiled else None
@@ -88,7 +89,8 @@ def table(rows: Sequence[Sequence[str]], right_from: int = 1) -> list[str]:
 def config_label(row: Mapping[str, Any]) -> str:
     if row["entry"] == "decode":
         return f"decode b{row['batch']} ctx{row['context']}"
-    return f"prefill b{row['batch']} {row['seq']} tok"
+    last = ", last logits" if row["entry"] == "prefill_last" else ""
+    return f"prefill b{row['batch']} {row['seq']} tok{last}"
 
 
 def shape_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:

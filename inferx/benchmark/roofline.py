@@ -77,22 +77,26 @@ def decode_bytes(dims: Dims, batch: int, context: int, elem: int = 2) -> dict[st
     return parts
 
 
-def prefill_bytes(dims: Dims, batch: int, seq: int, elem: int = 2) -> dict[str, int]:
-    """Bytes a prefill of ``seq`` tokens per sequence must move, by part; ``total`` sums them."""
+def prefill_bytes(dims: Dims, batch: int, seq: int, elem: int = 2, last: bool = False) -> dict[str, int]:
+    """Bytes a prefill of ``seq`` tokens per sequence must move, by part; ``total`` sums them.
+    ``last``: the logits of each sequence's last token alone."""
     tokens = batch * seq
     parts = {
         "weights": dims.step_weight_params() * elem,
         "kv_write": 2 * dims.layers * tokens * dims.kv_heads * dims.head_dim * elem,
         "embedding_rows": tokens * dims.hidden * elem,
-        "logits": tokens * dims.vocab * elem,
+        "logits": (batch if last else tokens) * dims.vocab * elem,
     }
     parts["total"] = sum(parts.values())
     return parts
 
 
-def prefill_flops(dims: Dims, batch: int, seq: int) -> int:
-    """Multiply-add FLOPs (2 per MAC) of a prefill of ``seq`` tokens per sequence, causal attention."""
+def prefill_flops(dims: Dims, batch: int, seq: int, last: bool = False) -> int:
+    """Multiply-add FLOPs (2 per MAC) of a prefill of ``seq`` tokens per sequence, causal attention;
+    ``last``: the LM head over each sequence's last token alone."""
     matmuls = 2 * dims.matmul_params() * batch * seq
+    if last:
+        matmuls -= 2 * dims.vocab * dims.hidden * batch * (seq - 1)
     visible = seq * (seq + 1) // 2  # token i sees i + 1 positions
     attention = 2 * 2 * dims.layers * batch * dims.heads * dims.head_dim * visible
     return matmuls + attention
@@ -117,10 +121,10 @@ class Ceilings:
         return max(decode_bytes(dims, batch, context)["total"] / self.copy_bytes_per_s,
                    decode_flops(dims, batch, context) / self.matmul_flops_per_s) * 1e3
 
-    def prefill_ms(self, dims: Dims, batch: int, seq: int) -> float:
+    def prefill_ms(self, dims: Dims, batch: int, seq: int, last: bool = False) -> float:
         """Prefill's floor: the larger of its FLOPs over the matmul rate and its bytes over the copy rate."""
-        return max(prefill_flops(dims, batch, seq) / self.matmul_flops_per_s,
-                   prefill_bytes(dims, batch, seq)["total"] / self.copy_bytes_per_s) * 1e3
+        return max(prefill_flops(dims, batch, seq, last) / self.matmul_flops_per_s,
+                   prefill_bytes(dims, batch, seq, last=last)["total"] / self.copy_bytes_per_s) * 1e3
 
 
 def measure_ceilings(device: str, iters: int = 20) -> Ceilings:

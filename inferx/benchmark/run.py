@@ -74,6 +74,7 @@ class BenchOptions:
     overlap: bool = False  # compiled so that under PDL a decode GEMV's weights stream as the kernel before ends
     fuse_mlp: bool = False  # compiled with each decode layer's MLP as one kernel (batches up to 8)
     fuse_attention_o: bool = False  # and/or its attention and o projection as one (batches up to 8)
+    prefill_last: bool = False  # each prefill also timed returning the last token's logits alone
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -230,7 +231,9 @@ def run_shape(shape: str, opts: BenchOptions, ceilings: Ceilings, hooks: Hooks,
 def _configs(opts: BenchOptions) -> list[tuple[str, int, int, int]]:
     """(entry, batch, seq, context) of every measurement, decode first."""
     decode = [("decode", b, 1, c) for b in opts.batches for c in opts.contexts]
-    return decode + [("prefill", 1, s, s) for s in opts.prefills]
+    prefill = [(entry, 1, s, s) for s in opts.prefills
+               for entry in ("prefill", "prefill_last")[: 2 if opts.prefill_last else 1]]
+    return decode + prefill
 
 
 def compile_settings(opts: BenchOptions) -> str:
@@ -374,13 +377,13 @@ def _plain_run(plain: Any, entry: str, batch: int, seq: int, context: int, opts:
                mode: str | None) -> Callable[[], list[float]]:
     if entry == "decode":
         return lambda: plain.decode(batch, context, opts.warmup, opts.iters, mode)
-    return lambda: plain.prefill(batch, seq, opts.warmup, opts.iters, mode)
+    return lambda: plain.prefill(batch, seq, opts.warmup, opts.iters, mode, last=entry == "prefill_last")
 
 
 def _hf_run(hf: Any, entry: str, batch: int, seq: int, context: int, opts: BenchOptions) -> Callable[[], list[float]]:
     if entry == "decode":
         return lambda: hf.decode(batch, context, opts.warmup, opts.iters)
-    return lambda: hf.prefill(batch, seq, opts.warmup, opts.iters)
+    return lambda: hf.prefill(batch, seq, opts.warmup, opts.iters, last=entry == "prefill_last")
 
 
 def _free(device: str, compiled: bool = False) -> None:
