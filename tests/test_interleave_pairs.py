@@ -36,7 +36,7 @@ def test_pairs_keep_the_results_and_replace_every_gated_split(family: str) -> No
     PassManager(parse("merge-gemms,dce", registry())).run(plain.module)
     PassManager(parse("merge-gemms,interleave-pairs,dce", registry())).run(paired.module)
     linears = [o for o in paired.module.walk() if isinstance(o, nn.LinearOp) and o.result.type.shape[-1] == 80]
-    assert len(linears) == 4, "one gate|up linear per layer of prefill and of decode"
+    assert len(linears) == 6, "one gate|up linear per layer of prefill, prefill_last and decode"
     for lin in linears:
         users = [u.operation for u in lin.result.uses]
         assert sorted(get_int(s.attributes, "step") for s in users if isinstance(s, t.SliceOp)) == [2, 2], users

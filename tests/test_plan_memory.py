@@ -4,6 +4,7 @@ memory, KV caches are aliased in place, and the plan is deterministic and round-
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 import torch
@@ -46,11 +47,11 @@ def module() -> ModuleOp:
 
 def test_every_func_has_a_plan_over_all_buckets(module: ModuleOp) -> None:
     funcs = _funcs(module)
-    assert set(funcs) == {"prefill", "decode"}
+    assert set(funcs) == {"prefill", "prefill_last", "decode"}
     for name, func in funcs.items():
         plan = read_plan(func)
         assert plan is not None, f"@{name} has no {ATTR}"
-        expected = {"prefill": 3 * 3, "decode": 3}[name]  # decode has no seq symbol
+        expected = {"prefill": 3 * 3, "prefill_last": 3 * 3, "decode": 3}[name]  # decode has no seq symbol
         assert len(plan.buckets) == expected, f"@{name}: {[b.dims for b in plan.buckets]}"
         assert plan.buffers, f"@{name}: no arena buffers planned"
 
@@ -127,8 +128,9 @@ def test_report_has_one_row_per_bucket(module: ModuleOp) -> None:
     report = module_report(module)
     lines = report.splitlines()
     assert lines[0].split()[:4] == ["func", "bucket", "buffers", "peak"]
-    assert len(lines) == 2 + 9 + 3
-    assert "prefill  batch=16, ctx=64, seq=512" in report
+    assert len(lines) == 2 + 9 + 9 + 3  # prefill, prefill_last, decode
+    assert re.search(r"^prefill +batch=16, ctx=64, seq=512", report, re.M), report
+    assert re.search(r"^prefill_last +batch=16, ctx=64, seq=512", report, re.M), report
 
 
 def test_extra_dims_bind_other_symbols() -> None:
