@@ -201,15 +201,15 @@ def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) 
     model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill" or t.rows == 4,
                             {**schedule, "tma": 1} if tma else schedule)
     # qkv, o, gate/up, down, lm_head; decode (statistics from the kernel's own pass over x) and
-    # prefill (from the embedding gather or the previous layer's down GEMM); prefill_last's down
-    assert n == 11
+    # prefill (from the embedding gather or the previous layer's down GEMM)
+    assert n == 10
     # decode twice: the tiles' arrival counters carry over from one launch to the next
     art = _compile_and_match_hf(model, tmp_path, 2, f"repro: pytest {__file__} -k 'split_k and {split}-{tma}'")
     a = load_artifact(art)
     split_k = [k for k in a.manifest["kernels"].values() if k["template"] == "gemm"
                and k["constexprs"].get("SPLIT_K") == split]
-    assert len(split_k) == 11
-    assert sum("make_tensor_descriptor" in a.file_bytes(k["file"]).decode() for k in split_k) == (11 if tma else 0)
+    assert len(split_k) == 10
+    assert sum("make_tensor_descriptor" in a.file_bytes(k["file"]).decode() for k in split_k) == (10 if tma else 0)
 
 
 def test_deferred_gemv_reductions_from_the_tuning_database(tmp_path: Path) -> None:
@@ -393,7 +393,7 @@ def test_tma_loads_from_the_tuning_database(tmp_path: Path) -> None:
     gate and up rows (stored in pairs) as one box of 2*BN rows. Against HF in Triton's interpreter."""
     schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, "tma": 1}
     model, n = _tuned_llama(tmp_path, 64, 128, lambda t: t.shape == "prefill", schedule)
-    assert n == 6  # qkv, o, gate/up, down, lm_head; prefill_last's down (no final norm statistics)
+    assert n == 5  # qkv, o, gate/up, down, lm_head
     art = _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k tma_loads")
     a = load_artifact(art)
     tma = [a.file_bytes(k["file"]).decode() for k in a.manifest["kernels"].values()
@@ -434,8 +434,7 @@ def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, mon
     art = _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'persistent and {tma}'")
     kernels = load_artifact(art).manifest["kernels"]
     persistent = [k for k in kernels.values() if k["template"] == "gemm" and k["grid"][0].startswith("min(")]
-    # qkv, o, gate/up, down, lm_head, and prefill_last's down (without the final norm's statistics)
-    assert len(persistent) == 6 and all(k["grid"][0].endswith(", 2)") and len(k["grid"]) == 1 for k in persistent)
+    assert len(persistent) == 5 and all(k["grid"][0].endswith(", 2)") and len(k["grid"]) == 1 for k in persistent)
 
 
 @pytest.mark.parametrize("extra", [{"group_m": 1, "split_k": 2}, {"group_m": 4, "persistent": 1}])
@@ -453,4 +452,4 @@ def test_grouped_tile_orders_from_the_tuning_database(extra: dict, tmp_path: Pat
     kernels = load_artifact(art).manifest["kernels"]
     grouped = [k for k in kernels.values() if k["template"] == "gemm" and k["grid"][0].startswith("min(")
                or "split_k" in extra and k["template"] == "gemm" and k["grid"][1:] == ["1", "2"]]
-    assert n and len(grouped) == 6, [k["grid"] for k in kernels.values()]  # prefill_last's down too
+    assert n and len(grouped) == 5, [k["grid"] for k in kernels.values()]

@@ -11,6 +11,7 @@ import torch
 import transformers as T
 
 import inferx
+from inferx.compiler.codegen import generate
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.passes import registry
@@ -44,6 +45,15 @@ def test_prefill_norms_take_statistics_from_the_producing_gemm() -> None:
         assert ss.dtype.value == "f32" and tuple(ss.shape) == tuple(x.shape[:-1])
     # decode is untouched: its GEMVs see whole rows of x in one pass anyway
     assert not _ops(decode, nn.RMSNormSumSquaresOp) and not _ops(decode, nn.SumSquaresOp)
+    # prefill_last: the final norm runs on the gathered last tokens (a GEMV's prologue, as in
+    # decode), yet its last down GEMM sums the statistics all the same: it is prefill's kernel
+    last = funcs["prefill_last"]
+    assert len(_ops(last, nn.RMSNormSumSquaresOp)) == 6 and len(_ops(last, nn.RMSNormOp)) == 1
+    gemms = {name: [k for k in _ops(f, KernelOp) if k.template.data == "gemm"] for name, f in funcs.items()}
+    down, down_last = gemms["prefill"][-2], gemms["prefill_last"][-2]
+    assert _ops(down_last, nn.SumSquaresOp)
+    assert generate(down_last, "k", "sm_90").source == generate(down, "k", "sm_90").source
+    assert not any(u.operation in _ops(last, KernelOp) for u in down_last.results[-1].uses)  # never read
 
 
 def test_fused_module_with_norm_stats_computes_the_same() -> None:

@@ -23,6 +23,10 @@ linear output or embedding (elementwise epilogues only), and its rows hold the `
 prefill.
 Decode GEMVs take the statistics from the one pass over x they make anyway. Runs after fuse,
 before plan-memory; the kernel count does not change.
+
+In ``prefill_last`` the last layer's GEMM feeds a last-token gather, not the final norm, so no
+consumer asks for its statistics; it sums them all the same (a float per row, never read), so that
+it is the very kernel ``prefill`` runs there: one build, and the tuning records of one task.
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ class NormStats(ModulePass):
         for func in [o for o in op.ops if isinstance(o, FuncOp)]:
             while _rewrite_one(func.body.block):
                 pass
+            for gather in [o for o in func.body.block.ops if isinstance(o, KernelOp)]:
+                x = _last_token_input(gather)
+                if x is not None:
+                    _sum_squares_of(x)
 
 
 def _rewrite_one(block: Block) -> bool:
@@ -92,6 +100,24 @@ def _match(consumer: KernelOp) -> tuple[nn.RMSNormOp, OpResult] | None:
     if not isinstance(anchor_t, TensorType) or tuple(anchor_t.shape) != tuple(x_t.shape):
         return None
     return norm, x
+
+
+def _last_token_input(kernel: KernelOp) -> OpResult | None:
+    """The GEMM result a last-token gather kernel reads, where that GEMM produces it with the shape
+    of its linear output on ``seq`` rows (as it would for a norm: ``_match``); else None."""
+    first = kernel.body.block.first_op
+    if kernel.template.data != "gather" or not isinstance(first, nn.LastTokenOp) or \
+            not isinstance(first.input, BlockArgument):
+        return None
+    x = kernel.inputs[first.input.index]
+    producer = x.owner
+    if not isinstance(x, OpResult) or not isinstance(producer, KernelOp) or producer.template.data != "gemm":
+        return None
+    anchor = next((o for o in producer.body.block.ops if isinstance(o, nn.LinearOp)), None)
+    x_t = x.type
+    if anchor is None or not isinstance(x_t, TensorType) or tuple(anchor.result.type.shape) != tuple(x_t.shape):
+        return None
+    return x if "seq" in sy.symbols_of(sy.product(x_t.shape[:-1])) else None
 
 
 def _yield(kernel: KernelOp) -> YieldOp:
