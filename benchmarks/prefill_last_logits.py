@@ -1,8 +1,9 @@
 """What a caller of ``Session.prefill`` waits for, host copy included: every position's logits
 against the last token's (``logits="last"``, what ``generate`` asks for), through a CUDA session
 on a Llama-shaped model with random bf16 weights made on the GPU. Wall-clock milliseconds per
-call (the session synchronizes before returning), medians; also checks that the last-token row
-equals the full logits' last row.
+call (the session synchronizes before returning), medians; also the last-token row's relative
+difference from the full logits' last row (the prefill_last entry's LM head is a GEMV where the
+full prefill's is a GEMM: bf16 rounding apart, the same numbers).
 
     python benchmarks/prefill_last_logits.py --shape 1b --prompt 2048 --out r.json
 """
@@ -56,11 +57,12 @@ def run(args: argparse.Namespace, work: Path) -> None:
     session.reset()
     full = session.prefill(ids)
     session.reset()
-    same = bool(np.array_equal(full[:, -1], session.prefill(ids, logits="last")[:, 0]))
+    want = full[:, -1]
+    rel = float(np.linalg.norm(session.prefill(ids, logits="last")[:, 0] - want) / np.linalg.norm(want))
     medians = {m: statistics.median(v) for m, v in samples.items()}
-    print(f"median wall ms {medians}; last row equal to the full logits' last row: {same}")
+    print(f"median wall ms {medians}; last row against the full logits' last row: rel diff {rel:.2e}")
     args.out.write_text(json.dumps({"shape": args.shape, "prompt": args.prompt, "samples_ms": samples,
-                                    "median_ms": medians, "last_equals_full_row": same}, indent=1))
+                                    "median_ms": medians, "last_rel_diff_vs_full_row": rel}, indent=1))
 
 
 if __name__ == "__main__":
