@@ -35,6 +35,20 @@ def _session(art: Path, **options: object) -> CudaSession:
     return CudaSession(load_artifact(art), driver=FakeDriver(), **options)  # type: ignore[arg-type]
 
 
+def test_prefill_last_runs_the_lm_head_variant_of_its_batch(compiled) -> None:
+    """prefill_last's LM head is decode's GEMV, generated per batch bucket: its launch says its rows
+    are the batch's, so a 20-token prompt runs the variant of its batch, not of 20 or 80 rows."""
+    _, art = compiled
+    entries = load_artifact(art).manifest["entries"]
+    head = entries["prefill_last"]["launches"][-1]
+    assert head["rows"] == "batch" and head["by_rows"] == entries["decode"]["launches"][-1]["by_rows"]
+    assert [b for b, _ in head["by_rows"]] == [1, 4]
+    session = _session(art)
+    for batch, variant in ((1, 0), (3, 1), (4, 1)):
+        assert session._bind("prefill_last", batch, 20).launches[-1].source.name == head["by_rows"][variant][1]
+    assert all("rows" not in ln for ln in entries["prefill"]["launches"])  # prefill GEMMs: batch x seq
+
+
 def test_launch_plan_has_per_bucket_variants(compiled) -> None:
     _, art = compiled
     launches = load_artifact(art).manifest["entries"]["decode"]["launches"]

@@ -132,9 +132,8 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
         raise ValueError(f"unknown weighting {weighting!r}: {', '.join(WEIGHTINGS)}")
     found: dict[str, TuningTask] = {}
     untuned: Counter[str] = Counter()
-    # prefill_last is a prompt's other way through (the same layers, the LM head over the last
-    # tokens): it adds only the tasks no other entry has (the last layer's down GEMM without the
-    # final norm's statistics), not launches to theirs
+    # prefill_last is a prompt's other way through (prefill's layers, decode's LM head): it adds
+    # only tasks no other entry has (none for the decoder families), not launches to theirs
     funcs = sorted((op for op in module.ops if isinstance(op, FuncOp)), key=lambda f: f.sym_name.data in ALTERNATES)
     known: set[str] = set()
     for func in funcs:
