@@ -1,5 +1,5 @@
-"""`ix` ops a decoder LLM is made of: embedding, linear and matmul, softmax, the norms, RoPE,
-attention over a KV cache and the KV-cache write.
+"""`ix` ops a decoder LLM is made of: embedding, the last token's rows, linear and matmul, softmax,
+the norms, RoPE, attention over a KV cache and the KV-cache write.
 
 Layouts: activations are ``[..., hidden]``; attention tensors are ``[batch, heads, seq, head_dim]``;
 a KV cache is ``[batch, kv_heads, max_ctx, head_dim]``. Positions and context lengths are tensors
