@@ -49,6 +49,20 @@ def test_prefill_last_runs_the_lm_head_variant_of_its_batch(compiled) -> None:
     assert all("rows" not in ln for ln in entries["prefill"]["launches"])  # prefill GEMMs: batch x seq
 
 
+def test_prefill_last_counts_its_tail_over_the_last_tokens(compiled) -> None:
+    """The kernel table's FLOPs and bytes for prefill_last: its LM head multiplies one row per
+    sequence (prefill's, every token's), its last-token gather reads and writes a row per sequence
+    and reads the positions it scans."""
+    _, art = compiled
+    s = _session(art)
+    full = s.time_kernels("prefill", 4, 8, 8, warmup=0, iters=1)
+    last = s.time_kernels("prefill_last", 4, 8, 8, warmup=0, iters=1)
+    head = 2 * 64 * 32  # FLOPs of the LM head per row (vocab 64, hidden 32)
+    assert (full[-1]["flops_per_launch"], last[-1]["flops_per_launch"]) == (4 * 8 * head, 4 * head)
+    gathers = [r for r in last if r["template"] == "gather" and r["kernel"] not in {f["kernel"] for f in full}]
+    assert [r["bytes_per_launch"] for r in gathers] == [2 * 4 * 32 * 4 + 4 * 8 * 4]  # fp32 rows; i32 positions
+
+
 def test_launch_plan_has_per_bucket_variants(compiled) -> None:
     _, art = compiled
     launches = load_artifact(art).manifest["entries"]["decode"]["launches"]

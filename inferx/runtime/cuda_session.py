@@ -280,13 +280,12 @@ class CudaSession(DecoderSession):
         for j, b in enumerate(step["outputs"]):
             if j not in ks.aliases:
                 total += _size(plan["buffers"][b["name"]], env) * (2 if ks.template == "gather" else 1)
-        # a GEMM's rows are its x's (the first input): batch x seq, or batch where the tail of
-        # prefill_last runs over the last tokens alone
-        x = step["inputs"][0] if step["inputs"] else None
-        rows = (_size(plan["buffers"][x["name"]], env) // ITEM[plan["buffers"][x["name"]]["dtype"]]
-                // int(plan["buffers"][x["name"]]["shape"][-1])
-                if x is not None and x["kind"] == "buffer" and isinstance(plan["buffers"][x["name"]]["shape"][-1], int)
-                else env["batch"] * env["seq"])
+        rows = env["batch"] * env["seq"]
+        first = step["inputs"][0] if step["inputs"] else {}
+        x = plan["buffers"].get(first["name"]) if first.get("kind") == "buffer" else None
+        if ks.template in ("gemm", "mlp") and x is not None:
+            # x's rows: batch, not batch x seq, in prefill_last's tail (the last tokens alone)
+            rows = int(np.prod([eval_dim(d, env) for d in x["shape"][:-1]]))
         weights = [self.weights[b["name"]][1] for b in step["inputs"] if b["kind"] == "weight"]
         if ks.template == "gemm" and weights:
             flops = 2 * rows * max(weights) // ITEM[i.dtype]
