@@ -87,9 +87,25 @@ def _match(consumer: KernelOp) -> tuple[nn.RMSNormOp, OpResult] | None:
     norm = consumer.body.block.first_op
     if not isinstance(norm, nn.RMSNormOp) or not isinstance(norm.input, BlockArgument):
         return None
-    x = consumer.inputs[norm.input.index]
+    x = _summable(consumer.inputs[norm.input.index], tuple(ANCHORS))
+    return (norm, x) if x is not None else None
+
+
+def _last_token_input(kernel: KernelOp) -> OpResult | None:
+    """The GEMM result a last-token gather kernel reads, where that GEMM could sum its rows'
+    squares (``_summable``); else None."""
+    first = kernel.body.block.first_op
+    if kernel.template.data != "gather" or not isinstance(first, nn.LastTokenOp) or \
+            not isinstance(first.input, BlockArgument):
+        return None
+    return _summable(kernel.inputs[first.input.index], ("gemm",))
+
+
+def _summable(x: SSAValue, templates: tuple[str, ...]) -> OpResult | None:
+    """``x`` where a kernel of one of ``templates`` produces it with the shape of its anchor's
+    result (elementwise epilogues only) on rows that hold ``seq``; else None."""
     producer = x.owner
-    if not isinstance(x, OpResult) or not isinstance(producer, KernelOp) or producer.template.data not in ANCHORS:
+    if not isinstance(x, OpResult) or not isinstance(producer, KernelOp) or producer.template.data not in templates:
         return None
     x_t = x.type
     assert isinstance(x_t, TensorType)
@@ -99,25 +115,7 @@ def _match(consumer: KernelOp) -> tuple[nn.RMSNormOp, OpResult] | None:
     anchor_t = anchor.results[0].type if anchor is not None else None
     if not isinstance(anchor_t, TensorType) or tuple(anchor_t.shape) != tuple(x_t.shape):
         return None
-    return norm, x
-
-
-def _last_token_input(kernel: KernelOp) -> OpResult | None:
-    """The GEMM result a last-token gather kernel reads, where that GEMM produces it with the shape
-    of its linear output on ``seq`` rows (as it would for a norm: ``_match``); else None."""
-    first = kernel.body.block.first_op
-    if kernel.template.data != "gather" or not isinstance(first, nn.LastTokenOp) or \
-            not isinstance(first.input, BlockArgument):
-        return None
-    x = kernel.inputs[first.input.index]
-    producer = x.owner
-    if not isinstance(x, OpResult) or not isinstance(producer, KernelOp) or producer.template.data != "gemm":
-        return None
-    anchor = next((o for o in producer.body.block.ops if isinstance(o, nn.LinearOp)), None)
-    x_t = x.type
-    if anchor is None or not isinstance(x_t, TensorType) or tuple(anchor.result.type.shape) != tuple(x_t.shape):
-        return None
-    return x if "seq" in sy.symbols_of(sy.product(x_t.shape[:-1])) else None
+    return x
 
 
 def _yield(kernel: KernelOp) -> YieldOp:
