@@ -117,8 +117,8 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
         raise ScheduleError(f"the dot path needs BM, BN, BK >= 16 (or BM <= {GEMV_MAX_ROWS} for GEMV mode): {s}")
     if s.num_warps not in (1, 2, 4, 8, 16):
         raise ScheduleError(f"num_warps must be 1, 2, 4, 8 or 16: {s}")
-    if not (isinstance(s.num_stages, int) and 1 <= s.num_stages <= 8):
-        raise ScheduleError(f"num_stages must be 1..8: {s}")
+    if not (isinstance(s.num_stages, int) and 1 <= s.num_stages <= 16):
+        raise ScheduleError(f"num_stages must be 1..16: {s}")
     return s
 
 
