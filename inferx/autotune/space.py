@@ -367,7 +367,7 @@ GEMM_KNOBS: tuple[Knob, ...] = (
     Knob("bn", (64, 4, 8, 16, 32, 128, 256)),
     Knob("bk", (64, 16, 32, 128, 256, 512, 1024)),
     Knob("num_warps", (4, 1, 2, 8, 16)),
-    Knob("num_stages", (2, 1, 3, 4, 5, 6)),
+    Knob("num_stages", (2, 1, 3, 4, 5, 6, 8)),
     Knob("split_k", (1, 2, 4, 8)),
     Knob("tma", (0, 1)),
     Knob("persistent", (0, 1, 2)),
