@@ -118,6 +118,46 @@ def test_runner_pieces_that_need_no_gpu() -> None:
     assert bench_env(gemm(64, 64, 4096, "prefill")) == {"batch": 1, "seq": 4096, "ctx": 4096}
 
 
+def test_sustained_timing_replays_back_to_back_before_it_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sustain_ms`` keeps the warm-up going for that long (the GPU then runs at its power-capped
+    clocks); without it the warm-up is ``warmup`` calls. Events and synchronization faked."""
+    import time
+
+    import torch
+
+    from inferx.autotune.runner import LocalRunner, event_times
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.t = 0.0
+
+        def record(self) -> None:
+            self.t = time.perf_counter()
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, other: Event) -> float:
+            return (other.t - self.t) * 1e3
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    calls: list[float] = []
+
+    def fn() -> None:
+        calls.append(time.perf_counter())
+        time.sleep(0.001)
+
+    assert len(event_times(fn, 4, 3, 5)) == 5 and len(calls) == 8
+    calls.clear()
+    t0 = time.perf_counter()
+    times = event_times(fn, 4, 3, 5, sustain_ms=60)
+    assert len(times) == 5 and len(calls) >= 8 + 30  # ~1.1 ms a call: over 50 calls in 60 ms
+    assert calls[-6] - t0 >= 0.06  # the timed calls start after the sustained ones
+    assert all(t >= 0.25 for t in times)  # 1 ms a call over 4 launches
+    assert "sustained" in LocalRunner({}, sustain_ms=300)._note() and "sustained" not in LocalRunner({})._note()
+
+
 def test_gradient_scheduler_favours_the_task_with_most_to_gain() -> None:
     heavy, light = tuning_task(gemm(4096, 14336, 1, "decode"), 32), tuning_task(gemm(4096, 4096, 1, "decode"), 1)
     states = [TaskState(light), TaskState(heavy)]

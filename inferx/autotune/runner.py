@@ -177,6 +177,7 @@ class LocalRunner:
     warmup: int = 3
     repeats: int = 15
     ctx: int = 576
+    sustain_ms: float = 0.0  # > 0: timed after that long of back-to-back replays (``event_times``)
     name: str = "local"
     check: bool = True  # compare each candidate's results with the heuristic schedule's first
     device: str = "cuda"  # "cpu": the correctness check in Triton's interpreter (tests)
@@ -288,8 +289,10 @@ class LocalRunner:
             self._pool = None
 
     def _note(self) -> str:
+        after = f"{self.warmup}" + (f" and {self.sustain_ms:g} ms of back-to-back replays (sustained clocks)"
+                                    if self.sustain_ms > 0 else "")
         return ("one launch: a CUDA graph of launches over rotated operand copies (L2 never warm), "
-                f"{self.repeats} replays after {self.warmup}, time per launch")
+                f"{self.repeats} replays after {after}, time per launch")
 
     def _build(self, sources: Mapping[int, Any], env: Mapping[str, int]) -> dict[int, str]:
         """Compiles every source in worker processes; the error text per failed index ("" if it
@@ -326,7 +329,7 @@ class LocalRunner:
         cycle = [launches[j % len(launches)] for j in range(n)]
         run(cycle)  # compile (from the warmed cache) and check it launches
         torch.cuda.synchronize()
-        return graph_times(lambda: run(cycle), len(cycle), self.warmup, self.repeats)
+        return graph_times(lambda: run(cycle), len(cycle), self.warmup, self.repeats, self.sustain_ms)
 
 
 def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, device: str = "cuda",
@@ -429,21 +432,35 @@ def _attention_ints(kop: KernelOp, env: Mapping[str, int], device: str = "cuda")
     return out
 
 
-def graph_times(body: Callable[[], None], count: int, warmup: int, repeats: int) -> list[float]:
+def graph_times(body: Callable[[], None], count: int, warmup: int, repeats: int,
+                sustain_ms: float = 0.0) -> list[float]:
     """Milliseconds per launch of ``body`` (which makes ``count`` launches, already run once):
     captured as one CUDA graph (plain calls where capture fails), ``repeats`` replays after
-    ``warmup``, CUDA events around each replay."""
-    return event_times(_capture(body), count, warmup, repeats)
+    ``warmup`` (and ``sustain_ms``, see ``event_times``), CUDA events around each replay."""
+    return event_times(_capture(body), count, warmup, repeats, sustain_ms)
 
 
-def event_times(fn: Callable[[], None], count: int, warmup: int, repeats: int) -> list[float]:
+def event_times(fn: Callable[[], None], count: int, warmup: int, repeats: int,
+                sustain_ms: float = 0.0) -> list[float]:
     """Milliseconds per launch of ``fn`` (``count`` launches per call): ``repeats`` calls after
-    ``warmup``, CUDA events around each."""
+    ``warmup``, CUDA events around each. With ``sustain_ms`` the warm-up goes on, calls back to
+    back, until that much wall time has passed: the GPU then runs at the clocks its power cap
+    allows under this very kernel (an H200 drops from 1980 to about 1515 MHz within seconds of
+    continuous matmuls; ``benchmarks/power_clock_probe.py``), as in a model's prefill, instead
+    of the boost clocks of a short burst after idle."""
+    import time
+
     import torch
 
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    if sustain_ms > 0:
+        end = time.perf_counter() + sustain_ms / 1e3
+        while time.perf_counter() < end:
+            for _ in range(4):
+                fn()
+            torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
