@@ -71,6 +71,9 @@ def main() -> None:
     ap.add_argument("--db", default="tuning_logs")
     ap.add_argument("--target", default="h200")
     ap.add_argument("--jobs", type=int, default=16)
+    ap.add_argument("--sustain-ms", type=float, default=0.0,
+                    help="time each candidate after this long of back-to-back replays (power-capped clocks); its "
+                         "records are then of the sustained regime, which alone ranks the task's schedules")
     args = ap.parse_args()
     try:
         knobs = [parse_knob(k) for k in args.knob]
@@ -96,7 +99,7 @@ def main() -> None:
     if not tasks:
         sys.exit(f"knob_sweep: no task of the {args.shape} shape matches {args.only}")
     db = Database.load(args.db, args.target)
-    runner = LocalRunner({t.task.key: t.kernel for t in tasks}, jobs=args.jobs)
+    runner = LocalRunner({t.task.key: t.kernel for t in tasks}, jobs=args.jobs, sustain_ms=args.sustain_ms)
     today = date.today().isoformat()
     skipped = 0
     try:
@@ -118,7 +121,9 @@ def main() -> None:
             if not bases:
                 print(f"{task}: no record to start from", flush=True)
                 continue
-            measured = set() if args.again else {schedule_key(space.complete(r.schedule)) for r in recs}
+            regime = "sustained" if args.sustain_ms > 0 else ""  # measured before in this regime
+            measured = set() if args.again else {schedule_key(space.complete(r.schedule)) for r in recs
+                                                  if r.regime == regime}
             wanted: list[dict[str, Any]] = []
             for cand in dedupe([*([dict(b) for b in bases] if args.again else []),
                                 *[n for b in bases for n in neighbours(dict(b), knobs)]]):
@@ -136,7 +141,7 @@ def main() -> None:
                 print(f"   {r.median_ms * 1e3:9.1f} us  {s} {r.error[:120] if not r.ok else ''}", flush=True)
                 if r.ok:
                     db.append(Record.make(task, s, r.times_ms or (r.median_ms,), r.toolchain, today,
-                                          f"benchmarks/knob_sweep.py ({runner.name})", r.note))
+                                          f"benchmarks/knob_sweep.py ({runner.name})", r.note, r.regime))
             if runner.lost:  # a candidate left the CUDA context unusable: what was measured is kept
                 sys.exit(f"knob_sweep: {runner.lost}; the records measured before it are kept")
     finally:

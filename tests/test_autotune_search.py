@@ -229,6 +229,40 @@ def test_tuning_resumes_from_the_database(tmp_path: Path, landscape_of: Landscap
     assert len(Database.load(tmp_path, "h200").records) + len(failures) == 72
 
 
+def test_a_sustained_tune_starts_from_the_best_burst_schedules_and_ranks_alone(
+        tmp_path: Path, landscape_of: LandscapeOf) -> None:
+    """A tune in the sustained regime resumes only from sustained records: its first round times
+    again the task's fastest burst schedules (a round's worth), and what it records ranks the task."""
+    task = gemm(4096, 4096, 1, "decode")
+    landscape = [r for r in landscape_of([task]) if math.isfinite(r.median_ms)]
+    db = Database.load(tmp_path, "h200")
+    burst = sorted(landscape, key=lambda r: r.median_ms)[:20]
+    for r in burst:
+        db.append(r)
+    hot = ReplayRunner([replace(r, median_ms=r.median_ms * 1.2, times_ms=(r.median_ms * 1.2,), regime="sustained")
+                        for r in landscape])
+    asked: list[str] = []
+    measure = hot.measure
+
+    def spy(t: Task, schedules: list[dict[str, int]]):  # type: ignore[no-untyped-def]
+        asked.extend(schedule_key(s) for s in schedules)
+        return measure(t, schedules)
+
+    hot.measure = spy  # type: ignore[method-assign]
+    space = GemmSpace()
+    tuner = Tuner([tuning_task(task, 32)], hot, EvolutionarySearch(space, LearnedModel(seed=0), seed=0),
+                  GradientScheduler(seed=0), space, db, batch=8, regime="sustained")
+    result = tuner.run(Budget(trials=16))
+    assert result.new_trials == 16
+    fastest = [schedule_key(complete(space, r.schedule)) for r in burst]
+    assert asked[:8] == list(dict.fromkeys(fastest))[:8]  # burst records seed, never resume, the tune
+    sustained = [r for r in Database.load(tmp_path, "h200").records if r.regime == "sustained"]
+    assert 8 <= len(sustained) <= 16  # the first round all recorded (a later one may ask what was not)
+    best = db.best(task)
+    assert best is not None and best[1].regime == "sustained"
+    assert best[1].median_ms == pytest.approx(min(r.median_ms for r in sustained))
+
+
 def _tiny_with_replay(tmp_path: Path, recorded: int, landscape_of: LandscapeOf) -> tuple[Path, Extraction, Path]:
     """A tiny bf16 Llama checkpoint, its tasks (max_seq_len 128), and a replay file holding a
     synthetic landscape for the first ``recorded`` of them."""
@@ -312,6 +346,9 @@ def test_tune_cli_errors_name_what_is_wrong(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["tune", str(model), "--runner", "replay", "--replay", str(tmp_path / "nope"),
                                     "--out", str(tmp_path)])
     assert res.exit_code == 1 and "--replay" in res.output
+    res = CliRunner().invoke(main, ["tune", str(model), "--runner", "replay", "--replay", str(tmp_path / "nope"),
+                                    "--sustain-ms", "300", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "--sustain-ms times kernels on the GPU" in res.output
 
 
 def test_each_task_measures_the_heuristic_first() -> None:

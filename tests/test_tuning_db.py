@@ -171,6 +171,32 @@ def test_best_ignores_records_that_no_longer_validate(tiny: ModuleOp, tmp_path: 
     assert best is not None and best[1].median_ms == pytest.approx(0.02)
 
 
+def test_sustained_records_alone_rank_a_task_that_has_them(tiny: ModuleOp, tmp_path: Path) -> None:
+    """Records timed after a sustained run (power-capped clocks) are slower than burst records of
+    the same schedules; where a task has any, they alone rank it, however fast its burst records.
+    A burst record's line is as before (no regime field); an unknown regime is a problem line."""
+    o, down = (gemm_task(k, 1) for k in kernels(tiny, "decode")[1:4:2])
+    db = Database.load(tmp_path, "h200")
+    db.append(record(o, 0.010, bn=32))
+    db.append(record(o, 0.011, bn=16))
+    db.append(record(down, 0.010, bn=32))
+    assert "regime" not in db.records[0].to_json()
+    db.append(replace(record(o, 0.013, bn=32), regime="sustained"))
+    db.append(replace(record(o, 0.012, bn=16), regime="sustained"))
+    for d in (db, Database.load(tmp_path, "h200")):
+        best = d.best(o)
+        assert best is not None and best[0].bn == 16 and best[1].regime == "sustained"
+        assert d.best(down)[0].bn == 32  # type: ignore[index]  # no sustained record: bursts rank it
+    with pytest.raises(ValueError, match="regime"):
+        Record.make(o, {"bm": 1, "bn": 16, "bk": 128, "num_warps": 4, "num_stages": 2}, [0.01], {}, "-",
+                    regime="hot")
+    path = tmp_path / "h200" / "gemm.jsonl"
+    with path.open("a") as f:
+        f.write(json.dumps({**record(o, 0.001, bn=64).to_json(), "regime": "warm"}) + "\n")
+    d = Database.load(tmp_path, "h200")
+    assert len(d.problems) == 1 and "regime" in d.problems[0] and d.best(o)[1].median_ms == pytest.approx(0.012)  # type: ignore[index]
+
+
 def test_append_only_and_torn_lines(tiny: ModuleOp, tmp_path: Path) -> None:
     o = gemm_task(kernels(tiny, "decode")[1], 1)
     db = Database.load(tmp_path, "h200")

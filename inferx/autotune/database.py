@@ -1,14 +1,18 @@
 """The tuning database: ``tuning_logs/<target>/<template>.jsonl``, one record per line.
 
 A record is one measured schedule of one task: ``{"task", "schedule", "times_ms", "median_ms",
-"toolchain": {"triton", "torch", "device"}, "date", "source", "note"}``. Files are append-only:
+"toolchain": {"triton", "torch", "device"}, "date", "source", "note"}``, and ``"regime":
+"sustained"`` on a record timed after a sustained run of its kernel (``LocalRunner.sustain_ms``:
+the clocks the GPU's power cap allows, as in a model's prefill). Files are append-only:
 ``append`` adds a line under a file lock with a single write and never rewrites what is there; a
 wrong record is outweighed by appending a better one, not by editing history.
 
 ``best(task)`` is the record of that task with the lowest median whose schedule still validates
 for its template (a record of a schedule the template no longer accepts is ignored, not an
 error); medians within ``TIE`` of the lowest are a tie, which goes to the schedule with the
-fewest optional knobs on (split-K, TMA, persistent grid, grouped order). Lines that do not
+fewest optional knobs on (split-K, TMA, persistent grid, grouped order). Where a task has
+sustained records, they alone rank its schedules: every time of that regime is slower than a
+burst's, so the two are never compared. Lines that do not
 parse are skipped and listed in ``problems`` (file:line: reason), so a torn last line never
 stops a compile. Targets are device names ("h200", "h100"); "cpu" has no
 database: GPU measurements say nothing about Triton's interpreter.
@@ -43,6 +47,10 @@ _PACKAGE = Path(inferx.__file__).resolve().parent
 # (775.5 against 714.1 us; benchmarks/results/knob_sweep_8b_pairs_h200_2026-12-01h.log,
 # gated_box_h200_2026-12-01.log).
 TIE = 0.01
+
+# How a record's times were taken: "" in short bursts after idle work (boost clocks), "sustained"
+# after a sustained run of the same kernel (power-capped clocks; ``LocalRunner.sustain_ms``)
+REGIMES = ("", "sustained")
 # Optional knobs and the value that means "off"
 OPTIONAL_KNOBS = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0, "unroll": 0, "defer": 0}
 
@@ -221,6 +229,7 @@ class Record:
     date: str
     source: str = ""
     note: str = ""
+    regime: str = ""  # "sustained": timed at power-capped clocks; "" in short bursts (boost clocks)
 
     @staticmethod
     def make(
@@ -231,14 +240,19 @@ class Record:
         date: str,
         source: str = "",
         note: str = "",
+        regime: str = "",
     ) -> Record:
         """A record with its median computed from ``times_ms``."""
         times = tuple(float(x) for x in times_ms)
         if not times:
             raise ValueError("a record needs at least one measured time")
-        return Record(task, dict(schedule), times, statistics.median(times), dict(toolchain), date, source, note)
+        if regime not in REGIMES:
+            raise ValueError(f"a record's regime must be one of {REGIMES}, got {regime!r}")
+        return Record(task, dict(schedule), times, statistics.median(times), dict(toolchain), date, source, note,
+                      regime)
 
     def to_json(self) -> dict[str, Any]:
+        regime = {"regime": self.regime} if self.regime else {}  # burst records stay as they were written
         return {
             "task": self.task.to_json(),
             "schedule": self.schedule,
@@ -248,10 +262,13 @@ class Record:
             "date": self.date,
             "source": self.source,
             "note": self.note,
+            **regime,
         }
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Record:
+        if d.get("regime", "") not in REGIMES:
+            raise ValueError(f"not a record: regime must be one of {REGIMES}, got {d.get('regime')!r}")
         try:
             return Record(
                 task_from_json(d["task"]),
@@ -262,6 +279,7 @@ class Record:
                 str(d["date"]),
                 str(d.get("source", "")),
                 str(d.get("note", "")),
+                str(d.get("regime", "")),
             )
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a record: missing or malformed field {e}") from None
@@ -309,6 +327,8 @@ class Database:
                 valid.append((form(rec.schedule), rec))
             except (ScheduleError, TypeError):
                 continue  # the template no longer accepts it: ignored, never fatal
+        if any(rec.regime == "sustained" for _, rec in valid):
+            valid = [p for p in valid if p[1].regime == "sustained"]
         if not valid:
             return None
         fastest = min(rec.median_ms for _, rec in valid)

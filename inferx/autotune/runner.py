@@ -60,6 +60,7 @@ class MeasureResult:
     # False for a candidate that was never tried (the GPU was lost before it): not a failure of
     # the schedule, so never recorded as one
     tried: bool = True
+    regime: str = ""  # the record's regime (``database.REGIMES``): "sustained" at power-capped clocks
 
     @staticmethod
     def failed(error: str) -> MeasureResult:
@@ -130,7 +131,8 @@ class ReplayRunner:
                 out.append(MeasureResult(INF, rec.times_ms, rec.note or "recorded as failed", rec.toolchain))
             else:
                 note = f"replayed from {rec.source or 'a record'} of {rec.date}" + (f": {rec.note}" if rec.note else "")
-                out.append(MeasureResult(rec.median_ms, rec.times_ms, "", dict(rec.toolchain), note))
+                out.append(MeasureResult(rec.median_ms, rec.times_ms, "", dict(rec.toolchain), note,
+                                         regime=rec.regime))
         return out
 
 
@@ -220,7 +222,8 @@ class LocalRunner:
             if results[i] is None:
                 try:
                     times = self.time_kernel(kop, ks, env)
-                    results[i] = MeasureResult(statistics.median(times), tuple(times), "", toolchain, self._note())
+                    results[i] = MeasureResult(statistics.median(times), tuple(times), "", toolchain, self._note(),
+                                               regime="sustained" if self.sustain_ms > 0 else "")
                 except Exception as e:
                     results[i], launched = MeasureResult.failed(f"launch: {_one_line(e)}"), True
             if launched and self.device != "cpu":

@@ -305,11 +305,16 @@ class Tuner:
     # bucket, such as a short prompt's, starts where its neighbour ended), measured in its first
     # round after the baseline.
     transfer: int = 2
+    # The regime the runner times in (``database.REGIMES``). Only records of that regime resume a
+    # task or teach the cost model (a sustained time is slower than a burst's by up to 25%); a task
+    # with none of the sustained regime starts from the fastest schedules of its burst records (a
+    # round's worth: ``batch``), timed again.
+    regime: str = ""
 
     def run(self, budget: Budget) -> TuneResult:
         states = [self._resume(tt) for tt in self.tasks]
         if self.database is not None:
-            self.strategy.observe(self.database.records)
+            self.strategy.observe([r for r in self.database.records if r.regime == self.regime])
         start, new = self.clock(), 0
         curve = [(0, 0.0, _objective(states))]
         stopped = "every task's space is exhausted"
@@ -380,6 +385,13 @@ class Tuner:
         if self.database is None or self.transfer < 1:
             return []
         space = self.space.of(task)
+        if self.regime:  # this task's records of the other regime: its best schedules, timed again
+            own = sorted((r for r in self.database.records if r.task.key == task.key and r.regime != self.regime
+                          and math.isfinite(r.median_ms)), key=lambda r: r.median_ms)
+            valid = [s for s in dedupe([complete(space, r.schedule) for r in own])
+                     if space.why_invalid(task, s) is None]
+            if valid:
+                return valid[: max(self.transfer, self.batch)]
         siblings: dict[int, list[Record]] = {}
         for r in self.database.records:
             if r.task.rows != task.rows and math.isfinite(r.median_ms) and type(r.task) is type(task) \
@@ -396,7 +408,7 @@ class Tuner:
         st = TaskState(tt)
         if self.database is not None:
             for r in self.database.records:
-                if r.task.key == tt.task.key:
+                if r.task.key == tt.task.key and r.regime == self.regime:
                     st.add(complete(self.space.of(tt.task), r.schedule), r.median_ms)
         if self.failures is not None:
             for key in self.failures.failed(tt.task, self.runner.name):
@@ -412,7 +424,7 @@ class Tuner:
             emitted = self.space.of(st.tt.task).emit(s)
             if r.ok:
                 rec = Record.make(st.tt.task, emitted, r.times_ms or (r.median_ms,), r.toolchain, today,
-                                  f"{self.source} ({self.runner.name})", r.note)
+                                  f"{self.source} ({self.runner.name})", r.note, r.regime)
                 records.append(rec)
                 if self.database is not None:
                     self.database.append(rec)

@@ -68,6 +68,7 @@ class TuneOptions:
     only: tuple[str, ...] = ()  # tune only the tasks whose summary contains each of these
     fuse_mlp: bool = False  # the decode MLPs as the compiler's fuse_mlp makes them (mlp tasks)
     fuse_attention_o: bool = False  # the decode attentions as fuse_attention_o makes them
+    sustain_ms: float = 0.0  # > 0: time after that long of back-to-back replays (sustained regime)
 
 
 def parse_budget(text: str) -> float:
@@ -88,6 +89,8 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
         raise TuneError(f"cannot tune for target {options.target!r}: the targets are {', '.join(sorted(HARDWARE))}")
     if options.runner not in RUNNERS:
         raise TuneError(f"unknown runner {options.runner!r}: {', '.join(RUNNERS)}")
+    if options.runner == "replay" and options.sustain_ms > 0:
+        raise TuneError("--sustain-ms times kernels on the GPU: it needs --runner local, not replay")
     if options.runner == "replay" and not options.replay:
         raise TuneError("--runner replay needs --replay FILE (records to answer from)")
     if options.budget_s is None and options.trials is None:
@@ -122,7 +125,8 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     index = {t.task.key: n for n, t in enumerate(tasks, 1)}
     tuner = Tuner(tasks, runner, strategy, scheduler, space, db, failures, options.batch,
                   progress=lambda p: say(progress_line(p, index)),
-                  baseline=heuristic_baseline if options.runner == "local" else None)
+                  baseline=heuristic_baseline if options.runner == "local" else None,
+                  regime="sustained" if options.sustain_ms > 0 else "")
     say(f"tuning {len(tasks)} tasks on {options.target} with the {runner.name} runner "
         f"({strategy.name} search, {scheduler.name} task scheduler), budget "
         + ", ".join(x for x in (_budget_text(options)) if x))
@@ -155,7 +159,8 @@ def _runner(options: TuneOptions, kernels: dict[str, Any]) -> Runner:
         except (OSError, ValueError) as e:
             raise TuneError(f"--replay: {e}") from None
     target = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90"}[options.target]
-    return LocalRunner(kernels, target=target, hw=HARDWARE[options.target], jobs=options.jobs)
+    return LocalRunner(kernels, target=target, hw=HARDWARE[options.target], jobs=options.jobs,
+                       sustain_ms=options.sustain_ms)
 
 
 def _budget_text(options: TuneOptions) -> list[str]:
