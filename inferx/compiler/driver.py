@@ -397,6 +397,8 @@ def _tuning_line(choices: Mapping[str, ScheduleChoice]) -> str:
             reasons[c.reason] = reasons.get(c.reason, 0) + 1
     fallbacks = ", ".join(f"{n} ({why})" for why, n in sorted(reasons.items())) or "none"
     also = f"; {borrowed} on a record of another row bucket" if borrowed else ""
+    hot = sum(c.record is not None and c.record.regime == "sustained" for c in choices.values())
+    also += f"; {hot} on records timed at sustained clocks" if hot else ""
     return f"tuned {tuned} of {len(choices)} kernels{also}; fallbacks: {fallbacks}"
 
 
@@ -409,7 +411,8 @@ def _schedules_json(choices: Mapping[str, ScheduleChoice], db: Database | None,
         if c.record is not None and c.task is not None:
             tuned[name] = {"task": c.task.key, "summary": str(c.task), "schedule": c.record.schedule,
                            "median_ms": c.record.median_ms, "date": c.record.date, "source": c.record.source,
-                           **({"from_rows": c.from_rows} if c.from_rows is not None else {})}
+                           **({"from_rows": c.from_rows} if c.from_rows is not None else {}),
+                           **({"regime": c.record.regime} if c.record.regime else {})}
         else:
             fallbacks[name] = {"task": c.task.key if c.task else None, "reason": c.reason}
     target = options.schedules or options.target
