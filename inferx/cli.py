@@ -592,6 +592,7 @@ def _render(s: Mapping[str, Any]) -> str:
     lines += ["", f"tuned: {len(tuned)} kernels on a schedule from the tuning database"]
     lines += [f"  {name}  {t['summary']}: {t['median_ms'] * 1e3:.1f} us measured {t['date']} ({t['source']})"
               + (f", borrowed: measured at {t['from_rows']} rows" if "from_rows" in t else "")
+              + (", at sustained clocks" if t.get("regime") == "sustained" else "")
               for name, t in tuned.items()]
     fb = s["fallbacks"]
     lines += ["", f"fallbacks: {len(fb['kernels'])} kernels on a heuristic schedule"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -235,3 +236,10 @@ def test_tune_cli_tunes_attention_and_inspect_shows_it(tmp_path: Path) -> None:
                for line in res.stdout.splitlines()), res.stdout
     rows = [x for x in res.stdout.splitlines() if " attention " in x and x.rstrip().endswith("tuned")]
     assert len(rows) == 2, res.stdout
+    first = min((r for r in db.records if r.task.key == attn[0].key), key=lambda r: r.median_ms)
+    db.append(replace(first, median_ms=first.median_ms * 1.2, times_ms=(first.median_ms * 1.2,), regime="sustained"))
+    art = inferx.compile(model, target="cpu", output=tmp_path / "b", dtype="fp32", max_seq_len=64, max_batch=1,
+                         schedules="sm_90", tuning_logs=out)
+    res = CliRunner().invoke(main, ["inspect", str(art)], catch_exceptions=False)
+    hot = [x for x in res.stdout.splitlines() if x.rstrip().endswith("at sustained clocks")]
+    assert len(hot) == 1 and "decode" in hot[0], res.stdout
