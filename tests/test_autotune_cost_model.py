@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +117,7 @@ def test_learned_model_ranks_held_out_h200_measurements() -> None:
     root = Path(__file__).resolve().parent.parent / "tuning_logs" / "h200"
     records = ReplayRunner.from_files([root]).records
     assert len(records) >= 200
+    assert held_out_ranking([replace(r, regime="sustained") for r in records]) == {}  # burst records alone
     for seed in range(4):
         res = held_out_ranking(records, holdout=0.2, seed=seed)
         assert set(res) == {"gemm", "attention"}

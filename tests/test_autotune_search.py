@@ -240,7 +240,8 @@ def test_a_sustained_tune_starts_from_the_best_burst_schedules_and_ranks_alone(
     for r in burst:
         db.append(r)
     hot = ReplayRunner([replace(r, median_ms=r.median_ms * 1.2, times_ms=(r.median_ms * 1.2,), regime="sustained")
-                        for r in landscape])
+                        for r in landscape], regime="sustained")
+    assert ReplayRunner(hot.records).records == []  # a burst replay answers from burst records alone
     asked: list[str] = []
     measure = hot.measure
 

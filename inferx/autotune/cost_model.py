@@ -489,20 +489,21 @@ class LearnedModel:
 
 
 def held_out_ranking(records: Sequence[Record], holdout: float = 0.2, seed: int = 0,
-                     min_task: int = 5) -> dict[str, Any]:
+                     min_task: int = 5, regime: str = "") -> dict[str, Any]:
     """How well ``LearnedModel`` ranks measurements it was not fitted on. Per template, the finite
     records (the fastest of each (task, schedule)) are split at random (``seed``) into training and
     ``holdout`` parts; the model fitted on the training part predicts the held-out part, and
     Spearman's rank correlation against the measured times is reported over all held-out records
     ("pooled", across tasks too) and within each task with at least ``min_task`` held-out records
-    (only the schedules differ: the ranking a search needs), with the median of those."""
+    (only the schedules differ: the ranking a search needs), with the median of those. Only
+    records of ``regime`` count (burst timings by default; a sustained time is another quantity)."""
     import random
     import statistics
     from collections import defaultdict
 
     from inferx.autotune.gbdt import spearman
 
-    records = [r for r in records if math.isfinite(r.median_ms) and r.median_ms > 0]
+    records = [r for r in records if math.isfinite(r.median_ms) and r.median_ms > 0 and r.regime == regime]
     best: dict[tuple[str, str], Any] = {}  # one record per (task, schedule): the fastest
     for r in records:
         key = (r.task.key, schedule_key(r.schedule))

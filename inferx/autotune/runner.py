@@ -82,15 +82,18 @@ class Runner(Protocol):
 
 @dataclass
 class ReplayRunner:
-    """Answers from records; ``measured`` counts the schedules asked for (every call, not only
-    the recorded ones), which is what a search's cost in measurements is."""
+    """Answers from records of one ``regime`` (``database.REGIMES``; burst timings by default: a
+    schedule's sustained time is another quantity); ``measured`` counts the schedules asked for
+    (every call, not only the recorded ones), which is what a search's cost in measurements is."""
 
     records: Sequence[Record]
     name: str = "replay"
     measured: int = 0
+    regime: str = ""
     _index: dict[tuple[str, str], Record] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        self.records = [r for r in self.records if r.regime == self.regime]
         for r in self.records:  # the fastest record of a (task, schedule) wins
             key = (r.task.key, schedule_key(r.schedule))
             if key not in self._index or r.median_ms < self._index[key].median_ms:
