@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from datetime import date
@@ -87,15 +86,12 @@ def main() -> None:
         sys.exit(f"knob_sweep: --batches {args.batches!r}: expected positive integers, e.g. 1,4,16")
 
     from inferx.autotune.database import Database, Record
-    from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
+    from inferx.autotune.extract import heuristic_baseline
     from inferx.autotune.runner import LocalRunner
     from inferx.autotune.space import dedupe, schedule_key, space_for
-    from inferx.benchmark.shapes import make_config
+    from inferx.benchmark.shapes import shape_tasks
 
-    with tempfile.TemporaryDirectory() as d:
-        make_config(args.shape).save_pretrained(d)
-        tasks = [t for t in extract_tasks(fused_module(d, "bf16"), args.max_seq_len, batches=batches).tasks
-                 if all(o in str(t.task) for o in args.only) and not any(s in str(t.task) for s in args.skip)]
+    tasks = shape_tasks(args.shape, args.max_seq_len, batches, tuple(args.only), tuple(args.skip))
     if not tasks:
         sys.exit(f"knob_sweep: no task of the {args.shape} shape matches {args.only}")
     db = Database.load(args.db, args.target)

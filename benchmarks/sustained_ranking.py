@@ -16,7 +16,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -67,16 +66,12 @@ def main() -> None:
     args = ap.parse_args()
 
     from inferx.autotune.database import Database
-    from inferx.autotune.extract import extract_tasks, fused_module
     from inferx.autotune.runner import LocalRunner
     from inferx.autotune.space import dedupe, space_for
-    from inferx.benchmark.shapes import make_config
+    from inferx.benchmark.shapes import shape_tasks
 
     batches = tuple(int(b) for b in args.batches.split(","))
-    with tempfile.TemporaryDirectory() as d:
-        make_config(args.shape).save_pretrained(d)
-        tasks = [t for t in extract_tasks(fused_module(d, "bf16"), args.max_seq_len, batches=batches).tasks
-                 if all(o in str(t.task) for o in args.only) and not any(s in str(t.task) for s in args.skip)]
+    tasks = shape_tasks(args.shape, args.max_seq_len, batches, tuple(args.only), tuple(args.skip))
     if not tasks:
         sys.exit(f"sustained_ranking: no task of the {args.shape} shape matches {args.only}")
     db = Database.load(args.db, args.target)

@@ -52,6 +52,21 @@ def make_config(shape: str) -> Any:
     return transformers.LlamaConfig(architectures=["LlamaForCausalLM"], **SHAPES[shape])
 
 
+def shape_tasks(shape: str, max_seq_len: int, batches: tuple[int, ...] = (1,), only: tuple[str, ...] = (),
+                skip: tuple[str, ...] = ()) -> list[Any]:
+    """The bf16 tuning tasks (``extract.TuningTask``) of a bench shape's model, compiled for
+    ``max_seq_len`` and the decode ``batches``, whose line contains every text of ``only`` and none
+    of ``skip`` (the filters of the tuning scripts in ``benchmarks/``)."""
+    import tempfile
+
+    from inferx.autotune.extract import extract_tasks, fused_module
+
+    with tempfile.TemporaryDirectory() as d:
+        make_config(shape).save_pretrained(d)
+        tasks = extract_tasks(fused_module(d, "bf16"), max_seq_len, batches=batches).tasks
+    return [t for t in tasks if all(o in str(t.task) for o in only) and not any(s in str(t.task) for s in skip)]
+
+
 def make_model(shape: str, device: str, dtype: Any, seed: int = 0) -> Any:
     """A ``LlamaForCausalLM`` of ``shape`` in eval mode on ``device``, built there in ``dtype``:
     matrices and embeddings drawn from N(0, 0.02^2) by a generator seeded with ``seed`` on the
