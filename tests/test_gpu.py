@@ -458,3 +458,26 @@ def test_smollm2_bf16_logits_match_hf_on_gpu(tmp_path) -> None:  # type: ignore[
         check(f"decode step {step}", session.decode([[nxt]])[0, 0], {dt: r[-1] for dt, r in ref.items()})
     ours, theirs = np.mean(errors, axis=0)
     assert ours <= 2 * theirs, f"mean rel err {ours:.4g} over the run against HF bf16's {theirs:.4g}; {repro}"
+
+
+def test_the_runner_times_a_kernel_in_both_regimes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The tuner's runner on the GPU: a prefill GEMM's heuristic schedule timed in bursts and after
+    a sustained run of replays, each result checked against the heuristic's outputs first, and
+    labelled with its regime (what its record will carry)."""
+    from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
+    from inferx.autotune.runner import LocalRunner
+
+    _model("llama").save_pretrained(tmp_path / "hf")
+    tasks = [t for t in extract_tasks(fused_module(tmp_path / "hf", "bf16"), 128).tasks
+             if t.task.template == "gemm" and t.task.shape == "prefill"]
+    tt = tasks[0]
+    schedule = heuristic_baseline(tt)
+    assert schedule is not None
+    for sustain_ms, regime in ((0.0, ""), (100.0, "sustained")):
+        runner = LocalRunner({tt.task.key: tt.kernel}, jobs=2, sustain_ms=sustain_ms)
+        try:
+            (r,) = runner.measure(tt.task, [schedule])
+        finally:
+            runner.close()
+        assert r.ok and r.median_ms > 0 and r.regime == regime, (r, tt.task)
+        assert ("sustained" in r.note) == bool(regime), r.note
