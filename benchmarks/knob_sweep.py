@@ -85,7 +85,7 @@ def main() -> None:
     except ValueError:
         sys.exit(f"knob_sweep: --batches {args.batches!r}: expected positive integers, e.g. 1,4,16")
 
-    from inferx.autotune.database import Database, Record
+    from inferx.autotune.database import Database, Record, regime_of
     from inferx.autotune.extract import heuristic_baseline
     from inferx.autotune.runner import LocalRunner
     from inferx.autotune.space import dedupe, schedule_key, space_for
@@ -117,7 +117,7 @@ def main() -> None:
             if not bases:
                 print(f"{task}: no record to start from", flush=True)
                 continue
-            regime = "sustained" if args.sustain_ms > 0 else ""  # measured before in this regime
+            regime = regime_of(args.sustain_ms)  # measured before in this regime
             measured = set() if args.again else {schedule_key(space.complete(r.schedule)) for r in recs
                                                   if r.regime == regime}
             wanted: list[dict[str, Any]] = []

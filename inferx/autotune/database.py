@@ -51,6 +51,11 @@ TIE = 0.01
 # How a record's times were taken: "" in short bursts after idle work (boost clocks), "sustained"
 # after a sustained run of the same kernel (power-capped clocks; ``LocalRunner.sustain_ms``)
 REGIMES = ("", "sustained")
+
+
+def regime_of(sustain_ms: float) -> str:
+    """The regime of times taken after ``sustain_ms`` of back-to-back replays (0: bursts)."""
+    return "sustained" if sustain_ms > 0 else ""
 # Optional knobs and the value that means "off"
 OPTIONAL_KNOBS = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0, "unroll": 0, "defer": 0}
 

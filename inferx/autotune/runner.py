@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from xdsl.ir import BlockArgument
 
-from inferx.autotune.database import Record
+from inferx.autotune.database import Record, regime_of
 from inferx.autotune.space import H200, Hopper, schedule_key
 from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -226,7 +226,7 @@ class LocalRunner:
                 try:
                     times = self.time_kernel(kop, ks, env)
                     results[i] = MeasureResult(statistics.median(times), tuple(times), "", toolchain, self._note(),
-                                               regime="sustained" if self.sustain_ms > 0 else "")
+                                               regime=regime_of(self.sustain_ms))
                 except Exception as e:
                     results[i], launched = MeasureResult.failed(f"launch: {_one_line(e)}"), True
             if launched and self.device != "cpu":

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from inferx.autotune.cost_model import LearnedModel
-from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, Database
+from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, Database, regime_of
 from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
 from inferx.autotune.failures import FailureLog
 from inferx.autotune.runner import LocalRunner, ReplayRunner, Runner
@@ -126,7 +126,7 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     tuner = Tuner(tasks, runner, strategy, scheduler, space, db, failures, options.batch,
                   progress=lambda p: say(progress_line(p, index)),
                   baseline=heuristic_baseline if options.runner == "local" else None,
-                  regime="sustained" if options.sustain_ms > 0 else "")
+                  regime=regime_of(options.sustain_ms))
     say(f"tuning {len(tasks)} tasks on {options.target} with the {runner.name} runner "
         f"({strategy.name} search, {scheduler.name} task scheduler), budget "
         + ", ".join(x for x in (_budget_text(options)) if x))
