@@ -56,6 +56,8 @@ REGIMES = ("", "sustained")
 def regime_of(sustain_ms: float) -> str:
     """The regime of times taken after ``sustain_ms`` of back-to-back replays (0: bursts)."""
     return "sustained" if sustain_ms > 0 else ""
+
+
 # Optional knobs and the value that means "off"
 OPTIONAL_KNOBS = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0, "unroll": 0, "defer": 0}
 
