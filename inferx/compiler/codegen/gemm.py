@@ -39,6 +39,28 @@ GEMV_MAX_ROWS = 8
 # (``autotune.task.rows_bucket``).
 PREFILL_ROW_BUCKETS = (128, 512)
 
+# x values per thread a split-K program may hold for its row statistics, and the longest K range
+# whose statistics it takes so (``early_stats``)
+EARLY_STATS_VALUES = 64
+EARLY_STATS_SPAN = 512
+
+
+def early_stats(bm: int, span: int, num_warps: int) -> bool:
+    """Whether a split-K program with a folded RMSNorm takes its rows' statistics from x loaded
+    ahead of its K loop ([BM, span] values, summed after the loop) rather than from a pass over x
+    before it. The pass's latency stands in front of the program's weight stream: on an H200 the
+    Llama-3-8B qkv GEMM at 16 rows (split 8) took 21.2 us as built and 17.7 with no statistics at
+    all. Measured against the pass (``benchmarks/results/stats_variants_h200_2026-12-03d.log``):
+    faster over short ranges (8B qkv, span 512: 20.5 -> 20.2 us; 1B qkv, span 256: 10.0 -> 9.6),
+    slower over long ones (1B gate/up, span 1024: 22.9 -> 23.6; span 2048 on 64 rows: 25 -> 33).
+    Summing squares inside the K loop cost more still on mma.sync tiles, and on wgmma tiles the x
+    tile shared by the dot and the sums computed wrong results in Triton 3.6
+    (``stats_variants_h200_2026-12-03.log``). The tile must fit in a few registers a thread, and
+    ``span`` be a power of two (one ``tl.arange``)."""
+    return (span & (span - 1) == 0 and span <= EARLY_STATS_SPAN
+            and bm * span <= EARLY_STATS_VALUES * 32 * num_warps)
+
+
 # The SMs of an H100 or H200: a persistent schedule's programs per unit, and the grid the
 # heuristic wants to fill.
 HOPPER_SMS = 132
@@ -303,12 +325,19 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
             em.emit("bw = tl.zeros((BN,), dtype=tl.float32)")
     g = norm_scale(kernel, norm) if norm is not None else None
     folded = isinstance(norm, nn.RMSNormOp) and g is None and not gemv
-    if folded:
+    span = k_dim // split
+    early = folded and split > 1 and early_stats(sched.bm, span, sched.num_warps)
+    if early:
+        # A split-K program's rows of x over its K range, loaded before the K loop and summed
+        # after it: the loads are in flight under the weight stream, where a pass of their own
+        # stood before it (module docstring of ``early_stats``)
+        em.emit(f"xs1 = tl.load({x_ptr} + r[:, None] * {k_dim} + (k_lo + tl.arange(0, {span}))[None, :], "
+                "mask=rm[:, None], other=0)")
+    elif folded:
         # The scale is folded into W (fold-norm-weights): the row statistics come from a pass of
         # their own over x, so the main loop is a plain GEMM whose x tiles go to the dot as loaded
         # in chunks of 256 columns where they divide the range (measured on an H200 for the
         # Llama-3-8B qkv GEMM at 2048 rows: 358 -> 330 us against chunks of BK = 64)
-        span = k_dim // split
         chunk = max(sched.bk, 256) if span % max(sched.bk, 256) == 0 else sched.bk
         em.emit(f"for k1 in range({k_range}, {chunk}):")
         em.indent += 1
@@ -387,6 +416,9 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     em.indent += 1
     k_step("")
     em.indent -= 1
+    if early:
+        em.emit("xf1 = xs1.to(tl.float32)")
+        em.emit("ss = tl.sum(xf1 * xf1, 1)")
     if interleaved:
         em.emit("acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))")
     if defer:
