@@ -216,28 +216,6 @@ def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) 
     assert len(early) == 3 and not any("for k1 in" in a.file_bytes(k["file"]).decode() for k in early)
 
 
-@pytest.mark.parametrize("rs_values", [4096, 32])
-def test_row_sums_of_a_row_block_over_tiles_that_fill_no_power_of_two(rs_values: int, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """The o and down GEMMs' last program of a row block sums the block's partial row sums of
-    squares (the next norm's statistics) over 3 column tiles: in one masked [4, BM] load, or with
-    RS_VALUES at 32 in a loop over two-tile loads, the second masked. Against HF."""
-    from inferx.compiler.codegen import gemm
-
-    monkeypatch.setattr(gemm, "RS_VALUES", rs_values)
-    schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2}
-    model, n = _tuned_llama(tmp_path, 48, 64, lambda t: t.shape == "prefill", schedule)
-    assert n == 5
-    art = _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'row_sums and {rs_values}'")
-    a = load_artifact(art)
-    srcs = [a.file_bytes(k["file"]).decode() for k in a.manifest["kernels"].values() if k["template"] == "gemm"]
-    sums = [s for s in srcs if "rs_arrived" in s]
-    assert sums
-    want = ("t3 = tl.arange(0, 4)", "mask=(t3 < 3)") if rs_values == 4096 else \
-        ("t3 = tl.arange(0, 2)", "for t4 in range(0, 3, 2):", "mask=(t4 + t3 < 3)")
-    assert all(w in s for s in sums for w in want), sums[0]
-
-
 def test_early_statistics_only_over_short_k_ranges() -> None:
     """A split-K program loads x for its row statistics ahead of the K loop only where its K range
     is a short power of two and the tile fits its registers; longer ranges keep the pass over x

@@ -39,9 +39,6 @@ GEMV_MAX_ROWS = 8
 # (``autotune.task.rows_bucket``).
 PREFILL_ROW_BUCKETS = (128, 512)
 
-# fp32 partial row sums the last program of a row block loads at once (``_row_sum_squares``)
-RS_VALUES = 4096
-
 # x values per thread a split-K program may hold for its row statistics, and the longest K range
 # whose statistics it takes so (``early_stats``)
 EARLY_STATS_VALUES = 64
@@ -567,8 +564,8 @@ def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None
 def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], n_tiles: int, m_code: str,
                      bm: int) -> list[tuple[str, Scratch]]:
     """``sum(x^2, -1)`` of an output row across the programs of its row block: each stores its
-    tile's sums (of x as stored), the last of the row block to arrive adds them (in a fixed order:
-    the same sum every run) and stores them, then resets the block's counter for the next launch.
+    tile's sums (of x as stored), the last of the row block to arrive adds them in tile order
+    (the same sum every run) and stores them, then resets the block's counter for the next launch.
     Returns the scratch it uses: the partial sums and the counters."""
     j = em.squares_of_rows(op, yields, "the GEMM's columns")
     e = em.emit
@@ -579,18 +576,9 @@ def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], n
     e(f"if rs_arrived == {n_tiles - 1}:")
     em.indent += 1
     e("tl.debug_barrier()")
-    # the row block's partial sums in [tiles, BM] loads of up to RS_VALUES values, each summed
-    # over its tiles at once: one tile's row a load, in a loop, stood serial at the kernel's tail
-    chunk = min(1 << (n_tiles - 1).bit_length(), max(1, RS_VALUES // bm))
-    e(f"t3 = tl.arange(0, {chunk})")
-    rows = f"tl.load(ws_rs + (pid_m * {n_tiles} + t4 + t3[:, None]) * BM + tl.arange(0, BM)[None, :], "
-    mask = "" if n_tiles % chunk == 0 else f"mask=(t4 + t3 < {n_tiles})[:, None], other=0.0, "
-    if chunk >= n_tiles:
-        e(f"rs = tl.sum({rows.replace('t4 + ', '')}{mask.replace('t4 + ', '')}cache_modifier='.cg'), 0)")
-    else:
-        e("rs = tl.zeros((BM,), dtype=tl.float32)")
-        e(f"for t4 in range(0, {n_tiles}, {chunk}):")
-        e(f"    rs += tl.sum({rows}{mask}cache_modifier='.cg'), 0)")
+    e("rs = tl.zeros((BM,), dtype=tl.float32)")
+    e(f"for t3 in range({n_tiles}):")
+    e(f"    rs += tl.load(ws_rs + (pid_m * {n_tiles} + t3) * BM + tl.arange(0, BM), cache_modifier='.cg')")
     e(f"tl.store(out{j} + r, rs, mask=rm)")
     e("tl.atomic_xchg(ws_rs_count + pid_m, 0)")
     em.indent -= 1
