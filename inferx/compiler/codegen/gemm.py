@@ -330,7 +330,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if early:
         # A split-K program's rows of x over its K range, loaded before the K loop and summed
         # after it: the loads are in flight under the weight stream, where a pass of their own
-        # stood before it (module docstring of ``early_stats``)
+        # stood before it (measured: ``early_stats``)
         em.emit(f"xs1 = tl.load({x_ptr} + r[:, None] * {k_dim} + (k_lo + tl.arange(0, {span}))[None, :], "
                 "mask=rm[:, None], other=0)")
     elif folded:
