@@ -253,6 +253,8 @@ def compile_main() -> None:
 @click.option("--only", multiple=True, metavar="TEXT",
               help="Tune only the tasks whose line (as listed at the start) contains TEXT; repeat to narrow, "
                    "e.g. --only prefill --only rmsnorm.")
+@click.option("--skip", multiple=True, metavar="TEXT",
+              help="Leave out the tasks whose line contains TEXT; repeat to leave out more, e.g. --skip 'rows<=512'.")
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True,
               help="Tune the decode MLPs as `compile --fuse-mlp` makes them (one mlp kernel each).")
 @click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
@@ -262,7 +264,8 @@ def compile_main() -> None:
                    "cap allows, as in a long prefill. Its records then rank the task's schedules alone.")
 def tune_command(model: str, target: str, budget: str, trials: int | None, runner: str, replay: tuple[str, ...],
                  out: str | None, max_seq_len: int, max_batch: int, dtype: str | None, strategy: str, seed: int,
-                 jobs: int, only: tuple[str, ...], fuse_mlp: bool, fuse_attention_o: bool, sustain_ms: float) -> None:
+                 jobs: int, only: tuple[str, ...], skip: tuple[str, ...], fuse_mlp: bool, fuse_attention_o: bool,
+                 sustain_ms: float) -> None:
     """Tune the GEMM and attention schedules of MODEL (and the fused decode kernels with --fuse-mlp,
     --fuse-attention-o); records are appended to the tuning database."""
     from inferx.autotune.database import DEFAULT_ROOT
@@ -272,7 +275,7 @@ def tune_command(model: str, target: str, budget: str, trials: int | None, runne
         options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,
                               replay=replay, max_seq_len=max_seq_len, max_batch=max_batch, dtype=dtype, seed=seed,
                               jobs=jobs, strategy=strategy, out=Path(out) if out else DEFAULT_ROOT, only=only,
-                              fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o, sustain_ms=sustain_ms)
+                              skip=skip, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o, sustain_ms=sustain_ms)
         result = tune(model, options, say=lambda line: click.echo(line, err=True))
     if result.stopped.startswith("interrupted"):
         raise SystemExit(130 if "SIGINT" in result.stopped else 143)

@@ -66,6 +66,7 @@ class TuneOptions:
     jobs: int = 8
     strategy: str = "evolutionary"
     only: tuple[str, ...] = ()  # tune only the tasks whose summary contains each of these
+    skip: tuple[str, ...] = ()  # and none of these
     fuse_mlp: bool = False  # the decode MLPs as the compiler's fuse_mlp makes them (mlp tasks)
     fuse_attention_o: bool = False  # the decode attentions as fuse_attention_o makes them
     sustain_ms: float = 0.0  # > 0: time after that long of back-to-back replays (sustained regime)
@@ -106,12 +107,14 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     say(extraction.summary())
     if not extraction.tasks:
         raise TuneError("the model has no GEMM or attention task to tune")
-    tasks = [t for t in extraction.tasks if all(text in str(t.task) for text in options.only)]
+    tasks = [t for t in extraction.tasks if all(text in str(t.task) for text in options.only)
+             and not any(text in str(t.task) for text in options.skip)]
     if not tasks:
-        raise TuneError(f"--only {' --only '.join(repr(x) for x in options.only)}: no task's summary contains "
-                        "all of that; the tasks are:\n  " + "\n  ".join(str(t.task) for t in extraction.tasks))
-    if options.only:
-        say(f"--only: {len(tasks)} of {len(extraction.tasks)} tasks")
+        filters = " ".join([*(f"--only {x!r}" for x in options.only), *(f"--skip {x!r}" for x in options.skip)])
+        raise TuneError(f"{filters}: no task's summary contains all of the --only texts and none of the --skip "
+                        "texts; the tasks are:\n  " + "\n  ".join(str(t.task) for t in extraction.tasks))
+    if options.only or options.skip:
+        say(f"{'--only' if options.only else '--skip'}: {len(tasks)} of {len(extraction.tasks)} tasks")
     db = Database.load(options.out, options.target)
     for problem in db.problems:
         say(f"tuning database: skipped {problem}")
