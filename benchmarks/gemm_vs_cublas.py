@@ -7,12 +7,15 @@ layers run it (decode kernel at M <= 64, with the schedule of M's batch bucket; 
 above, one sequence of M tokens, with the schedule of M's row bucket), with the tuning
 database's best record for its task where there is one, else the heuristic schedule. Our kernels
 include their fused prologues and epilogues (RMSNorm, RoPE, KV-cache writes, SiLU*up, residual
-adds): cuBLAS runs the bare product, so the comparison leans its way.
+adds): cuBLAS runs the bare product, so the comparison leans its way. With ``--plain`` ours run
+the bare products too (``shapes.plain_gemm_module``: the projections with nothing folded in,
+with their own tasks and records): like for like.
 
 Both sides are timed alike: a CUDA graph of launches over rotated operand copies (the L2 never
 holds the next launch's operands), replayed after warm-up, CUDA events, median per launch.
 
     python benchmarks/gemm_vs_cublas.py --shape 8b --rows 1,16,128,4096 --db tuning_logs --out r.json
+    python benchmarks/gemm_vs_cublas.py --shape 8b --plain --db tuning_logs --out plain.json
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 PROJECTIONS = ("qkv", "o", "gate_up", "down", "lm_head")
 
 
-def projection(task: Any, hidden: int, inter: int, vocab: int) -> str | None:
-    """Which projection of a decoder a GEMM task is, from its K and N."""
+def projection(task: Any, hidden: int, inter: int, vocab: int, qkv: int = 0) -> str | None:
+    """Which projection of a decoder a GEMM task is, from its K and N (``qkv``: the qkv
+    projection's N, where a bare GEMM has no prologue to tell it by)."""
     if task.k == hidden and task.n == vocab:
         return "lm_head"
     if task.k == hidden and task.n == 2 * inter:
@@ -41,7 +45,7 @@ def projection(task: Any, hidden: int, inter: int, vocab: int) -> str | None:
         return "down"
     if task.k == hidden and task.n == hidden:
         return "o"
-    if task.k == hidden and task.prologue != "none":
+    if task.k == hidden and (task.prologue != "none" or task.n == qkv):
         return "qkv"
     return None
 
@@ -74,6 +78,7 @@ def main() -> None:
     ap.add_argument("--db", default="tuning_logs", help="tuning database root ('' for heuristics only)")
     ap.add_argument("--target", default="h200")
     ap.add_argument("--lm-head", action="store_true")
+    ap.add_argument("--plain", action="store_true", help="ours as bare GEMMs too (no fused prologue or epilogue)")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -85,7 +90,7 @@ def main() -> None:
     from inferx.autotune.runner import LocalRunner
     from inferx.autotune.space import HARDWARE
     from inferx.autotune.task import gemm_task, rows_bucket, shape_of
-    from inferx.benchmark.shapes import SHAPES, make_config
+    from inferx.benchmark.shapes import SHAPES, make_config, plain_gemm_module, projections
     from inferx.compiler.codegen import generate
     from inferx.compiler.codegen.gemm_heuristic import heuristic_schedule
     from inferx.compiler.ir.ops_kernel import KernelOp
@@ -93,9 +98,15 @@ def main() -> None:
     hw = HARDWARE[args.target]
     cfg = SHAPES[args.shape]
     hidden, inter, vocab = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
-    with tempfile.TemporaryDirectory() as d:
-        make_config(args.shape).save_pretrained(d)
-        module = fused_module(d, "bf16")
+    if args.plain and args.lm_head:
+        sys.exit("gemm_vs_cublas: --plain covers the four projections of a layer, not --lm-head")
+    if args.plain:
+        module = fused_module(plain_gemm_module(args.shape))
+    else:
+        with tempfile.TemporaryDirectory() as d:
+            make_config(args.shape).save_pretrained(d)
+            module = fused_module(d, "bf16")
+    qkv_n = projections(args.shape)["qkv"][0]
     db = Database.load(args.db, args.target) if args.db else None
     # Each projection's kernel as most layers run it (the first layer's qkv computes its norm
     # statistics itself; the others are given them by the previous layer's down GEMM).
@@ -103,7 +114,7 @@ def main() -> None:
     for op in module.walk():
         if isinstance(op, KernelOp) and op.template.data == "gemm":
             task = gemm_task(op, 1)
-            name = projection(task, hidden, inter, vocab)
+            name = projection(task, hidden, inter, 0 if args.plain else vocab, qkv_n)  # plain: no LM head
             if name is not None:
                 forms = found.setdefault((name, shape_of(op)), {})
                 count, first = forms.get(task.key, (0, op))
@@ -162,8 +173,8 @@ def main() -> None:
     except ImportError:
         pass
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"shape": args.shape, "environment": env_info, "geomean_speedup": geo,
-                                    "results": results, "db": args.db}, indent=1))
+    args.out.write_text(json.dumps({"shape": args.shape, "plain": args.plain, "environment": env_info,
+                                    "geomean_speedup": geo, "results": results, "db": args.db}, indent=1))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ fastest. Candidates the schedule space rejects are listed with the reason and no
         --knob split_k=1,2,4 --db tuning_logs    # a new row bucket, from its neighbour's records
     python benchmarks/knob_sweep.py --shape 8b --only N=6144 --only 'rows<=128' --top 8 --again \
         --db tuning_logs    # the best records measured again after a change to the template's code
+    python benchmarks/knob_sweep.py --shape 8b --plain --bases-from-model --knob num_stages=3,4,5 --top 4 \
+        --db tuning_logs    # the projections as bare GEMMs, from the model's (fused) records
 
 A database takes each task's fastest record, so a change that makes a template faster needs only
 its best records measured again (``--again``: the bases too, and schedules measured before).
@@ -64,6 +66,10 @@ def main() -> None:
     ap.add_argument("--knob", action="append", default=[], help="NAME=V1,V2,... (repeat)")
     ap.add_argument("--bases-from-rows", type=int, default=None, metavar="ROWS",
                     help="start from the best records of the same task at ROWS rows (a new row bucket)")
+    ap.add_argument("--plain", action="store_true",
+                    help="the shape's projections as bare GEMMs (shapes.plain_gemm_module), not the model's kernels")
+    ap.add_argument("--bases-from-model", action="store_true",
+                    help="with --plain: start from the best records of the model's GEMM task of the same rows, K and N")
     ap.add_argument("--top", type=int, default=3, help="best distinct records of each task to start from")
     ap.add_argument("--again", action="store_true",
                     help="measure the bases and every neighbour even where measured before (after a code change)")
@@ -91,9 +97,15 @@ def main() -> None:
     from inferx.autotune.space import dedupe, schedule_key, space_for
     from inferx.benchmark.shapes import shape_tasks
 
-    tasks = shape_tasks(args.shape, args.max_seq_len, batches, tuple(args.only), tuple(args.skip))
+    if args.bases_from_model and (not args.plain or args.bases_from_rows):
+        sys.exit("knob_sweep: --bases-from-model goes with --plain, and not with --bases-from-rows")
+    tasks = shape_tasks(args.shape, args.max_seq_len, batches, tuple(args.only), tuple(args.skip), plain=args.plain)
     if not tasks:
         sys.exit(f"knob_sweep: no task of the {args.shape} shape matches {args.only}")
+    # the model's GEMM task of each (shape, rows, K, N): where --bases-from-model starts
+    model_keys = ({(t.task.shape, t.task.rows, t.task.k, t.task.n): t.task.key
+                   for t in shape_tasks(args.shape, args.max_seq_len, batches) if t.task.template == "gemm"}
+                  if args.bases_from_model else {})
     db = Database.load(args.db, args.target)
     runner = LocalRunner({t.task.key: t.kernel for t in tasks}, jobs=args.jobs, sustain_ms=args.sustain_ms)
     today = date.today().isoformat()
@@ -111,6 +123,9 @@ def main() -> None:
                 continue
             recs = records_of(db, task.key)
             source = records_of(db, replace(task, rows=args.bases_from_rows).key) if args.bases_from_rows else recs
+            if args.bases_from_model:
+                twin = model_keys.get((task.shape, task.rows, task.k, task.n))
+                source = [*recs, *(records_of(db, twin) if twin else [])]
             bases = dedupe([space.complete(r.schedule) for r in source])[: args.top]
             if not recs and (h := heuristic_baseline(tt)) is not None:  # what a record must beat
                 bases.insert(0, space.complete(h))

@@ -332,6 +332,17 @@ def test_tune_cli_only_narrows_the_tasks(tmp_path: Path, landscape_of: Landscape
     res = CliRunner().invoke(main, [*args, "--only", "prefill", "--only", "no-such-epilogue"])
     assert res.exit_code == 1 and "'no-such-epilogue': no task's summary contains" in res.output
     assert str(ex.tasks[0].task) in res.output
+    # --skip leaves out what --only would keep: the same tasks, named the other way
+    assert all(("decode" in str(t.task)) != ("prefill" in str(t.task)) for t in ex.tasks)
+    skipped = tmp_path / "skipped"
+    to_skipped = [str(skipped) if a == str(out) else a for a in args]
+    res = CliRunner().invoke(main, [*to_skipped, "--only", "rmsnorm", "--skip", "prefill"])
+    assert res.exit_code == 0, res.output
+    assert f"--only: {len(want)} of {len(ex.tasks)} tasks" in res.output
+    tuned = {r.task.key for r in Database.load(skipped, "h200").records}
+    assert tuned and tuned <= {t.key for t in want}
+    res = CliRunner().invoke(main, [*args, "--only", "decode", "--skip", "decode"])
+    assert res.exit_code == 1 and "--skip 'decode': no task's summary contains" in res.output
 
 
 def test_tune_cli_errors_name_what_is_wrong(tmp_path: Path) -> None:
@@ -565,4 +576,19 @@ def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(
     assert sorted(map(str, (r.schedule for r in again))) == sorted(map(str, (r.schedule for r in best))), again
     monkeypatch.setattr(sys, "argv", ["knob_sweep.py", "--shape", "tiny", "--only", "gemm", "--db", str(tmp_path)])
     with pytest.raises(SystemExit, match="name at least one --knob"):
+        runpy.run_path(str(script), run_name="__main__")
+    # --plain --bases-from-model: the bare GEMM of the o projection's K and N starts from the
+    # model's o task (residual and row sums folded in) at the same rows
+    monkeypatch.setattr(sys, "argv", ["knob_sweep.py", "--shape", "tiny", "--plain", "--bases-from-model", "--only",
+                                      "K=64 N=64", "--only", "rows<=4096", "--db", str(tmp_path), "--again",
+                                      "--top", "1"])
+    runpy.run_path(str(script), run_name="__main__")
+    bare = [r for r in Database.load(tmp_path, "h200").records if r.task.epilogue == "plain"
+            and r.task.prologue == "none"]
+    assert {(r.task.k, r.task.n, r.task.rows) for r in bare} == {(64, 64, 4096)}, bare
+    # the model task's best record, and the heuristic (what a task with no record of its own runs)
+    assert len(bare) == 2 and best[0].schedule in [r.schedule for r in bare], bare
+    monkeypatch.setattr(sys, "argv", ["knob_sweep.py", "--shape", "tiny", "--bases-from-model", "--again",
+                                      "--db", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--bases-from-model goes with --plain"):
         runpy.run_path(str(script), run_name="__main__")

@@ -41,6 +41,38 @@ def test_unknown_shape_names_the_shapes() -> None:
         make_config("70b")
 
 
+def test_plain_gemm_module_holds_the_projections_as_bare_gemms() -> None:
+    """Each entry of ``plain_gemm_module`` fuses to one GEMM kernel per projection, with nothing
+    folded in (no norm, RoPE, residual or activation) and no two merged, at the projections'
+    (N, K); gemm_vs_cublas.py names each by its K and N."""
+    from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.benchmark.shapes import plain_gemm_module, projections
+    from inferx.compiler.ir.ops_kernel import KernelOp
+
+    assert projections("8b") == {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
+                                 "down": (4096, 14336)}
+    assert projections("1b")["qkv"] == (3072, 2048)
+    dims = projections("tiny")
+    module = fused_module(plain_gemm_module("tiny"))
+    kernels = [op for op in module.walk() if isinstance(op, KernelOp)]
+    assert len(kernels) == 8 and all(k.template.data == "gemm" for k in kernels)
+    assert all([o.name for o in k.body.block.ops] == ["ix.linear", "ix.yield"] for k in kernels)
+    tasks = [t.task for t in extract_tasks(module, 256, batches=(1,)).tasks]
+    assert {(t.shape, t.prologue, t.epilogue) for t in tasks} == {("decode", "none", "plain"),
+                                                                   ("prefill", "none", "plain")}
+    assert {(t.n, t.k) for t in tasks} == set(dims.values())
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    try:
+        from gemm_vs_cublas import projection
+    finally:
+        sys.path.pop(0)
+    c = make_config("tiny")
+    names = {projection(t, c.hidden_size, c.intermediate_size, 0, dims["qkv"][0]) for t in tasks}  # as --plain
+    assert names == set(dims)
+    with pytest.raises(ValueError, match="the shapes are"):
+        projections("70b")
+
+
 # --- roofline ---------------------------------------------------------------------------------
 
 

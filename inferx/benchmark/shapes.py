@@ -4,7 +4,8 @@
 for tests); only the weights are random. ``make_model`` builds the HF model directly on the
 device, so a multi-GB model never crosses the network or the host's memory twice;
 ``save_checkpoint`` writes it as an HF checkpoint directory (config.json + safetensors shards)
-for the compiler.
+for the compiler. ``plain_gemm_module`` holds a shape's four projections as bare products (no
+norm, RoPE, residual or activation folded in): the GEMMs cuBLAS computes, tuned like the model's.
 """
 
 from __future__ import annotations
@@ -52,18 +53,61 @@ def make_config(shape: str) -> Any:
     return transformers.LlamaConfig(architectures=["LlamaForCausalLM"], **SHAPES[shape])
 
 
+def projections(shape: str) -> dict[str, tuple[int, int]]:
+    """The (N, K) of each projection of a decoder layer of ``shape``: qkv, o, gate_up (gate and
+    up as one [2I, H] weight, as the compiler merges them) and down."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}: the shapes are {', '.join(SHAPES)}")
+    c = SHAPES[shape]
+    hidden, inter = c["hidden_size"], c["intermediate_size"]
+    head_dim = c.get("head_dim") or hidden // c["num_attention_heads"]
+    qkv = (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * head_dim
+    return {"qkv": (qkv, hidden), "o": (hidden, hidden), "gate_up": (2 * inter, hidden), "down": (hidden, inter)}
+
+
+def plain_gemm_module(shape: str, dtype: str = "bf16") -> Any:
+    """A module whose ``@prefill`` (rows ``batch x seq``) and ``@decode`` (``batch x 1``) each
+    compute ``shape``'s four projections as bare products ``y = x @ W^T``, each from its own input
+    (so no two merge): after the fuse pass, one GEMM kernel per projection with no prologue or
+    epilogue, whose tuning tasks are the plain GEMMs of those shapes."""
+    from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+    from inferx.compiler.ir import ops_nn as nn
+    from inferx.compiler.ir import ops_tensor as t
+    from inferx.compiler.ir.builder import FuncBuilder
+    from inferx.compiler.ir.symbolic import sym
+    from inferx.compiler.ir.types import TensorType
+
+    dims = projections(shape)
+    funcs = []
+    for entry, seq in (("prefill", sym("seq")), ("decode", 1)):
+        fb = FuncBuilder(entry, [(f"x_{name}", TensorType([sym("batch"), seq, k], dtype))
+                                 for name, (_, k) in dims.items()])
+        outs = []
+        for name, (n, k) in dims.items():
+            w = fb.op(t.WeightOp, result_types=[TensorType([n, k], dtype)], name=StringAttr(f"{name}.weight"))
+            outs.append(fb.op(nn.LinearOp, fb.arg(f"x_{name}"), w, None, hint=name))
+        funcs.append(fb.finish(outs))
+    return ModuleOp(funcs)
+
+
 def shape_tasks(shape: str, max_seq_len: int, batches: tuple[int, ...] = (1,), only: tuple[str, ...] = (),
-                skip: tuple[str, ...] = ()) -> list[Any]:
+                skip: tuple[str, ...] = (), plain: bool = False) -> list[Any]:
     """The bf16 tuning tasks (``extract.TuningTask``) of a bench shape's model, compiled for
     ``max_seq_len`` and the decode ``batches``, whose line contains every text of ``only`` and none
-    of ``skip`` (the filters of the tuning scripts in ``benchmarks/``)."""
+    of ``skip`` (the filters of the tuning scripts in ``benchmarks/``). With ``plain``, those of
+    ``plain_gemm_module(shape)`` instead: its projections as bare GEMMs."""
     import tempfile
 
     from inferx.autotune.extract import extract_tasks, fused_module
 
-    with tempfile.TemporaryDirectory() as d:
-        make_config(shape).save_pretrained(d)
-        tasks = extract_tasks(fused_module(d, "bf16"), max_seq_len, batches=batches).tasks
+    if plain:
+        module = fused_module(plain_gemm_module(shape))
+    else:
+        with tempfile.TemporaryDirectory() as d:
+            make_config(shape).save_pretrained(d)
+            module = fused_module(d, "bf16")
+    tasks = extract_tasks(module, max_seq_len, batches=batches).tasks
     return [t for t in tasks if all(o in str(t.task) for o in only) and not any(s in str(t.task) for s in skip)]
 
 
