@@ -115,6 +115,10 @@ def test_time_kernels_lists_every_kernel_once(compiled) -> None:
     artifact.manifest["schedules"]["tuned"][name] = {"median_ms": 0.0123, "schedule": {}}
     tuned = CudaSession(artifact, driver=FakeDriver()).time_kernels("decode", 1, 1, 8, warmup=0, iters=1)  # type: ignore[arg-type]
     assert [r["record_ms"] for r in tuned] == [0.0123 if r["kernel"] == name else None for r in tuned]
+    # a kernel that serves several row buckets shows the record of the bucket the step ran
+    artifact.manifest["schedules"]["tuned"][name]["by_rows"] = {"1": 0.0042, "4": None}
+    tuned = CudaSession(artifact, driver=FakeDriver()).time_kernels("decode", 1, 1, 8, warmup=0, iters=1)  # type: ignore[arg-type]
+    assert [r["record_ms"] for r in tuned] == [0.0042 if r["kernel"] == name else None for r in tuned]
 
 
 def test_inspect_shows_each_variant_with_its_bucket(compiled) -> None:

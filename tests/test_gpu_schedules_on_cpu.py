@@ -351,6 +351,34 @@ def _tuned_llama(tmp_path: Path, hidden: int, inter: int, pick, schedule: dict) 
     return model, len(tasks)
 
 
+def test_a_kernel_of_several_row_buckets_keeps_each_buckets_record(tmp_path: Path) -> None:
+    """Decode GEMMs whose records at batch buckets 1 and 4 hold one schedule generate one kernel
+    for both; the manifest keeps each bucket's record time (``by_rows``), so a step's kernel
+    table shows the record of the rows it ran, not the first bucket's."""
+    from inferx.autotune.database import Database, Record
+    from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.runtime.cuda_session import CudaSession
+
+    model, _ = _tuned_llama(tmp_path, 32, 48, lambda t: False, {})
+    db = Database.load(tmp_path / "logs", "sm_90")
+    sched = {"bm": 4, "bn": 8, "bk": 32, "num_warps": 4, "num_stages": 2}
+    tasks = [t.task for t in extract_tasks(fused_module(model, "fp32"), 24, batches=(1, 4)).tasks
+             if t.task.template == "gemm" and t.task.shape == "decode"]
+    assert sorted({t.rows for t in tasks}) == [1, 4]
+    for t in tasks:
+        db.append(Record.make(t, sched, [t.rows * 1e-3], {}, "2026-12-03", "test"))
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=4,
+                         schedules="sm_90", tuning_logs=tmp_path / "logs")
+    tuned = load_artifact(art).manifest["schedules"]["tuned"]
+    shared = {name: t["by_rows"] for name, t in tuned.items() if "by_rows" in t}
+    assert len(shared) == 5 and all(b == {"1": 1e-3, "4": 4e-3} for b in shared.values()), tuned
+    session = CudaSession.__new__(CudaSession)  # the record lookup alone, without a driver
+    session.record_ms = {n: t["median_ms"] for n, t in tuned.items()}
+    session.record_by_rows = {n: sorted((int(r), ms) for r, ms in b.items()) for n, b in shared.items()}
+    name = next(iter(shared))
+    assert [session._record_ms(name, rows) for rows in (1, 3, 4, 5)] == [1e-3, 4e-3, 4e-3, None]
+
+
 def test_a_candidate_that_fails_to_assemble_leaves_one_line() -> None:
     """What the compiler's tools print for a failing candidate (its whole assembly, on stderr, and
     a crash reproducer, on stdout) stays out of the tuning log; the failure reads as the

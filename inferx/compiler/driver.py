@@ -164,6 +164,9 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     db = tuning_database(options, say)
     kernels: dict[str, KernelSource] = {}
     choices: dict[str, ScheduleChoice] = {}
+    # a kernel's own record's time at each row bucket it serves (None where it borrowed one):
+    # buckets whose schedules agree share one kernel, whose records differ by rows
+    bucket_ms: dict[str, dict[int, float | None]] = {}
     per_func_kernels: dict[str, list[tuple[KernelOp, str]]] = {}
     variants: dict[KernelOp, list[tuple[int, str]]] = {}
     for fname, func in funcs.items():
@@ -178,6 +181,9 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
                     choices[name] = choice
                 bound = rows if rows is not None else options.max_batch * options.max_seq_len
                 variants.setdefault(kop, []).append((bound, name))
+                if choice.record is not None:
+                    bucket_ms.setdefault(name, {})[bound] = (choice.record.median_ms if choice.from_rows is None
+                                                             else None)
             named.append((kop, variants[kop][0][1]))
         per_func_kernels[fname] = named
     say(f"        {sum(len(v) for v in per_func_kernels.values())} launches, {len(kernels)} distinct kernels")
@@ -226,7 +232,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         "kernels": kernel_index,
         "weights": weight_index,
         "memory_plan": {fname: _plan_json(func) for fname, func in funcs.items()},
-        "schedules": _schedules_json(choices, db, options),
+        "schedules": _schedules_json(choices, db, options, bucket_ms),
         "weights_format": FORMAT_NOTE,
         "tokenizer": {"files": sorted(tokenizer_files)},
     }
@@ -402,17 +408,21 @@ def _tuning_line(choices: Mapping[str, ScheduleChoice]) -> str:
     return f"tuned {tuned} of {len(choices)} kernels{also}; fallbacks: {fallbacks}"
 
 
-def _schedules_json(choices: Mapping[str, ScheduleChoice], db: Database | None,
-                    options: CompileOptions) -> dict[str, Any]:
-    """The manifest's account of schedules: each tuned kernel with its task and record, each
-    fallback with its task (None where the template has none) and the reason."""
+def _schedules_json(choices: Mapping[str, ScheduleChoice], db: Database | None, options: CompileOptions,
+                    bucket_ms: Mapping[str, Mapping[int, float | None]]) -> dict[str, Any]:
+    """The manifest's account of schedules: each tuned kernel with its task and record (the
+    first row bucket's; with ``by_rows``, each bucket's record time where the kernel serves
+    several), each fallback with its task (None where the template has none) and the reason."""
     tuned, fallbacks = {}, {}
     for name, c in sorted(choices.items()):
         if c.record is not None and c.task is not None:
+            by_rows = bucket_ms.get(name, {})
             tuned[name] = {"task": c.task.key, "summary": str(c.task), "schedule": c.record.schedule,
                            "median_ms": c.record.median_ms, "date": c.record.date, "source": c.record.source,
                            **({"from_rows": c.from_rows} if c.from_rows is not None else {}),
-                           **({"regime": c.record.regime} if c.record.regime else {})}
+                           **({"regime": c.record.regime} if c.record.regime else {}),
+                           **({"by_rows": {str(b): ms for b, ms in sorted(by_rows.items())}}
+                              if len(by_rows) > 1 else {})}
         else:
             fallbacks[name] = {"task": c.task.key if c.task else None, "reason": c.reason}
     target = options.schedules or options.target

@@ -117,9 +117,12 @@ class CudaSession(DecoderSession):
         self.entry_points = frozenset(self.entries)
         # The tuning record each tuned kernel was compiled from: its time in the tuner, beside the
         # kernel's time in the step (``time_kernels``); none for a record borrowed from another
-        # row bucket, whose time was measured at other rows
-        self.record_ms = {name: t["median_ms"] for name, t in m.get("schedules", {}).get("tuned", {}).items()
-                          if "from_rows" not in t}
+        # row bucket, whose time was measured at other rows. A kernel that serves several row
+        # buckets has each bucket's (``by_rows``: the rows each bucket runs up to)
+        tuned = m.get("schedules", {}).get("tuned", {})
+        self.record_ms = {name: t["median_ms"] for name, t in tuned.items() if "from_rows" not in t}
+        self.record_by_rows = {name: sorted((int(b), ms) for b, ms in t["by_rows"].items())
+                               for name, t in tuned.items() if "by_rows" in t}
         self.batch_buckets = buckets_of(m, "batch", m["limits"]["max_batch"])
         self.seq_buckets = buckets_of(m, "seq", max_context)
         self.kernels: dict[str, tuple[KernelSource, Kernel]] = {}
@@ -371,7 +374,8 @@ class CudaSession(DecoderSession):
         """Each kernel of the step timed inside a CUDA graph that issues all of its launches of
         the step (for a layer kernel: once per layer, each with its own weights, so L2 does not
         flatter), in plan order: per kernel its launches, ms per launch, bytes and FLOPs per launch,
-        and for a tuned kernel the time its tuning record measured (``record_ms``, else None)."""
+        and for a tuned kernel the time its tuning record measured (``record_ms``, else None): the
+        record of the row bucket the step runs in, where the kernel serves several."""
         bound = self._bound_for_timing(entry, batch, seq, context)
         rows = []
         for name in dict.fromkeys(ln.kernel.name for ln in bound.launches):
@@ -381,8 +385,16 @@ class CudaSession(DecoderSession):
             rows.append({"kernel": name, "template": group[0].source.template, "launches": len(group),
                          "ms_per_launch": ms / len(group), "bytes_per_launch": group[0].bytes,
                          "flops_per_launch": group[0].flops, "schedule_origin": group[0].source.schedule_origin,
-                         "record_ms": self.record_ms.get(name)})
+                         "record_ms": self._record_ms(name, batch * seq)})
         return rows
+
+    def _record_ms(self, name: str, rows: int) -> float | None:
+        """The time of the tuning record ``name`` was compiled from for a step of ``rows`` rows:
+        its row bucket's (the first bucket that holds ``rows``) where it serves several."""
+        by_rows = self.record_by_rows.get(name)
+        if by_rows is None:
+            return self.record_ms.get(name)
+        return next((ms for bound, ms in by_rows if rows <= bound), None)
 
     def close(self) -> None:
         self.drv.close()
