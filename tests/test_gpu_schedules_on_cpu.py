@@ -314,6 +314,27 @@ def test_local_runner_refuses_a_schedule_that_computes_something_else() -> None:
     assert why.startswith("wrong results: ") and "heuristic schedule" in why, why
 
 
+def test_local_runner_stops_at_the_deadline_and_leaves_the_rest_untried() -> None:
+    """A tune's time budget bounds a round: candidates still building at the runner's deadline
+    are stopped (the build workers ended) and come back untried, to be tried on resume, not
+    failed; past the deadline nothing is built or timed."""
+    import time
+
+    from inferx.autotune.runner import OUT_OF_TIME, LocalRunner
+
+    task, kop = _qkv_rope_task("decode", batch=4)
+    scheds = [{"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2},
+              {"bm": 4, "bn": 8, "bk": 32, "num_warps": 4, "num_stages": 2}]
+    for late in (-1.0, 0.5):  # past already; during the workers' start and the compile
+        runner = LocalRunner({task.key: kop}, jobs=2, device="cpu", deadline=time.monotonic() + late)
+        t0 = time.monotonic()
+        results = runner.measure(task, scheds)
+        assert time.monotonic() - t0 < 30
+        assert [(r.tried, r.error) for r in results] == [(False, f"not measured: {OUT_OF_TIME}")] * 2, results
+        assert runner._pool is None  # the workers stopped mid-build
+        runner.close()
+
+
 def test_local_runner_checks_prefill_kv_writes_on_distinct_positions() -> None:
     """A prefill GEMM that applies RoPE and writes the KV cache gets positions 0..seq-1 from the
     runner, one cache slot per token (all tokens at one position made every candidate's cache

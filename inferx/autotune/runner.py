@@ -27,6 +27,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
 INF = float("inf")
+OUT_OF_TIME = "the time budget ran out before it was built and timed"
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,9 @@ class LocalRunner:
     check: bool = True  # compare each candidate's results with the heuristic schedule's first
     device: str = "cuda"  # "cpu": the correctness check in Triton's interpreter (tests)
     lost: str = ""  # why the GPU can no longer be used by this process ("" while it can)
+    # ``time.monotonic()`` past which nothing more is built or timed (the tune's time budget):
+    # candidates still building then are stopped and left untried, to be tried on resume
+    deadline: float | None = None
     _pool: Any = field(default=None, repr=False)
     _reference: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -207,12 +212,17 @@ class LocalRunner:
                 results[i] = MeasureResult.failed(f"codegen: {_one_line(e)}")
         env = bench_env(task, self.ctx)
         for i, err in self._build(sources, env).items():
-            if err:
+            if err is None:
+                results[i] = MeasureResult.untried(OUT_OF_TIME)
+            elif err:
                 results[i] = MeasureResult.failed(err)
-        toolchain = _toolchain()
+        toolchain: dict[str, str] | None = None
         for i, ks in sources.items():
             if self.lost:
                 results[i] = MeasureResult.untried(self.lost)
+                continue
+            if results[i] is None and self._out_of_time():
+                results[i] = MeasureResult.untried(OUT_OF_TIME)
                 continue
             launched = False
             if results[i] is None and self.check:
@@ -224,6 +234,7 @@ class LocalRunner:
                     results[i] = MeasureResult.failed(wrong)
             if results[i] is None:
                 try:
+                    toolchain = toolchain or _toolchain()
                     times = self.time_kernel(kop, ks, env)
                     results[i] = MeasureResult(statistics.median(times), tuple(times), "", toolchain, self._note(),
                                                regime=regime_of(self.sustain_ms))
@@ -300,25 +311,43 @@ class LocalRunner:
         return ("one launch: a CUDA graph of launches over rotated operand copies (L2 never warm), "
                 f"{self.repeats} replays after {after}, time per launch")
 
-    def _build(self, sources: Mapping[int, Any], env: Mapping[str, int]) -> dict[int, str]:
+    def _out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def _build(self, sources: Mapping[int, Any], env: Mapping[str, int]) -> dict[int, str | None]:
         """Compiles every source in worker processes; the error text per failed index ("" if it
-        built)."""
+        built, None if the deadline came first: the workers are then stopped)."""
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import TimeoutError as FutureTimeout
 
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=max(1, self.jobs), mp_context=mp.get_context("spawn"))
         arch = int(self.target.removeprefix("sm_"))
         futures = {i: self._pool.submit(_build_one, json.dumps(ks.to_json()), arch, dict(env), self.hw.smem_per_block)
                    for i, ks in sources.items()}
-        out = {}
+        out: dict[int, str | None] = {}
         for i, fut in futures.items():
+            left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
             try:
-                out[i] = fut.result()
+                out[i] = fut.result(timeout=left)
+            except FutureTimeout:
+                out[i] = None
             except Exception as e:  # a dead worker fails its candidates, not the run
                 out[i] = f"build worker: {_one_line(e)}"
                 self.close()
+        if any(v is None for v in out.values()):
+            self._stop_workers()
         return out
+
+    def _stop_workers(self) -> None:
+        """Ends the build workers now, mid-compile (a pool's shutdown would wait for them)."""
+        if self._pool is None:
+            return
+        for proc in list(getattr(self._pool, "_processes", {}).values()):
+            proc.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = None
 
     def time_kernel(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> list[float]:
         import torch

@@ -133,6 +133,9 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     say(f"tuning {len(tasks)} tasks on {options.target} with the {runner.name} runner "
         f"({strategy.name} search, {scheduler.name} task scheduler), budget "
         + ", ".join(x for x in (_budget_text(options)) if x))
+    if isinstance(runner, LocalRunner) and options.budget_s is not None:
+        # a round the time left cannot hold (a slow build) is cut at the budget's end, untried
+        runner.deadline = time.monotonic() + options.budget_s
     try:
         with _interrupted_by_signals():
             result = tuner.run(Budget(options.trials, options.budget_s))
