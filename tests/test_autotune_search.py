@@ -515,6 +515,28 @@ def test_a_new_row_bucket_starts_from_its_nearest_neighbours_best(tmp_path: Path
     assert len(asked) == 4 and {**plain, "bm": 256, "bn": 64} not in [space.of(far).emit(s) for s in asked], asked
 
 
+def test_a_runner_out_of_time_ends_the_tune() -> None:
+    """A runner whose deadline has passed (the local runner's, set from the time budget) answers
+    a round untried: the tune stops there, budget spent, recording nothing, rather than asking
+    again until its own clock runs out."""
+    import time
+
+    asked: list[int] = []
+
+    class Late(ReplayRunner):
+        deadline = time.monotonic() - 1.0
+
+        def measure(self, task: Task, schedules):  # type: ignore[no-untyped-def, override]
+            asked.append(len(schedules))
+            return [MeasureResult.untried("the time budget ran out") for _ in schedules]
+
+    space = spaces_for("h200")
+    tasks = [TuningTask(gemm(4096, 4096, 1, "decode"), None, "", 1, 1, 1.0)]
+    result = Tuner(tasks, Late([]), RandomSearch(space, seed=0), RoundRobin(), space, batch=4).run(
+        Budget(seconds=3600.0))
+    assert (result.stopped, result.new_trials, asked) == ("budget spent", 0, [4]), result
+
+
 def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """benchmarks/knob_sweep.py: the best record of a task with each combination of the knob

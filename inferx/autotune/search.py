@@ -347,6 +347,10 @@ class Tuner:
             results = self.runner.measure(st.tt.task, schedules)
             st.round_s = self.clock() - began
             tried = [(s, r) for s, r in zip(schedules, results, strict=True) if r.tried]
+            deadline = getattr(self.runner, "deadline", None)
+            if not tried and deadline is not None and time.monotonic() >= deadline:
+                stopped = "budget spent"  # the runner's clock ran out mid-round: nothing of it was tried
+                break
             schedules = [s for s, _ in tried]
             records = self._record(st, schedules, [r for _, r in tried])
             self.strategy.observe(records)
