@@ -321,25 +321,24 @@ def test_tune_cli_only_narrows_the_tasks(tmp_path: Path, landscape_of: Landscape
     # (decode tasks, as the tests above replay: most of these records are computed already)
     other = next(t.task for t in ex.tasks if t.task not in want)
     replay.write_text("".join(json.dumps(r.to_json()) + "\n" for r in landscape_of([*want, other])))
-    out = tmp_path / "logs"
-    args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "24", "--out", str(out),
+    args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "24",
             "--max-seq-len", "128", "--dtype", "bf16"]
-    res = CliRunner().invoke(main, [*args, "--only", "decode", "--only", "rmsnorm"])
-    assert res.exit_code == 0, res.output
-    assert f"--only: {len(want)} of {len(ex.tasks)} tasks" in res.output
-    tuned = {r.task.key for r in Database.load(out, "h200").records}
+
+    def tuned_by(logs: Path, *filters: str) -> set[str]:
+        """The tasks a tune with ``filters`` into ``logs`` recorded, after it said it narrowed to ``want``."""
+        res = CliRunner().invoke(main, [*args, "--out", str(logs), *filters])
+        assert res.exit_code == 0, res.output
+        assert f"--only: {len(want)} of {len(ex.tasks)} tasks" in res.output
+        return {r.task.key for r in Database.load(logs, "h200").records}
+
+    tuned = tuned_by(tmp_path / "logs", "--only", "decode", "--only", "rmsnorm")
     assert tuned and tuned <= {t.key for t in want}
     res = CliRunner().invoke(main, [*args, "--only", "prefill", "--only", "no-such-epilogue"])
     assert res.exit_code == 1 and "'no-such-epilogue': no task's summary contains" in res.output
     assert str(ex.tasks[0].task) in res.output
     # --skip leaves out what --only would keep: the same tasks, named the other way
     assert all(("decode" in str(t.task)) != ("prefill" in str(t.task)) for t in ex.tasks)
-    skipped = tmp_path / "skipped"
-    to_skipped = [str(skipped) if a == str(out) else a for a in args]
-    res = CliRunner().invoke(main, [*to_skipped, "--only", "rmsnorm", "--skip", "prefill"])
-    assert res.exit_code == 0, res.output
-    assert f"--only: {len(want)} of {len(ex.tasks)} tasks" in res.output
-    tuned = {r.task.key for r in Database.load(skipped, "h200").records}
+    tuned = tuned_by(tmp_path / "skipped", "--only", "rmsnorm", "--skip", "prefill")
     assert tuned and tuned <= {t.key for t in want}
     res = CliRunner().invoke(main, [*args, "--only", "decode", "--skip", "decode"])
     assert res.exit_code == 1 and "--skip 'decode': no task's summary contains" in res.output
