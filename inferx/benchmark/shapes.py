@@ -56,13 +56,12 @@ def make_config(shape: str) -> Any:
 def projections(shape: str) -> dict[str, tuple[int, int]]:
     """The (N, K) of each projection of a decoder layer of ``shape``: qkv, o, gate_up (gate and
     up as one [2I, H] weight, as the compiler merges them) and down."""
-    if shape not in SHAPES:
-        raise ValueError(f"unknown shape {shape!r}: the shapes are {', '.join(SHAPES)}")
-    c = SHAPES[shape]
-    hidden, inter = c["hidden_size"], c["intermediate_size"]
-    head_dim = c.get("head_dim") or hidden // c["num_attention_heads"]
-    qkv = (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * head_dim
-    return {"qkv": (qkv, hidden), "o": (hidden, hidden), "gate_up": (2 * inter, hidden), "down": (hidden, inter)}
+    from inferx.benchmark.roofline import Dims
+
+    d = Dims.of(make_config(shape))
+    qkv = (d.heads + 2 * d.kv_heads) * d.head_dim
+    return {"qkv": (qkv, d.hidden), "o": (d.hidden, d.hidden), "gate_up": (2 * d.intermediate, d.hidden),
+            "down": (d.hidden, d.intermediate)}
 
 
 def plain_gemm_module(shape: str, dtype: str = "bf16") -> Any:
