@@ -12,6 +12,7 @@ rotation happens in registers. Tile shapes: BM x BN x BK, powers of two, chosen 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
@@ -85,9 +86,10 @@ class GemmSchedule:
     # (see ``tma_applies``); a gated GEMM loads its gate and up rows as one box of 2*BN rows
     # where they are stored in pairs (interleave-pairs), else as two boxes.
     tma: int = 0
-    # Persistent grid (dot path, no split-K): PERSISTENT x 132 programs (an H100/H200 has 132
-    # SMs) loop over the output tiles, the loop flattened where Triton can (so the next tile's
-    # loads may start under this one's epilogue). 0: one program per tile.
+    # Persistent grid (no split-K): PERSISTENT x 132 programs (an H100/H200 has 132 SMs) loop over
+    # the output tiles; on the dot path the loop is flattened where Triton can (so the next tile's
+    # loads may start under this one's epilogue); a GEMV loads the next tile's first K step under
+    # each tile when it preloads (``generate``). 0: one program per tile.
     persistent: int = 0
     # Tile order (dot path): 0 walks every row tile of one column of W tiles before the next
     # column (W tiles reused across all rows, x re-read per column); GROUP_M > 0 walks GROUP_M row
@@ -210,10 +212,80 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 f"block_shape=[{box}, BK])")
     if sched.group_m and gemv:
         raise em.error(lin, f"a grouped tile order is generated for the dot path: {sched}")
-    if sched.persistent and (gemv or split > 1):
-        raise em.error(lin, f"a persistent grid is generated for the dot path without split-K: {sched}")
-    if sched.persistent or sched.group_m:  # a linear tile index
-        em.emit(f"num_m = tl.cdiv({em.dim(sy.product(x_t.shape[:-1]))}, BM)")
+    # No K masks where BK divides K (measured: 5% of the Llama-3-8B gate/up GEMM at 2048 rows)
+    ragged = k_dim % sched.bk != 0
+    precision = "" if low else ', input_precision="ieee"'
+
+    def w_tile(cols: str, cmask: str = "cn", n: str = "") -> str:
+        """A tile of W rows ``cols`` at the K step whose names end in ``n``."""
+        kk, km = f"kk{n}", f"km{n}"
+        if gemv:  # [BN, BK]: K is contiguous, so each row is one run of 16-byte loads
+            where = (
+                f"{cols}[:, None] * {k_dim} + {kk}[None, :]"
+                if layout == "nk"
+                else f"{kk}[None, :] * {n_dim} + {cols}[:, None]"
+            )
+            return f"tl.load({w_ptr} + {where}, mask={cmask}[:, None] & {km}[None, :], other=0)"
+        kmw = f" & {km}[:, None]" if ragged else ""
+        if layout == "nk":
+            return f"tl.load({w_ptr} + {cols}[None, :] * {k_dim} + {kk}[:, None], mask={cmask}[None, :]{kmw}, other=0)"
+        return f"tl.load({w_ptr} + {kk}[:, None] * {n_dim} + {cols}[None, :], mask={cmask}[None, :]{kmw}, other=0)"
+
+    if sched.persistent and split > 1:
+        raise em.error(lin, f"a persistent grid is generated without split-K: {sched}")
+    # Preload (decode GEMVs under PDL): the first K step's W tiles are loaded before the grid wait,
+    # while the kernel before this one still runs; W must be a stored weight, which no kernel writes.
+    preload = preload and gemv and weight_only(kernel.operands[_idx(lin.weight)])
+    # The gated GEMM on the dot path as one interleaved accumulator (below)
+    interleaved = bool(gated) and not gemv and (pairs or (split == 1 and not sched.tma))
+    # A second W tile each step: the up half of a gated split, or RoPE partners the tile does not hold
+    second = bool((gated and not interleaved) or (partner and not paired))
+    rows = em.dim(sy.product(x_t.shape[:-1]))
+
+    def tile_columns(tile: str, sfx: str) -> None:
+        """The W rows of linear tile ``tile`` (a persistent GEMV's next one), names ending in
+        ``sfx``: ``c``, its mask (past N or past the last tile), and the gate/up or RoPE partner rows."""
+        em.emit(f"pid_n{sfx} = ({tile}) // num_m")
+        if paired and paired != "t":
+            em.emit(f"t{sfx} = pid_n{sfx} * BN + tl.arange(0, BN)")
+            em.emit(f"c{sfx} = " + re.sub(r"\bt\b", "t" + sfx, paired))
+        else:
+            em.emit(f"c{sfx} = pid_n{sfx} * BN + tl.arange(0, BN)")
+        em.emit(f"cn{sfx} = (c{sfx} < {n_tile}) & (({tile}) < tiles)")
+        if pairs:
+            em.emit(f"gc{sfx} = 2 * c{sfx}")
+            em.emit(f"pc{sfx} = gc{sfx} + 1")
+        elif gated:
+            em.emit(f"pc{sfx} = c{sfx} + {n_tile}")
+        elif partner and not paired:
+            em.emit(f"pc{sfx} = c{sfx} + {partner}")
+
+    def preload_first_step(sfx: str) -> None:
+        """The first K step's W tiles of the tile whose columns end in ``sfx`` into w0 (and wp0)."""
+        gcol = f"gc{sfx}" if pairs else f"c{sfx}"
+        em.emit(f"w0 = {w_tile(gcol, f'cn{sfx}', n='0')}")
+        if second:
+            em.emit(f"wp0 = {w_tile(f'pc{sfx}', f'cn{sfx}', n='0')}")
+
+    if sched.persistent and gemv:
+        # A persistent GEMV: PERSISTENT programs per SM loop over the column tiles. With preload
+        # the first tile's first K step is loaded before the grid wait, and each tile loads the
+        # next one's before its own remaining steps, so a program always has the next weights in
+        # flight; every other step of a tile is loaded in its K loop.
+        em.emit(f"num_m = tl.cdiv({rows}, BM)")
+        em.emit(f"tiles = num_m * {n_tiles}")
+        if preload:
+            em.emit("kk0 = tl.arange(0, BK)")
+            em.emit(f"km0 = kk0 < {k_dim}")
+            tile_columns("tl.program_id(0)", "_n")
+            preload_first_step("_n")
+            if grid_wait:
+                em.emit(GRID_WAIT)
+        em.emit("for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):")
+        em.indent += 1  # the rest of the kernel is one tile's work
+        _tile_coords(em, 0, n_tiles)
+    elif sched.persistent or sched.group_m:  # a linear tile index
+        em.emit(f"num_m = tl.cdiv({rows}, BM)")
         if sched.persistent:
             # Flattened (the next tile's loads may start under this one's epilogue), except around
             # the row-sum reduction's branch and loop, which Triton 3.6 does not flatten
@@ -235,7 +307,6 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         em.emit(f"c = {paired}")
     else:
         em.emit("c = pid_n * BN + tl.arange(0, BN)")
-    rows = em.dim(sy.product(x_t.shape[:-1]))
     em.emit(f"M = {rows}")
     em.emit("rm = r < M")
     em.emit(f"cn = c < {n_tile}")
@@ -246,7 +317,6 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     # 2*BN rows are contiguous: one load, one TMA box, also under split-K. With the halves
     # stored apart the rows are gathered (no split-K); under TMA, where each box is a run of
     # contiguous rows, gate and up rows come as two boxes into two accumulators instead.
-    interleaved = bool(gated) and not gemv and (pairs or (split == 1 and not sched.tma))
     if interleaved:
         em.emit("t2 = tl.arange(0, 2 * BN)")
         em.emit("cj = pid_n * BN + t2 // 2")
@@ -267,30 +337,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         em.emit(f"accp = tl.zeros({acc_shape}, dtype=tl.float32)")
     # A second accumulator over other weight rows: the up half of a gated split, or RoPE partners
     # when a tile does not already hold them (with paired columns they are a swap of halves).
-    second = (gated and not interleaved) or (partner and not paired)
     has_accp = bool(second or interleaved)  # an accp after the K loop (split off acc2 or its own)
     if partner and not paired:
         em.emit(f"pc = c + {partner}")
         em.emit(f"accp = tl.zeros({acc_shape}, dtype=tl.float32)")
-    # No K masks where BK divides K (measured: 5% of the Llama-3-8B gate/up GEMM at 2048 rows)
-    ragged = k_dim % sched.bk != 0
-    precision = "" if low else ', input_precision="ieee"'
-
-    def w_tile(cols: str, cmask: str = "cn", n: str = "") -> str:
-        """A tile of W rows ``cols`` at the K step whose names end in ``n``."""
-        kk, km = f"kk{n}", f"km{n}"
-        if gemv:  # [BN, BK]: K is contiguous, so each row is one run of 16-byte loads
-            where = (
-                f"{cols}[:, None] * {k_dim} + {kk}[None, :]"
-                if layout == "nk"
-                else f"{kk}[None, :] * {n_dim} + {cols}[:, None]"
-            )
-            return f"tl.load({w_ptr} + {where}, mask={cmask}[:, None] & {km}[None, :], other=0)"
-        kmw = f" & {km}[:, None]" if ragged else ""
-        if layout == "nk":
-            return f"tl.load({w_ptr} + {cols}[None, :] * {k_dim} + {kk}[:, None], mask={cmask}[None, :]{kmw}, other=0)"
-        return f"tl.load({w_ptr} + {kk}[:, None] * {n_dim} + {cols}[None, :], mask={cmask}[None, :]{kmw}, other=0)"
-
     def accumulate(acc: str, w: str, a: str) -> None:
         if defer:  # [BN, BK] products of one row, summed over K after the loop
             em.emit(f"{acc} += {w}.to(tl.float32) * {a}.to(tl.float32)")
@@ -303,10 +353,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 em.emit(f"{w} = {w}.to(tl.float32)")
             em.emit(f"{acc} += tl.dot({a}, {w}{precision})")
 
-    # Preload (decode GEMVs under PDL): the first K step's W tiles are loaded before the grid wait,
-    # while the kernel before this one still runs; W must be a stored weight, which no kernel writes.
-    preload = preload and gemv and weight_only(kernel.operands[_idx(lin.weight)])
-    if preload:
+    if preload and not sched.persistent:
         em.emit("kk0 = tl.arange(0, BK)")
         em.emit(f"km0 = kk0 < {k_dim}")
         em.emit(f"w0 = {w_tile(gc, n='0')}")
@@ -409,9 +456,12 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 bk = f"tl.load(in{_idx(ln_b)} + {kk}, mask={km}, other=0).to(tl.float32)"
                 em.emit(f"bw += tl.sum({bk}{bk_axis[0]} * wf{n}, {bk_axis[1]})")
 
-    if preload:  # the first step, its W tiles already loaded: names ending in 0, none carried by the loop
+    if preload:  # the first step, its W tiles already loaded: names ending in 0, none carried by the K loop
         k_step("0")
         k_range = f"BK, {k_dim}"
+        if sched.persistent:  # the next tile's first step, in flight under this tile's other steps
+            tile_columns("tile + tl.num_programs(0)", "_n")
+            preload_first_step("_n")
     em.emit(f"for k0 in {'tl.static_range' if sched.unroll else 'range'}({k_range}, BK):")
     em.indent += 1
     k_step("")

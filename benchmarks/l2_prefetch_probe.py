@@ -1,0 +1,177 @@
+"""Does a decode step gain when each kernel asks L2 for the next kernel's weights?
+
+Stand-in kernels for the Llama-3.2-1B decode layer at batch 1 (``--layer``: MB each streaming
+kernel reads, 0 for a latency-bound stand-in of decode attention), ``--layers`` of them and a
+final stream for the lm_head, all over one buffer laid out in launch order, in one CUDA graph.
+Each variant has every kernel ask L2 for the window of the weight stream right after its own
+bytes (``cp.async.bulk.prefetch.L2``, one bulk request per thread, no registers held) from the
+grid's first programs as they start or from its last ones as they end: DRAM is idle in every
+kernel's tail, in each launch's ramp and through the attention stand-in, and those requests can
+fill it. Timed per step (median of
+graph replays) beside the same chain without requests.
+
+    python benchmarks/l2_prefetch_probe.py --windows 0,4,8,16,32 --out probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# One bulk request for L2 of $2 bytes at $1, none where $2 is 0.
+PREFETCH_ASM = "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }"
+LAYER_1B = "12.6,0,8.4,67.1,33.6"  # qkv, attention (latency), o, gate|up, down
+
+
+def kernels() -> Any:
+    import triton
+    import triton.language as tl
+
+    PREFETCH = tl.constexpr(PREFETCH_ASM)
+
+    @triton.jit
+    def l2_window(w, w_bytes, AT: tl.constexpr, NT: tl.constexpr, REQ: tl.constexpr):  # type: ignore[no-untyped-def]
+        """Ask L2 for ``w_bytes`` bytes at ``w`` in bulk requests of REQ bytes, one per thread, from
+        the grid's first programs (AT 1: they start first) or its last (AT 2: they end last)."""
+        pid = tl.program_id(0)
+        g = tl.num_programs(0)
+        reqs = tl.cdiv(w_bytes, REQ)
+        first = 0 if AT == 1 else tl.maximum(g - tl.cdiv(reqs, NT), 0)
+        idx = (pid - first) * NT + tl.arange(0, NT)
+        live = (idx >= 0) & (idx < reqs)
+        if tl.sum(live.to(tl.int32), 0) > 0:
+            size = tl.where(live, REQ, 0).to(tl.int32)
+            tl.inline_asm_elementwise(PREFETCH, "=r,l,r",
+                                      [w + tl.where(live, idx, 0).to(tl.int64) * (REQ // 2), size], dtype=tl.int32,
+                                      is_pure=False, pack=1)
+
+    @triton.jit
+    def stream(x, out, n, w, w_bytes, CHUNK: tl.constexpr, BLOCK: tl.constexpr, AT: tl.constexpr,  # type: ignore[no-untyped-def]
+               NT: tl.constexpr, EVICT: tl.constexpr, REQ: tl.constexpr):
+        pid = tl.program_id(0)
+        if AT == 1:
+            l2_window(w, w_bytes, AT, NT, REQ)
+        base = pid.to(tl.int64) * CHUNK
+        acc = tl.zeros((BLOCK,), dtype=tl.float32)
+        for i in range(0, CHUNK, BLOCK):
+            offs = base + i + tl.arange(0, BLOCK)
+            if EVICT:
+                v = tl.load(x + offs, mask=offs < n, other=0, eviction_policy="evict_first")
+            else:
+                v = tl.load(x + offs, mask=offs < n, other=0)
+            acc += v.to(tl.float32)
+        tl.store(out + pid, tl.sum(acc))
+        if AT == 2:
+            l2_window(w, w_bytes, AT, NT, REQ)
+
+    @triton.jit
+    def latency(x, out, w, w_bytes, STEPS: tl.constexpr, AT: tl.constexpr, NT: tl.constexpr, REQ: tl.constexpr):  # type: ignore[no-untyped-def]
+        """STEPS dependent 8 KB loads per program (each address waits on the last load's sum), then
+        an arrival on a counter: a stand-in for split-KV decode attention's round trips."""
+        pid = tl.program_id(0)
+        if AT == 1:
+            l2_window(w, w_bytes, AT, NT, REQ)
+        dep = pid * 0
+        acc = tl.zeros((64, 64), dtype=tl.float32)
+        for s in range(STEPS):
+            offs = (pid * STEPS + s) * 4096 + dep + tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
+            t = tl.load(x + offs).to(tl.float32)
+            acc += t
+            dep = (tl.sum(tl.sum(t, 1), 0) * 0.0).to(tl.int32)
+        tl.store(out + pid, tl.sum(tl.sum(acc, 1), 0))
+        if AT == 2:
+            l2_window(w, w_bytes, AT, NT, REQ)
+
+    return stream, latency
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layer", default=LAYER_1B, help="MB each kernel of a layer streams; 0: the latency stand-in")
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--head-mb", type=float, default=525.3, help="MB of the final stream (the lm_head)")
+    ap.add_argument("--windows", default="0,4,8,16,32", help="MB each kernel asks L2 for past its own bytes")
+    ap.add_argument("--at", default="start,end", help="where in each program the requests go")
+    ap.add_argument("--evict", default="0,1", help="streams load with evict_first (1) or not (0)")
+    ap.add_argument("--steps", type=int, default=3, help="dependent loads per program of the latency stand-in")
+    ap.add_argument("--req", type=int, default=4096, help="bytes per bulk request (a multiple of 16)")
+    ap.add_argument("--chunk-kb", type=int, default=16)
+    ap.add_argument("--replays", type=int, default=40)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    import torch
+    import triton
+
+    if not torch.cuda.is_available():
+        sys.exit("l2_prefetch_probe: needs a CUDA GPU")
+    stream, latency = kernels()
+    layer = [float(m) for m in args.layer.split(",")]
+    sizes = layer * args.layers + [args.head_mb]
+    chunk = args.chunk_kb * 512  # bf16 elements a program
+    lat_programs = 128
+    lat_elems = lat_programs * args.steps * 4096 + 4096
+    elems = [int(mb * 1e6) // 2 // chunk * chunk if mb > 0 else lat_elems for mb in sizes]
+    starts = [sum(elems[:i]) for i in range(len(elems))]
+    total = sum(elems)
+    buf = torch.randn(total + (64 << 20), dtype=torch.bfloat16, device="cuda")  # tail: windows past the end
+    out = torch.empty(max(e // chunk for e in elems) + lat_programs, dtype=torch.float32, device="cuda")
+    weight_bytes = 2 * total
+
+    def chain(window_mb: float, at: int, evict: int) -> None:
+        for mb, e, s in zip(sizes, elems, starts, strict=True):
+            wb = int(window_mb * 1e6) if at else 0
+            w = buf[s + e:]
+            x = buf[s:]
+            if mb > 0:
+                stream[(e // chunk,)](x, out, e, w, wb, CHUNK=chunk, BLOCK=2048, AT=at, NT=256, EVICT=evict,
+                                      REQ=args.req, num_warps=8)
+            else:
+                latency[(lat_programs,)](x, out, w, wb, STEPS=args.steps, AT=at, NT=128, REQ=args.req,
+                                         num_warps=4)
+
+    def timed(window_mb: float, at: int, evict: int) -> float:
+        chain(window_mb, at, evict)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            chain(window_mb, at, evict)
+        for _ in range(3):
+            graph.replay()
+        times = []
+        for _ in range(args.replays):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            graph.replay()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+        return statistics.median(times)
+
+    rows = []
+    ats = {"start": 1, "end": 2}
+    for evict in (int(e) for e in args.evict.split(",")):
+        base = timed(0, 0, evict)
+        rows.append({"window_mb": 0, "at": "none", "evict_first": evict, "s": base})
+        print(f"evict_first {evict}: no requests {base * 1e3:.4f} ms ({weight_bytes / base / 1e12:.2f} TB/s over "
+              f"{weight_bytes / 1e9:.3f} GB, {len(sizes)} launches)", flush=True)
+        for name in args.at.split(","):
+            for wmb in (float(w) for w in args.windows.split(",") if float(w) > 0):
+                t = timed(wmb, ats[name], evict)
+                rows.append({"window_mb": wmb, "at": name, "evict_first": evict, "s": t})
+                print(f"evict_first {evict}: window {wmb:5.1f} MB at {name:5s} {t * 1e3:.4f} ms "
+                      f"({(t - base) * 1e6:+7.1f} us, {(t - base) / len(sizes) * 1e6:+5.2f} a launch)", flush=True)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                              "triton": triton.__version__, "sizes_mb": sizes, "steps": args.steps,
+                                              "weight_bytes": weight_bytes, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
