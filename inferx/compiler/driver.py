@@ -376,9 +376,8 @@ def nearest_bucket_record(task: AnyTask, db: Database) -> tuple[Any, Record, int
     return None
 
 
-# At most this many programs per SM of a persistent decode GEMV: half of the 32 an H100 or H200 SM
-# holds, so the next kernel's programs have room beside them.
-PERSISTENT_GEMV_PER_SM = 16
+# At most this many programs per SM of a persistent decode GEMV: the 32 an H100 or H200 SM holds.
+PERSISTENT_GEMV_PER_SM = 32
 
 
 def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
