@@ -23,9 +23,7 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     ``dump_ir`` (a directory), ``progress`` (a callable taking a line), ``tuning_logs`` (the tuning
     database's root; None for heuristic schedules only), ``pdl`` (CUDA sessions launch with
     programmatic dependent launch unless told otherwise), ``overlap`` (under PDL, each kernel's
-    weights start streaming as the one before it ends), ``persistent_gemv`` (decode GEMVs on
-    persistent grids of about that many warps per SM, each kernel's next one resident beside it
-    under PDL; 0 off), ``fuse_mlp`` (each decode layer's MLP as
+    weights start streaming as the one before it ends), ``fuse_mlp`` (each decode layer's MLP as
     one kernel, for ``max_batch`` up to 8), ``fuse_attention_o`` (each decode layer's attention and
     o projection as one kernel, for ``max_batch`` up to 8)."""
     from pathlib import Path

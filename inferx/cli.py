@@ -165,17 +165,6 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
 
 OVERLAP_HELP = ("Decode GEMVs load their first weight tiles before waiting for the kernel before them and let the "
                 "next one start right after: under PDL, their weights stream as the kernel before ends.")
-
-
-def _check_persistent_gemv(warps: int) -> None:
-    if not 0 <= warps <= 64:
-        raise UserError(f"--persistent-gemv {warps}: warps per SM run from 0 (off) to 64 (a Hopper SM's limit)")
-
-
-PERSISTENT_GEMV_HELP = ("Decode GEMVs on persistent grids of about WARPS warps per SM (0: one program per tile), "
-                        "each loading its first weights before waiting for the kernel before it; they and decode "
-                        "attention let the next kernel start right after their wait, so under PDL it sits "
-                        "resident beside them with its weights in flight.")
 FUSE_MLP_HELP = ("Each decode layer's MLP (gate|up and down GEMVs) as one kernel, for --max-batch up to 8 "
                  "(on an H200 slower than the two kernels: 0.83-0.88x at best on the Llama-3.2-1B shape, "
                  "0.89x on the Llama-3-8B shape).")
@@ -204,13 +193,12 @@ FUSE_ATTENTION_O_HELP = ("Each decode layer's attention and o projection as one 
                    "(each may start as the one before it ends) unless told otherwise.")
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
               help=OVERLAP_HELP)
-@click.option("--persistent-gemv", type=int, default=0, show_default=True, metavar="WARPS", help=PERSISTENT_GEMV_HELP)
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
 @click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
               help=FUSE_ATTENTION_O_HELP)
 def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
-                    dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool, persistent_gemv: int,
-                    fuse_mlp: bool, fuse_attention_o: bool) -> None:
+                    dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool, fuse_mlp: bool,
+                    fuse_attention_o: bool) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
     Progress goes to stderr; the artifact's path to stdout."""
@@ -222,7 +210,6 @@ def compile_command(model: str, output: str, target: str, dtype: str | None, max
         raise UserError(f"unknown dtype {dtype!r}: the dtypes are {', '.join(DTYPE_CHOICES)}")
     if jobs is not None and jobs < 1:
         raise UserError(f"--jobs must be at least 1, got {jobs}")
-    _check_persistent_gemv(persistent_gemv)
     path = Path(model)
     if not path.exists():
         raise UserError(f"{model}: no such file or directory")
@@ -232,7 +219,7 @@ def compile_command(model: str, output: str, target: str, dtype: str | None, max
         target=target, dtype=dtype, max_seq_len=max_seq_len, max_batch=max_batch,
         dump_ir=Path(dump_ir) if dump_ir else None, progress=lambda line: click.echo(line, err=True),
         jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2), pdl=pdl, overlap=overlap,
-        persistent_gemv=persistent_gemv, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
+        fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
     )
     with _user_errors(_compile_errors()):
         out = compile_model(path, Path(output), options)
@@ -404,7 +391,6 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
                    "before it ends).")
 @click.option("--overlap/--no-overlap", default=False, show_default=True,
               help=OVERLAP_HELP)
-@click.option("--persistent-gemv", type=int, default=0, show_default=True, metavar="WARPS", help=PERSISTENT_GEMV_HELP)
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
 @click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
               help=FUSE_ATTENTION_O_HELP)
@@ -413,16 +399,15 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
                    "the peers compute the LM head over the last token alone too).")
 def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
                   warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool, overlap: bool,
-                  persistent_gemv: int, fuse_mlp: bool, fuse_attention_o: bool, prefill_last: bool) -> None:
+                  fuse_mlp: bool, fuse_attention_o: bool, prefill_last: bool) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
     from inferx.benchmark.main import BenchError, bench, options
 
-    _check_persistent_gemv(persistent_gemv)
     try:
         opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl,
-                       overlap=overlap, persistent_gemv=persistent_gemv, fuse_mlp=fuse_mlp,
-                       fuse_attention_o=fuse_attention_o, prefill_last=prefill_last)
+                       overlap=overlap, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
+                       prefill_last=prefill_last)
         bench(opts, Path(out) if out else None)
     except BenchError as e:
         raise UserError(str(e)) from None

@@ -133,16 +133,16 @@ def test_pdl_artifacts_launch_with_pdl(tmp_path: Path) -> None:
     art = inferx.compile(model, target="h200", output=tmp_path / "a", dtype="bf16", max_seq_len=64, max_batch=1,
                          tuning_logs=None, jobs=os.cpu_count() or 2)
     a = load_artifact(art)
-    assert a.manifest["launch"] == {"pdl": True, "overlap": False, "persistent_gemv": 0}
+    assert a.manifest["launch"] == {"pdl": True, "overlap": False}
     kernels = a.manifest["kernels"]
     assert all(k["grid_dependency"] and "gdc_wait()" in a.file_bytes(k["file"]).decode() for k in kernels.values())
     unlaunched = load_artifact(inferx.compile(model, target="h200", output=tmp_path / "c", dtype="bf16", max_seq_len=64,
                                               max_batch=1, pdl=False, tuning_logs=None, jobs=os.cpu_count() or 2))
-    assert unlaunched.manifest["launch"] == {"pdl": False, "overlap": False, "persistent_gemv": 0}
+    assert unlaunched.manifest["launch"] == {"pdl": False, "overlap": False}
     assert set(unlaunched.manifest["kernels"]) == set(kernels)
     assert not CudaSession(unlaunched, driver=FakeDriver()).pdl  # type: ignore[arg-type]
     assert CudaSession(a, driver=FakeDriver()).pdl  # type: ignore[arg-type]
     assert not CudaSession(a, driver=FakeDriver(), pdl=False).pdl  # type: ignore[arg-type]
     plain = load_artifact(inferx.compile(model, target="cpu", output=tmp_path / "b", dtype="fp32", max_seq_len=64,
                                          max_batch=1, pdl=True))
-    assert plain.manifest["launch"] == {"pdl": False, "overlap": False, "persistent_gemv": 0}
+    assert plain.manifest["launch"] == {"pdl": False, "overlap": False}

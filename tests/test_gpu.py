@@ -345,29 +345,6 @@ def test_overlap_artifact_matches_the_plain_one(tmp_path) -> None:  # type: igno
         assert _rel(got, want) < 1e-3, f"step {step}: rel err {_rel(got, want):.3g}; {repro}"
 
 
-@pytest.mark.parametrize("warps", [8, 32])
-def test_persistent_gemv_artifact_matches_the_plain_one(tmp_path, warps) -> None:  # type: ignore[no-untyped-def]
-    """An artifact compiled with ``persistent_gemv`` (decode GEMVs on persistent grids, loading
-    their first weights before the grid wait; they and decode attention releasing the next kernel
-    right after it), launched with PDL, computes what the plain artifact computes over 20
-    graph-replayed decode steps at batch 1 and 3 (one-row and multi-row GEMVs)."""
-    model = _model("llama")
-    arts = {w: inferx.compile(model, target="h200", output=tmp_path / f"{w}.ixa", dtype="bf16", max_seq_len=128,
-                              max_batch=4, persistent_gemv=w, jobs=os.cpu_count() or 4) for w in (0, warps)}
-    repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'persistent_gemv_artifact and {warps}'"
-    kernels = load_artifact(arts[warps]).manifest["kernels"].values()
-    assert sum(k["grid"][0].startswith("min(") for k in kernels if k["template"] == "gemm") >= 5, repro
-    for batch in (1, 3):
-        plain, persistent = inferx.load(arts[0], device="cuda"), inferx.load(arts[warps], device="cuda")
-        assert persistent.pdl
-        ids = [[3, 1, 4, 1, 5, 9, 2, 6]] * batch
-        np.testing.assert_array_equal(persistent.prefill(ids), plain.prefill(ids), err_msg=repro)
-        for step in range(20):
-            tok = [[step + 7 + 4 * b] for b in range(batch)]
-            got, want = persistent.decode(tok), plain.decode(tok)
-            assert _rel(got, want) < 1e-3, f"batch {batch}, step {step}: rel err {_rel(got, want):.3g}; {repro}"
-
-
 @pytest.mark.parametrize("options", [("fuse_mlp",), ("fuse_attention_o",), ("fuse_mlp", "fuse_attention_o")])
 def test_fused_decode_kernels_match_hf_and_replay(tmp_path, options) -> None:  # type: ignore[no-untyped-def]
     """``fuse_mlp`` and ``fuse_attention_o`` (a decode layer's MLP, its attention and o projection,

@@ -38,7 +38,18 @@ OVERLAP = {"llama-mlp-bias", "phi3-window", "gpt2"}
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
-    a = _compile_and_run(case, tmp_path, overlap=case in OVERLAP)
+    cfg_cls, model_cls, extra = CASES[case]
+    torch.manual_seed(0)
+    sizes = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4, **extra}
+    cfg = cfg_cls(vocab_size=70, num_hidden_layers=2, max_position_embeddings=64, **sizes)
+    model = model_cls(cfg).eval()
+    with torch.no_grad():  # biases away from their zero init, so one applied to the wrong column shows
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
+    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=2,
+                         schedules="sm_90", overlap=case in OVERLAP)
+    a = load_artifact(art)
     kernels = a.manifest["kernels"]
     gemvs = [k for k in kernels.values() if k["template"] == "gemm" and k["constexprs"]["BM"] == 1]
     assert gemvs, "no GEMV kernel"
@@ -50,45 +61,6 @@ def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
     if case == "llama-head64":
         assert any(k["template"] == "gemm" and (k["constexprs"]["BM"], k["constexprs"]["BN"]) == (128, 64)
                    for k in kernels.values()), "no sm_90 prefill tile"
-
-
-@pytest.mark.parametrize("case", ["gpt2", "llama-gqa4", "llama-mlp-bias", "phi3-window"])
-def test_persistent_gemvs_match_hf(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Decode GEMVs on persistent grids (``persistent_gemv``): with 2 "SMs" each of a handful of
-    programs loops over many column tiles (the L2 prefetch of its first tile, which the
-    interpreter skips, in the source where W is stored N x K); RoPE partners, gate|up pairs with
-    biases, LayerNorm prologues and K-major weights among them. Against HF."""
-    from inferx.compiler.codegen import gemm
-
-    monkeypatch.setattr(gemm, "HOPPER_SMS", 2)
-    a = _compile_and_run(case, tmp_path, persistent_gemv=8)
-    gemvs = [(k, a.file_bytes(k["file"]).decode()) for k in a.manifest["kernels"].values()
-             if k["template"] == "gemm" and k["constexprs"]["BM"] == 1]
-    assert len(gemvs) >= 4, "no decode GEMVs"
-    for k, src in gemvs:  # 8 warps per SM over 2 SMs: 8 // num_warps programs per SM
-        grid, programs = k["grid"], max(1, 8 // k["num_warps"]) * 2
-        assert len(grid) == 1 and grid[0].startswith("min(") and grid[0].endswith(f", {programs})"), grid
-        assert "for tile in range(tl.program_id(0), tiles" in src and "w0 = " not in src, k["name"]
-    # the first tile to L2 where W is stored N x K: not GPT-2's Conv1D weights (K x N), its tied lm_head is
-    prefetching = [("prefetch.global.L2" in src) for _, src in gemvs]
-    assert (any(prefetching) and not all(prefetching)) if case == "gpt2" else all(prefetching)
-    assert a.manifest["launch"]["persistent_gemv"] == 8
-
-
-def _compile_and_run(case: str, tmp_path: Path, **options: object):  # type: ignore[no-untyped-def]
-    """``case`` compiled for the CPU on the GPU's schedules with ``options``, its prefill and three
-    decode steps against HF; returns the loaded artifact."""
-    cfg_cls, model_cls, extra = CASES[case]
-    torch.manual_seed(0)
-    sizes = {"hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4, **extra}
-    cfg = cfg_cls(vocab_size=70, num_hidden_layers=2, max_position_embeddings=64, **sizes)
-    model = model_cls(cfg).eval()
-    with torch.no_grad():  # biases away from their zero init, so one applied to the wrong column shows
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.uniform_(-0.5, 0.5)
-    art = inferx.compile(model, target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=24, max_batch=2,
-                         schedules="sm_90", **options)
     session = inferx.load(art)
     ids = torch.randint(0, 70, (2, 9))
     with torch.no_grad():
@@ -102,7 +74,6 @@ def _compile_and_run(case: str, tmp_path: Path, **options: object):  # type: ign
         with torch.no_grad():
             want = model(seq).logits.numpy()[:, -1:]
         np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
-    return load_artifact(art)
 
 
 @pytest.mark.parametrize("rows", [2, 4])

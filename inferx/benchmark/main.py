@@ -36,7 +36,7 @@ def name_list(text: str) -> tuple[str, ...]:
 def options(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
             warmup: int, device: str, workdir: str | None, kernels: bool = True, pdl: bool = True,
             overlap: bool = False, fuse_mlp: bool = False, fuse_attention_o: bool = False,
-            prefill_last: bool = False, persistent_gemv: int = 0) -> BenchOptions:
+            prefill_last: bool = False) -> BenchOptions:
     """BenchOptions from the command line's text; BenchError on anything invalid."""
     try:
         return BenchOptions(shapes=name_list(shape), batches=int_list(batch, "--batch"),
@@ -44,8 +44,8 @@ def options(shape: str, batch: str, context: str, prefill: str, peers: str, comp
                             peers=name_list(peers), compile_modes=name_list(compile_mode) or ("reduce-overhead",),
                             iters=iters, warmup=warmup, device=device,
                             workdir=Path(workdir) if workdir else None, kernels=kernels, pdl=pdl,
-                            overlap=overlap, persistent_gemv=persistent_gemv, fuse_mlp=fuse_mlp,
-                            fuse_attention_o=fuse_attention_o, prefill_last=prefill_last)
+                            overlap=overlap, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
+                            prefill_last=prefill_last)
     except ValueError as e:
         raise BenchError(str(e)) from None
 

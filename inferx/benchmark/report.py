@@ -139,7 +139,7 @@ def kernel_table(kernels: Sequence[Mapping[str, Any]], floor: LaunchFloor | None
 
 
 # Compile options a run names in its header when on (the JSON's "options" holds them all)
-COMPILE_FLAGS = ("overlap", "persistent_gemv", "fuse_mlp", "fuse_attention_o")
+COMPILE_FLAGS = ("overlap", "fuse_mlp", "fuse_attention_o")
 
 
 def render(results: Mapping[str, Any]) -> str:
@@ -154,10 +154,9 @@ def render(results: Mapping[str, Any]) -> str:
     if "error" in lf:
         lines.append(f"launch floor not measured: {lf['error']}")
     opts = results.get("options") or {}
-    compiled = ["--" + flag.replace("_", "-") + ("" if opts[flag] is True else f" {opts[flag]}")
-                for flag in COMPILE_FLAGS if opts.get(flag)]
+    compiled = [flag for flag in COMPILE_FLAGS if opts.get(flag)]
     if compiled:
-        lines.append(f"InferX compiled with {', '.join(compiled)}")
+        lines.append(f"InferX compiled with {', '.join('--' + f.replace('_', '-') for f in compiled)}")
     for s in results["shapes"]:
         lines += ["", f"== {s['name']} ({s['shape']}) =="]
         lines += shape_table(s["rows"])

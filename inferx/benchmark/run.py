@@ -72,7 +72,6 @@ class BenchOptions:
     seed: int = 0
     pdl: bool = True  # InferX's CUDA session launches with programmatic dependent launch
     overlap: bool = False  # compiled so that under PDL a decode GEMV's weights stream as the kernel before ends
-    persistent_gemv: int = 0  # compiled with decode GEMVs on persistent grids of about this many warps per SM
     fuse_mlp: bool = False  # compiled with each decode layer's MLP as one kernel (batches up to 8)
     fuse_attention_o: bool = False  # and/or its attention and o projection as one (batches up to 8)
     prefill_last: bool = False  # each prefill also timed returning the last token's logits alone
@@ -110,7 +109,6 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
 
     return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
                           max_batch=max(opts.batches), jobs=opts.jobs, overlap=opts.overlap,
-                          persistent_gemv=opts.persistent_gemv,
                           fuse_mlp=opts.fuse_mlp, fuse_attention_o=opts.fuse_attention_o,
                           progress=lambda line: say(f"  {line}"))
 
@@ -242,8 +240,7 @@ def compile_settings(opts: BenchOptions) -> str:
     """The options an artifact is compiled with, as a kept work directory records them: a run with
     other settings compiles again instead of timing the kept artifact."""
     return json.dumps({"max_batch": max(opts.batches), "max_seq_len": opts.max_seq_len, "overlap": opts.overlap,
-                       "persistent_gemv": opts.persistent_gemv, "fuse_mlp": opts.fuse_mlp,
-                       "fuse_attention_o": opts.fuse_attention_o}, sort_keys=True) + "\n"
+                       "fuse_mlp": opts.fuse_mlp, "fuse_attention_o": opts.fuse_attention_o}, sort_keys=True) + "\n"
 
 
 def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, hooks: Hooks,

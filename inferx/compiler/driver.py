@@ -52,7 +52,7 @@ from inferx.autotune.task import (
     shape_of,
 )
 from inferx.compiler.codegen import attention, gemm, generate, heuristic_schedule
-from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, GemmSchedule
+from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
 from inferx.compiler.codegen.tile import dim_code
 from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
@@ -100,12 +100,6 @@ class CompileOptions:
     # an H200 the Llama-3-8B decode step took 3.990 ms with it against 4.013 without (within
     # run-to-run spread) and the Llama-3.2-1B one 0.882 against 0.847 (benchmarks/NOTES.md).
     overlap: bool = False
-    # Decode GEMVs on persistent grids of about this many warps per SM (0: one program per tile,
-    # many waves), each program loading its first tile's first weights before its grid wait and
-    # the next tile's under each tile; they and decode attention let the next kernel launch right
-    # after their wait, so under PDL the next kernel's programs sit resident beside them with
-    # their weights in flight. Measured on stand-in kernels (benchmarks/pdl_chain_probe.py).
-    persistent_gemv: int = 0
     # A decode layer's MLP (gate|up GEMV, down GEMV) as one kernel (fuse-decode-mlp, the mlp
     # template; tuned by ``inferx tune --fuse-mlp``), for decode buckets of up to 8 rows. Off:
     # slower than the two kernels on an H200 (benchmarks/NOTES.md, thirteenth session).
@@ -180,10 +174,10 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         for kop in [o for o in func.body.block.ops if isinstance(o, KernelOp)]:
             for rows in _row_buckets(kop, options):
                 choice = select_schedule(kop, db, options.max_seq_len, rows)
-                ks = _generate(kop, "kernel", choice, sched_target, target, rows, options)
+                ks = _generate(kop, "kernel", choice, sched_target, target, rows, options.overlap)
                 name = _kernel_name(kop.template.data, ks, kernels)
                 if name not in kernels:
-                    kernels[name] = _generate(kop, name, choice, sched_target, target, rows, options)
+                    kernels[name] = _generate(kop, name, choice, sched_target, target, rows, options.overlap)
                     choices[name] = choice
                 bound = rows if rows is not None else options.max_batch * options.max_seq_len
                 variants.setdefault(kop, []).append((bound, name))
@@ -233,8 +227,7 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
             "head_dim": info.head_dim, "dtype": info.dtype,
         },
         "limits": {"max_batch": options.max_batch, "max_seq_len": options.max_seq_len},
-        "launch": {"pdl": bool(options.pdl and target != "cpu"), "overlap": options.overlap,
-                   "persistent_gemv": options.persistent_gemv},
+        "launch": {"pdl": bool(options.pdl and target != "cpu"), "overlap": options.overlap},
         "entries": entries,
         "kernels": kernel_index,
         "weights": weight_index,
@@ -376,22 +369,10 @@ def nearest_bucket_record(task: AnyTask, db: Database) -> tuple[Any, Record, int
     return None
 
 
-# At most this many programs per SM of a persistent decode GEMV: the 32 an H100 or H200 SM holds.
-PERSISTENT_GEMV_PER_SM = 32
-
-
 def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
-              rows: int | None, options: CompileOptions) -> KernelSource:
+              rows: int | None = None, overlap: bool = False) -> KernelSource:
     schedule = choice.schedule or heuristic_schedule(kop, sched_target, rows)
-    overlap, release_early = options.overlap, False
-    if options.persistent_gemv and _decode_kernel(kop):
-        if isinstance(schedule, GemmSchedule) and schedule.gemv:
-            per_sm = max(1, min(PERSISTENT_GEMV_PER_SM, options.persistent_gemv // schedule.num_warps))
-            schedule = replace(schedule, persistent=per_sm)
-            overlap = release_early = True
-        release_early = release_early or kop.template.data == "attention"
-    ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", overlap=overlap,
-                  release_early=release_early)
+    ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", overlap=overlap)
     return ks if choice.schedule is None else replace(ks, schedule_origin=choice.origin)
 
 

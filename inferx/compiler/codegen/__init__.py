@@ -31,7 +31,7 @@ Schedule = gemm.GemmSchedule | attention.AttentionSchedule | mlp.MlpSchedule | a
 
 
 def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Schedule | None = None,
-             grid_dependency: bool | None = None, overlap: bool = False, release_early: bool = False) -> KernelSource:
+             grid_dependency: bool | None = None, overlap: bool = False) -> KernelSource:
     """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits.
     ``target`` ("sm_90" or "cpu") picks schedules, never semantics; a GEMM takes a GemmSchedule,
     attention an AttentionSchedule, the fused MLP an MlpSchedule and the fused attention and
@@ -41,8 +41,7 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
     must not have it. ``overlap``: a decode GEMV loads its first weight tiles before anything else,
     and with the grid dependency waits only after them and lets the next kernel start right after
     its wait (see ``with_grid_dependency``); without it the same code runs with no wait (how the
-    interpreter checks it). ``release_early``: with the grid dependency, the kernel lets the next
-    one launch right after its wait whether or not it loads anything before it."""
+    interpreter checks it)."""
     wanted = kernel.template.data
     gdc = target != "cpu" if grid_dependency is None else grid_dependency
     reasons = []
@@ -67,7 +66,7 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Sched
                 ks = attention_o.generate(kernel, name, schedule, target)
             else:
                 ks = gen(kernel, name)
-            return with_grid_dependency(ks, early_release=overlap, at_wait=release_early) if gdc else ks
+            return with_grid_dependency(ks, early_release=overlap) if gdc else ks
         reasons.append(f"{template}: {reason}")
     raise CodegenError(f"kernel {name}: no template implements it ({'; '.join(reasons) or wanted})")
 
@@ -92,15 +91,14 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
 GDC_IMPORT = "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait\n"
 
 
-def with_grid_dependency(ks: KernelSource, early_release: bool = False, at_wait: bool = False) -> KernelSource:
+def with_grid_dependency(ks: KernelSource, early_release: bool = False) -> KernelSource:
     """``ks`` made safe for programmatic dependent launch (PDL) on sm_90: before it touches data
     the previous kernel may write, it waits until that kernel has finished and its writes are
     visible (``griddepcontrol.wait``: its first statement, or where the template put
     ``GRID_WAIT``), and it lets the next kernel's programs be scheduled
     (``griddepcontrol.launch_dependents``; a program that ends counts as having said so) at its
     end, or, with ``early_release`` and where the template placed the wait (it loads weights
-    before it), right after its wait; with ``at_wait``, right after its wait wherever it is.
-    So every ordering of plain launches
+    before it), right after its wait. So every ordering of plain launches
     still holds; what PDL saves is the launch latency and ramp-up of each kernel, overlapped with
     the tail of the one before. Without PDL both instructions do nothing. Not for the CPU:
     Triton's interpreter has no grid dependency control.
@@ -127,7 +125,7 @@ def with_grid_dependency(ks: KernelSource, early_release: bool = False, at_wait:
         lines.insert(0, "    " + GRID_WAIT)
         waits = [0]
     release = "gdc_launch_dependents()"
-    if at_wait or (early_release and preloads):
+    if early_release and preloads:
         at = lines[waits[0]]
         lines.insert(waits[0] + 1, at[: len(at) - len(at.lstrip())] + release)
     else:

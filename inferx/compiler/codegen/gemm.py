@@ -85,10 +85,9 @@ class GemmSchedule:
     # (see ``tma_applies``); a gated GEMM loads its gate and up rows as one box of 2*BN rows
     # where they are stored in pairs (interleave-pairs), else as two boxes.
     tma: int = 0
-    # Persistent grid (no split-K): PERSISTENT x 132 programs (an H100/H200 has 132 SMs) loop over
-    # the output tiles; on the dot path the loop is flattened where Triton can (so the next tile's
-    # loads may start under this one's epilogue); a GEMV loads the next tile's first K step under
-    # each tile when it preloads (``generate``). 0: one program per tile.
+    # Persistent grid (dot path, no split-K): PERSISTENT x 132 programs (an H100/H200 has 132
+    # SMs) loop over the output tiles, the loop flattened where Triton can (so the next tile's
+    # loads may start under this one's epilogue). 0: one program per tile.
     persistent: int = 0
     # Tile order (dot path): 0 walks every row tile of one column of W tiles before the next
     # column (W tiles reused across all rows, x re-read per column); GROUP_M > 0 walks GROUP_M row
@@ -211,76 +210,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 f"block_shape=[{box}, BK])")
     if sched.group_m and gemv:
         raise em.error(lin, f"a grouped tile order is generated for the dot path: {sched}")
-    # No K masks where BK divides K (measured: 5% of the Llama-3-8B gate/up GEMM at 2048 rows)
-    ragged = k_dim % sched.bk != 0
-    precision = "" if low else ', input_precision="ieee"'
-
-    def w_tile(cols: str, cmask: str = "cn", n: str = "") -> str:
-        """A tile of W rows ``cols`` at the K step whose names end in ``n``."""
-        kk, km = f"kk{n}", f"km{n}"
-        if gemv:  # [BN, BK]: K is contiguous, so each row is one run of 16-byte loads
-            where = (
-                f"{cols}[:, None] * {k_dim} + {kk}[None, :]"
-                if layout == "nk"
-                else f"{kk}[None, :] * {n_dim} + {cols}[:, None]"
-            )
-            return f"tl.load({w_ptr} + {where}, mask={cmask}[:, None] & {km}[None, :], other=0)"
-        kmw = f" & {km}[:, None]" if ragged else ""
-        if layout == "nk":
-            return f"tl.load({w_ptr} + {cols}[None, :] * {k_dim} + {kk}[:, None], mask={cmask}[None, :]{kmw}, other=0)"
-        return f"tl.load({w_ptr} + {kk}[:, None] * {n_dim} + {cols}[None, :], mask={cmask}[None, :]{kmw}, other=0)"
-
-    if sched.persistent and split > 1:
-        raise em.error(lin, f"a persistent grid is generated without split-K: {sched}")
-    # Preload (decode GEMVs under PDL): the first K step's W tiles are loaded before the grid wait,
-    # while the kernel before this one still runs; W must be a stored weight, which no kernel writes.
-    preload = preload and gemv and weight_only(kernel.operands[_idx(lin.weight)])
-    # The gated GEMM on the dot path as one interleaved accumulator (below)
-    interleaved = bool(gated) and not gemv and (pairs or (split == 1 and not sched.tma))
-    # A second W tile each step: the up half of a gated split, or RoPE partners the tile does not hold
-    second = bool((gated and not interleaved) or (partner and not paired))
-    rows = em.dim(sy.product(x_t.shape[:-1]))
-
-    def prefetch_first_tile() -> None:
-        """Every 128-byte line of this program's first tile of W rows (all of K; the gate/up or
-        RoPE partner rows too) asked of L2 (``prefetch.global.L2``: no registers held), for a W
-        stored N x K; rows past N read the last row's lines."""
-        em.emit(f"pid_nf = tl.program_id(0) // tl.cdiv({rows}, BM)")
-        em.emit(f"cf = tl.minimum(pid_nf * BN + tl.arange(0, BN), {n_tile - 1})")
-        cols = ["2 * cf", "2 * cf + 1"] if pairs else ["cf"] + ([f"cf + {n_tile}"] if gated else [])
-        if partner and not paired:
-            cols.append(f"cf + {partner}")
-        w_t = lin.weight.type
-        assert isinstance(w_t, TensorType)
-        per_line = 128 * 8 // w_t.dtype.bits
-        lines = 1 << max(0, (-(-k_dim // per_line) - 1).bit_length())  # a power of two, lines past K clamped
-        for i, col in enumerate(cols):
-            em.emit(f"pf{i} = {w_ptr} + ({col})[:, None] * {k_dim} + tl.minimum(tl.arange(0, {lines}) * {per_line}, "
-                    f"{k_dim - 1})[None, :]")
-            em.emit(f'tl.inline_asm_elementwise("prefetch.global.L2 [$1];\\n\\tmov.u32 $0, 0;", "=r,l", [pf{i}], '
-                    "dtype=tl.int32, is_pure=False, pack=1)")
-
-    if sched.persistent and gemv:
-        # A persistent GEMV: PERSISTENT programs per SM loop over the column tiles. With preload
-        # (a W stored N x K) the program's first tile is asked of L2 before the grid wait, so its
-        # bytes stream while the kernel before ends; loads in the loop then find them there.
-        # (Held in registers instead, the first K step carried across the tile loop, the
-        # Llama-3.2-1B qkv GEMV took 11.9 us against 7.3 alone on an H200: benchmarks/NOTES.md.)
-        em.emit(f"num_m = tl.cdiv({rows}, BM)")
-        em.emit(f"tiles = num_m * {n_tiles}")
-        if preload and layout == "nk":
-            em.emit("if ON_GPU:  # Triton's interpreter runs no inline PTX")
-            em.indent += 1
-            prefetch_first_tile()
-            em.indent -= 1
-        if preload and grid_wait:
-            em.emit(GRID_WAIT)
-        preload = False  # no step of a tile is peeled off its K loop
-        em.emit("for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):")
-        em.indent += 1  # the rest of the kernel is one tile's work
-        _tile_coords(em, 0, n_tiles)
-    elif sched.persistent or sched.group_m:  # a linear tile index
-        em.emit(f"num_m = tl.cdiv({rows}, BM)")
+    if sched.persistent and (gemv or split > 1):
+        raise em.error(lin, f"a persistent grid is generated for the dot path without split-K: {sched}")
+    if sched.persistent or sched.group_m:  # a linear tile index
+        em.emit(f"num_m = tl.cdiv({em.dim(sy.product(x_t.shape[:-1]))}, BM)")
         if sched.persistent:
             # Flattened (the next tile's loads may start under this one's epilogue), except around
             # the row-sum reduction's branch and loop, which Triton 3.6 does not flatten
@@ -302,6 +235,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         em.emit(f"c = {paired}")
     else:
         em.emit("c = pid_n * BN + tl.arange(0, BN)")
+    rows = em.dim(sy.product(x_t.shape[:-1]))
     em.emit(f"M = {rows}")
     em.emit("rm = r < M")
     em.emit(f"cn = c < {n_tile}")
@@ -312,6 +246,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     # 2*BN rows are contiguous: one load, one TMA box, also under split-K. With the halves
     # stored apart the rows are gathered (no split-K); under TMA, where each box is a run of
     # contiguous rows, gate and up rows come as two boxes into two accumulators instead.
+    interleaved = bool(gated) and not gemv and (pairs or (split == 1 and not sched.tma))
     if interleaved:
         em.emit("t2 = tl.arange(0, 2 * BN)")
         em.emit("cj = pid_n * BN + t2 // 2")
@@ -332,10 +267,30 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
         em.emit(f"accp = tl.zeros({acc_shape}, dtype=tl.float32)")
     # A second accumulator over other weight rows: the up half of a gated split, or RoPE partners
     # when a tile does not already hold them (with paired columns they are a swap of halves).
+    second = (gated and not interleaved) or (partner and not paired)
     has_accp = bool(second or interleaved)  # an accp after the K loop (split off acc2 or its own)
     if partner and not paired:
         em.emit(f"pc = c + {partner}")
         em.emit(f"accp = tl.zeros({acc_shape}, dtype=tl.float32)")
+    # No K masks where BK divides K (measured: 5% of the Llama-3-8B gate/up GEMM at 2048 rows)
+    ragged = k_dim % sched.bk != 0
+    precision = "" if low else ', input_precision="ieee"'
+
+    def w_tile(cols: str, cmask: str = "cn", n: str = "") -> str:
+        """A tile of W rows ``cols`` at the K step whose names end in ``n``."""
+        kk, km = f"kk{n}", f"km{n}"
+        if gemv:  # [BN, BK]: K is contiguous, so each row is one run of 16-byte loads
+            where = (
+                f"{cols}[:, None] * {k_dim} + {kk}[None, :]"
+                if layout == "nk"
+                else f"{kk}[None, :] * {n_dim} + {cols}[:, None]"
+            )
+            return f"tl.load({w_ptr} + {where}, mask={cmask}[:, None] & {km}[None, :], other=0)"
+        kmw = f" & {km}[:, None]" if ragged else ""
+        if layout == "nk":
+            return f"tl.load({w_ptr} + {cols}[None, :] * {k_dim} + {kk}[:, None], mask={cmask}[None, :]{kmw}, other=0)"
+        return f"tl.load({w_ptr} + {kk}[:, None] * {n_dim} + {cols}[None, :], mask={cmask}[None, :]{kmw}, other=0)"
+
     def accumulate(acc: str, w: str, a: str) -> None:
         if defer:  # [BN, BK] products of one row, summed over K after the loop
             em.emit(f"{acc} += {w}.to(tl.float32) * {a}.to(tl.float32)")
@@ -348,7 +303,10 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 em.emit(f"{w} = {w}.to(tl.float32)")
             em.emit(f"{acc} += tl.dot({a}, {w}{precision})")
 
-    if preload and not sched.persistent:
+    # Preload (decode GEMVs under PDL): the first K step's W tiles are loaded before the grid wait,
+    # while the kernel before this one still runs; W must be a stored weight, which no kernel writes.
+    preload = preload and gemv and weight_only(kernel.operands[_idx(lin.weight)])
+    if preload:
         em.emit("kk0 = tl.arange(0, BK)")
         em.emit(f"km0 = kk0 < {k_dim}")
         em.emit(f"w0 = {w_tile(gc, n='0')}")
@@ -451,10 +409,9 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
                 bk = f"tl.load(in{_idx(ln_b)} + {kk}, mask={km}, other=0).to(tl.float32)"
                 em.emit(f"bw += tl.sum({bk}{bk_axis[0]} * wf{n}, {bk_axis[1]})")
 
-    if preload:  # the first step, its W tiles already loaded: names ending in 0, none carried by the K loop
+    if preload:  # the first step, its W tiles already loaded: names ending in 0, none carried by the loop
         k_step("0")
         k_range = f"BK, {k_dim}"
-
     em.emit(f"for k0 in {'tl.static_range' if sched.unroll else 'range'}({k_range}, BK):")
     em.indent += 1
     k_step("")
