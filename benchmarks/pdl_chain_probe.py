@@ -54,8 +54,11 @@ def kernels() -> Any:
         acc = tl.zeros((CHUNK,), dtype=tl.float32)
         if PRE > 0:
             acc += tl.sum(first.to(tl.float32), 0)
-        for c in range(pid + PRE * g, n_chunks, g):
-            acc += tl.load(x + c.to(tl.int64) * CHUNK + offs).to(tl.float32)
+        start = pid + PRE * g
+        chunk = x + start.to(tl.int64) * CHUNK
+        for _ in range(start, n_chunks, g):
+            acc += tl.load(chunk + offs).to(tl.float32)
+            chunk += g * CHUNK
         tl.store(out + pid, tl.sum(acc, 0))
         if REL == 1:
             gdc_launch_dependents()
@@ -98,6 +101,11 @@ def main() -> None:
     ap.add_argument("--replays", type=int, default=40)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    bad = [r for r in args.release.split(",") if r not in RELEASE]
+    if bad:
+        sys.exit(f"pdl_chain_probe: --release {args.release!r}: each one of {', '.join(RELEASE)}")
+    if any(not p.isdigit() or int(p) < 1 or int(p) & (int(p) - 1) for p in args.pre.split(",")):
+        sys.exit(f"pdl_chain_probe: --pre {args.pre!r}: each a power of 2 (chunks loaded before a wait)")
     import torch
     import triton
 

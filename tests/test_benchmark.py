@@ -446,3 +446,33 @@ def test_decode_kernel_tables_show_the_launch_floor() -> None:
     assert "launch floor of 17 launches" in report.render({**results, "launch_floor": asdict(floor)})
     failed = report.render({**results, "launch_floor": {"error": "no GPU"}})
     assert "launch floor not measured: no GPU" in failed and "launch floor us" not in failed
+
+
+def test_the_pdl_probe_streams_every_chunk_on_a_persistent_grid() -> None:
+    """benchmarks/pdl_chain_probe.py's streaming stand-in in Triton's interpreter, PDL off (its
+    grid waits and releases are GPU instructions): a persistent grid of 3 programs over 10 chunks
+    sums every chunk, with 0, 1 or 2 chunks per program loaded before the wait (past the last
+    chunk masked off). The probe and the L2 one refuse bad flags, and to run without a GPU, in one
+    line each."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import pdl_chain_probe
+
+    stream, _ = pdl_chain_probe.kernels()
+    x = torch.arange(10 * 256, dtype=torch.float16) % 5
+    for pre in (0, 1, 2):
+        out = torch.zeros(3)
+        stream[(3,)](x, out, 10, CHUNK=256, REL=0, PRE=pre)
+        assert out.sum().item() == x.float().sum().item(), pre
+    bench = Path(__file__).resolve().parent.parent / "benchmarks"
+    for script, flags, said in (
+        ("pdl_chain_probe.py", ["--release", "soon"], "pdl_chain_probe: --release 'soon': each one of off, end, wait, "
+                                                      "start"),
+        ("pdl_chain_probe.py", ["--pre", "3"], "pdl_chain_probe: --pre '3': each a power of 2 (chunks loaded before "
+                                               "a wait)"),
+    ):
+        proc = subprocess.run([sys.executable, str(bench / script), *flags], capture_output=True, text=True)
+        assert proc.returncode != 0 and proc.stderr.strip() == said
+    if not torch.cuda.is_available():
+        for script in ("pdl_chain_probe.py", "l2_prefetch_probe.py"):
+            proc = subprocess.run([sys.executable, str(bench / script)], capture_output=True, text=True)
+            assert proc.returncode != 0 and proc.stderr.strip() == f"{script[:-3]}: needs a CUDA GPU"
