@@ -24,14 +24,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from inferx.benchmark.floor import add_chain_args, replay_times  # noqa: E402
+
 # One bulk request for L2 of $2 bytes at $1, none where $2 is 0.
 PREFETCH_ASM = "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }"
-LAYER_1B = "12.6,0,8.4,67.1,33.6"  # qkv, attention (latency), o, gate|up, down
 
 
 def kernels() -> Any:
     import triton
     import triton.language as tl
+
+    from inferx.benchmark.floor_kernel import dependent_loads
 
     PREFETCH = tl.constexpr(PREFETCH_ASM)
 
@@ -77,14 +80,7 @@ def kernels() -> Any:
         pid = tl.program_id(0)
         if AT == 1:
             l2_window(w, w_bytes, AT, NT, REQ)
-        dep = pid * 0
-        acc = tl.zeros((64, 64), dtype=tl.float32)
-        for s in range(STEPS):
-            offs = (pid * STEPS + s) * 4096 + dep + tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
-            t = tl.load(x + offs).to(tl.float32)
-            acc += t
-            dep = (tl.sum(tl.sum(t, 1), 0) * 0.0).to(tl.int32)
-        tl.store(out + pid, tl.sum(tl.sum(acc, 1), 0))
+        dependent_loads(x, out, pid, STEPS)
         if AT == 2:
             l2_window(w, w_bytes, AT, NT, REQ)
 
@@ -93,17 +89,12 @@ def kernels() -> Any:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--layer", default=LAYER_1B, help="MB each kernel of a layer streams; 0: the latency stand-in")
-    ap.add_argument("--layers", type=int, default=16)
-    ap.add_argument("--head-mb", type=float, default=525.3, help="MB of the final stream (the lm_head)")
+    add_chain_args(ap)
     ap.add_argument("--windows", default="0,4,8,16,32", help="MB each kernel asks L2 for past its own bytes")
     ap.add_argument("--at", default="start,end", help="where in each program the requests go")
     ap.add_argument("--evict", default="0,1", help="streams load with evict_first (1) or not (0)")
-    ap.add_argument("--steps", type=int, default=3, help="dependent loads per program of the latency stand-in")
     ap.add_argument("--req", type=int, default=4096, help="bytes per bulk request (a multiple of 16)")
     ap.add_argument("--chunk-kb", type=int, default=16)
-    ap.add_argument("--replays", type=int, default=40)
-    ap.add_argument("--out", default=None)
     args = ap.parse_args()
     import torch
     import triton
@@ -138,20 +129,7 @@ def main() -> None:
     def timed(window_mb: float, at: int, evict: int) -> float:
         chain(window_mb, at, evict)
         torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            chain(window_mb, at, evict)
-        for _ in range(3):
-            graph.replay()
-        times = []
-        for _ in range(args.replays):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            graph.replay()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / 1e3)
-        return statistics.median(times)
+        return statistics.median(replay_times(lambda: chain(window_mb, at, evict), args.replays, 1))
 
     rows = []
     ats = {"start": 1, "end": 2}

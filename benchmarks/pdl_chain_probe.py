@@ -26,7 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-LAYER_1B = "12.6,0,8.4,67.1,33.6"  # qkv, attention (latency), o, gate|up, down
+from inferx.benchmark.floor import add_chain_args, replay_times  # noqa: E402
+
 CHUNK = 8192  # bf16 elements a chunk (16 KB)
 RELEASE = {"off": 0, "end": 1, "wait": 2, "start": 3}
 
@@ -35,6 +36,8 @@ def kernels() -> Any:
     import triton
     import triton.language as tl
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+
+    from inferx.benchmark.floor_kernel import dependent_loads
 
     @triton.jit
     def stream(x, out, n_chunks, CHUNK: tl.constexpr, REL: tl.constexpr, PRE: tl.constexpr):  # type: ignore[no-untyped-def]
@@ -74,14 +77,7 @@ def kernels() -> Any:
             gdc_wait()
         if REL == 2:
             gdc_launch_dependents()
-        dep = pid * 0
-        acc = tl.zeros((64, 64), dtype=tl.float32)
-        for s in range(STEPS):
-            offs = (pid * STEPS + s) * 4096 + dep + tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
-            t = tl.load(x + offs).to(tl.float32)
-            acc += t
-            dep = (tl.sum(tl.sum(t, 1), 0) * 0.0).to(tl.int32)
-        tl.store(out + pid, tl.sum(tl.sum(acc, 1), 0))
+        dependent_loads(x, out, pid, STEPS)
         if REL == 1:
             gdc_launch_dependents()
 
@@ -90,16 +86,11 @@ def kernels() -> Any:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--layer", default=LAYER_1B, help="MB each kernel of a layer streams; 0: the latency stand-in")
-    ap.add_argument("--layers", type=int, default=16)
-    ap.add_argument("--head-mb", type=float, default=525.3, help="MB of the final stream (the lm_head)")
+    add_chain_args(ap)
     ap.add_argument("--per-sm", default="0,1,2,4", help="programs per SM of the persistent grids (0: waves)")
     ap.add_argument("--release", default="off,end,wait,start", help="PDL forms (off, end, wait, start)")
     ap.add_argument("--pre", default="1", help="chunks loaded before the wait (powers of 2), each tried")
     ap.add_argument("--warps", type=int, default=8, help="warps a streaming program")
-    ap.add_argument("--steps", type=int, default=3, help="dependent loads per program of the latency stand-in")
-    ap.add_argument("--replays", type=int, default=40)
-    ap.add_argument("--out", default=None)
     args = ap.parse_args()
     bad = [r for r in args.release.split(",") if r not in RELEASE]
     if bad:
@@ -137,20 +128,7 @@ def main() -> None:
         got = out[: (last if per_sm == 0 else min(last, per_sm * sms))].sum().item()
         if abs(got - last * CHUNK) > 1e-3 * last * CHUNK:
             raise RuntimeError(f"per_sm {per_sm}, release {rel}, pre {pre}: the lm_head stand-in's sums are wrong")
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            chain(per_sm, rel, pre)
-        for _ in range(3):
-            graph.replay()
-        times = []
-        for _ in range(args.replays):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            graph.replay()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / 1e3)
-        return statistics.median(times)
+        return statistics.median(replay_times(lambda: chain(per_sm, rel, pre), args.replays, 1))
 
     rows: list[dict[str, Any]] = []
     base = None

@@ -53,7 +53,7 @@ def fit(points: Sequence[tuple[float, float]]) -> LaunchFloor:
     return LaunchFloor(statistics.median(t - slope * b for b, t in points), 1.0 / slope)
 
 
-def _replay_times(run: Callable[[], None], replays: int, per: int) -> list[float]:
+def replay_times(run: Callable[[], None], replays: int, per: int) -> list[float]:
     """``run`` captured in one CUDA graph, replayed 3 times, then ``replays`` times timed with CUDA
     events: seconds per replay divided by ``per`` (its launches or phases)."""
     import torch
@@ -72,6 +72,22 @@ def _replay_times(run: Callable[[], None], replays: int, per: int) -> list[float
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3 / per)
     return times
+
+
+# The Llama-3.2-1B decode layer at batch 1 as stand-in kernels (MB each reads; 0: a latency-bound
+# stand-in for decode attention): qkv, attention, o, gate|up, down. The probes' default chain is 16
+# of them and a 525.3 MB stream for the lm_head.
+LAYER_1B = "12.6,0,8.4,67.1,33.6"
+
+
+def add_chain_args(ap: Any) -> None:
+    """The stand-in chain's options shared by the probes (an argparse parser)."""
+    ap.add_argument("--layer", default=LAYER_1B, help="MB each kernel of a layer streams; 0: the latency stand-in")
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--head-mb", type=float, default=525.3, help="MB of the final stream (the lm_head)")
+    ap.add_argument("--steps", type=int, default=3, help="dependent loads per program of the latency stand-in")
+    ap.add_argument("--replays", type=int, default=40)
+    ap.add_argument("--out", default=None, help="write the measurements as JSON here")
 
 
 def time_chain(mb: float, chunk_kb: int = CHUNK_KB, chain: int = 16, replays: int = 20) -> dict[str, Any]:
@@ -98,7 +114,7 @@ def time_chain(mb: float, chunk_kb: int = CHUNK_KB, chain: int = 16, replays: in
     torch.cuda.synchronize()
     if n and abs(out.sum().item() - n) > 1e-3 * n:
         raise RuntimeError(f"read_sum summed {out.sum().item()} over {n} ones")
-    times = _replay_times(run, replays, chain)
+    times = replay_times(run, replays, chain)
     bufs.clear()  # the buffers go before the next size is allocated
     torch.cuda.empty_cache()
     return {"chunk_kb": chunk_kb, "mb": mb, "bytes": 2 * n, "programs": programs,
@@ -138,7 +154,7 @@ def time_phases(mb: float, phases: int, per_sm: int = 1, sync: bool = True, chun
         raise RuntimeError(f"read_phases on {programs} programs (AHEAD={ahead}): sums {out.sum().item()} of "
                            f"{phases * n} ones, {int((out < 0).sum())} programs gave up waiting at a barrier "
                            "(were they all resident at once? registers per program limit programs per SM)")
-    times = _replay_times(run, replays, phases)
+    times = replay_times(run, replays, phases)
     if bool((out < 0).any()):
         raise RuntimeError(f"read_phases on {programs} programs: a barrier wait gave up in a replay")
     bufs.clear()  # the buffer goes before the next size is allocated
