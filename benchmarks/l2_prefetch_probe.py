@@ -96,6 +96,9 @@ def main() -> None:
     ap.add_argument("--req", type=int, default=4096, help="bytes per bulk request (a multiple of 16)")
     ap.add_argument("--chunk-kb", type=int, default=16)
     args = ap.parse_args()
+    if any(a not in ("start", "end") for a in args.at.split(",")) or args.req <= 0 or args.req % 16:
+        sys.exit(f"l2_prefetch_probe: --at {args.at!r} / --req {args.req}: each of start, end / a positive "
+                 "multiple of 16 bytes")
     import torch
     import triton
 

@@ -452,8 +452,7 @@ def test_the_pdl_probe_streams_every_chunk_on_a_persistent_grid() -> None:
     """benchmarks/pdl_chain_probe.py's streaming stand-in in Triton's interpreter, PDL off (its
     grid waits and releases are GPU instructions): a persistent grid of 3 programs over 10 chunks
     sums every chunk, with 0, 1 or 2 chunks per program loaded before the wait (past the last
-    chunk masked off). The probe and the L2 one refuse bad flags, and to run without a GPU, in one
-    line each."""
+    chunk masked off). Both probes refuse bad flags, and to run without a GPU, in one line each."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import pdl_chain_probe
 
@@ -469,6 +468,8 @@ def test_the_pdl_probe_streams_every_chunk_on_a_persistent_grid() -> None:
                                                       "start"),
         ("pdl_chain_probe.py", ["--pre", "3"], "pdl_chain_probe: --pre '3': each a power of 2 (chunks loaded before "
                                                "a wait)"),
+        ("l2_prefetch_probe.py", ["--req", "100"], "l2_prefetch_probe: --at 'start,end' / --req 100: each of start, "
+                                                   "end / a positive multiple of 16 bytes"),
     ):
         proc = subprocess.run([sys.executable, str(bench / script), *flags], capture_output=True, text=True)
         assert proc.returncode != 0 and proc.stderr.strip() == said
