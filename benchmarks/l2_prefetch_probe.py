@@ -7,8 +7,7 @@ Each variant has every kernel ask L2 for the window of the weight stream right a
 bytes (``cp.async.bulk.prefetch.L2``, one bulk request per thread, no registers held) from the
 grid's first programs as they start or from its last ones as they end: DRAM is idle in every
 kernel's tail, in each launch's ramp and through the attention stand-in, and those requests can
-fill it. Timed per step (median of
-graph replays) beside the same chain without requests.
+fill it. Timed per step (median of graph replays) beside the same chain without requests.
 
     python benchmarks/l2_prefetch_probe.py --windows 0,4,8,16,32 --out probe.json
 """
@@ -16,7 +15,6 @@ graph replays) beside the same chain without requests.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -24,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inferx.benchmark.floor import add_chain_args, replay_times  # noqa: E402
+from inferx.benchmark.floor import add_chain_args, chain_sizes, replay_times, write_probe  # noqa: E402
 
 # One bulk request for L2 of $2 bytes at $1, none where $2 is 0.
 PREFETCH_ASM = "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }"
@@ -105,8 +103,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("l2_prefetch_probe: needs a CUDA GPU")
     stream, latency = kernels()
-    layer = [float(m) for m in args.layer.split(",")]
-    sizes = layer * args.layers + [args.head_mb]
+    sizes = chain_sizes(args)
     chunk = args.chunk_kb * 512  # bf16 elements a program
     lat_programs = 128
     lat_elems = lat_programs * args.steps * 4096 + 4096
@@ -118,8 +115,8 @@ def main() -> None:
     weight_bytes = 2 * total
 
     def chain(window_mb: float, at: int, evict: int) -> None:
+        wb = int(window_mb * 1e6) if at else 0
         for mb, e, s in zip(sizes, elems, starts, strict=True):
-            wb = int(window_mb * 1e6) if at else 0
             w = buf[s + e:]
             x = buf[s:]
             if mb > 0:
@@ -148,10 +145,7 @@ def main() -> None:
                 print(f"evict_first {evict}: window {wmb:5.1f} MB at {name:5s} {t * 1e3:.4f} ms "
                       f"({(t - base) * 1e6:+7.1f} us, {(t - base) / len(sizes) * 1e6:+5.2f} a launch)", flush=True)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                              "triton": triton.__version__, "sizes_mb": sizes, "steps": args.steps,
-                                              "weight_bytes": weight_bytes, "rows": rows}, indent=1))
+    write_probe(args.out, args, weight_bytes, rows)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ final stream for the lm_head), over distinct bytes, in one CUDA graph. Forms:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inferx.benchmark.floor import add_chain_args, replay_times  # noqa: E402
+from inferx.benchmark.floor import add_chain_args, chain_sizes, replay_times, write_probe  # noqa: E402
 
 CHUNK = 8192  # bf16 elements a chunk (16 KB)
 RELEASE = {"off": 0, "end": 1, "wait": 2, "start": 3}
@@ -105,7 +104,7 @@ def main() -> None:
     stream, latency = kernels()
     pres = [int(p) for p in args.pre.split(",")]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    sizes = [float(m) for m in args.layer.split(",")] * args.layers + [args.head_mb]
+    sizes = chain_sizes(args)
     lat_programs = 128
     chunks = [max(1, int(mb * 1e6) // 2 // CHUNK) if mb > 0 else 0 for mb in sizes]
     bufs = [torch.ones(c * CHUNK if c else lat_programs * args.steps * 4096 + 4096, dtype=torch.bfloat16,
@@ -113,11 +112,15 @@ def main() -> None:
     out = torch.empty(max(chunks) + lat_programs, dtype=torch.float32, device="cuda")
     weight_bytes = 2 * sum(c * CHUNK for c in chunks)
 
+    def programs(c: int, per_sm: int) -> int:
+        """The grid over ``c`` chunks: one program each (waves), or ``per_sm`` per SM at most."""
+        return c if per_sm == 0 else min(c, per_sm * sms)
+
     def chain(per_sm: int, rel: int, pre: int) -> None:
         for c, b in zip(chunks, bufs, strict=True):
             if c:
-                g = c if per_sm == 0 else min(c, per_sm * sms)
-                stream[(g,)](b, out, c, CHUNK=CHUNK, REL=rel, PRE=pre, num_warps=args.warps, launch_pdl=rel > 0)
+                stream[(programs(c, per_sm),)](b, out, c, CHUNK=CHUNK, REL=rel, PRE=pre, num_warps=args.warps,
+                                               launch_pdl=rel > 0)
             else:
                 latency[(lat_programs,)](b, out, STEPS=args.steps, REL=rel, num_warps=4, launch_pdl=rel > 0)
 
@@ -125,7 +128,7 @@ def main() -> None:
         chain(per_sm, rel, pre)
         torch.cuda.synchronize()
         last = chunks[-1]
-        got = out[: (last if per_sm == 0 else min(last, per_sm * sms))].sum().item()
+        got = out[: programs(last, per_sm)].sum().item()
         if abs(got - last * CHUNK) > 1e-3 * last * CHUNK:
             raise RuntimeError(f"per_sm {per_sm}, release {rel}, pre {pre}: the lm_head stand-in's sums are wrong")
         return statistics.median(replay_times(lambda: chain(per_sm, rel, pre), args.replays, 1))
@@ -150,10 +153,7 @@ def main() -> None:
                       f"{(t - base) / len(sizes) * 1e6:+5.2f} a launch)", flush=True)
     print(f"{len(sizes)} launches, {weight_bytes / 1e9:.3f} GB; {torch.cuda.get_device_name()}, torch "
           f"{torch.__version__}, triton {triton.__version__}")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                              "triton": triton.__version__, "sizes_mb": sizes, "steps": args.steps,
-                                              "weight_bytes": weight_bytes, "rows": rows}, indent=1))
+    write_probe(args.out, args, weight_bytes, rows)
 
 
 if __name__ == "__main__":
