@@ -477,3 +477,46 @@ def test_the_pdl_probe_streams_every_chunk_on_a_persistent_grid() -> None:
         for script in ("pdl_chain_probe.py", "l2_prefetch_probe.py"):
             proc = subprocess.run([sys.executable, str(bench / script)], capture_output=True, text=True)
             assert proc.returncode != 0 and proc.stderr.strip() == f"{script[:-3]}: needs a CUDA GPU"
+
+
+def test_the_dataflow_probe_deals_tiles_and_marks_each_programs_waits_and_counts() -> None:
+    """benchmarks/dataflow_probe.py's tables (its kernel's waits and counts are GPU instructions):
+    tiles dealt round-robin over 4 programs across a 3-tile phase, a latency phase of 128 and a
+    2-tile phase; a program's first tile of a later phase waits, its last tile of each phase
+    counts, and a phase is done at one count a warp of each program with tiles in it. The script
+    refuses a bad --sync, and to run without a GPU, in one line each."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import dataflow_probe
+
+    t = dataflow_probe.schedule([0.05, 0, 0.04], 4, warps=2)
+    assert t["bounds"] == [0, 3, 131, 133] and t["need"] == [6, 8, 4]
+    info = t["info"]
+    assert [w >> 3 for w in info] == [0] * 3 + [1] * 128 + [2] * 2
+    assert [w & 7 for w in info[:3]] == [2, 2, 2]  # phase 0: nobody waits, each program's only tile counts
+    assert [w & 1 for w in info[3:131]] == [1] * 4 + [0] * 124  # each program's first latency tile waits
+    assert [i for i in range(3, 131) if info[i] & 2] == [127, 128, 129, 130]  # and its last counts
+    assert all(w & 4 for w in info[3:131]) and not any(w & 4 for w in info[:3] + info[131:])
+    assert [w & 7 for w in info[131:]] == [3, 3]
+    assert t["kind"] == [0, 1, 0] and t["advance"] == 1
+    # the kernel without waits (they are GPU instructions) in the interpreter: every tile and the
+    # latency phase's dependent loads summed once, the phase scan reaching the last phase
+    kern = dataflow_probe.kernel()
+    bn, bk, steps = 16, 16, 2
+    x = torch.arange(133 * bn * bk, dtype=torch.float16) % 3
+    lat = torch.ones((128 * steps + 1) * 4096, dtype=torch.float16)
+    out = torch.zeros(4)
+    ints = {"dtype": torch.int32}
+    kern[(4,)](x, lat, torch.zeros(4096, dtype=torch.float16), out, torch.tensor(t["bounds"], **ints),
+               torch.tensor(t["kind"], **ints), torch.tensor(t["need"], **ints), torch.zeros(3, **ints),
+               torch.zeros(1, **ints), 133, BN=bn, BK=bk, STEPS=steps, ADVANCE=t["advance"], WAIT=False, ONE=False)
+    assert out.sum().item() == x.float().sum().item() + 128 * steps * 4096
+    with pytest.raises(ValueError, match="programs, warps >= 1"):
+        dataflow_probe.schedule([1.0], 0)
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "dataflow_probe.py"
+    proc = subprocess.run([sys.executable, str(script), "--sync", "all"], capture_output=True, text=True)
+    assert proc.returncode != 0 and proc.stderr.strip() == (
+        "dataflow_probe: --per-sm '1,2' / --stages '3,4,6' / --sync 'all': positive integers, e.g. 1,2 / 4,6; "
+        "each of none, warps, one")
+    if not torch.cuda.is_available():
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+        assert proc.returncode != 0 and proc.stderr.strip() == "dataflow_probe: needs a CUDA GPU"

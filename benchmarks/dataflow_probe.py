@@ -1,0 +1,309 @@
+"""Whether one persistent launch can stream a whole decode step's weights with the step's
+dependencies kept by counters, and the weights flowing through shared memory ahead of the waits.
+
+The same stand-in chain as the other probes (``--layer``: MB each phase of a layer streams, 0 for
+the latency-bound stand-in of decode attention; ``--layers`` of them and a final stream for the
+lm_head), laid out as one buffer of 16 KB tiles in phase order. A grid of ``--per-sm`` programs per
+SM, every one resident, deals the tiles round-robin: program i takes tiles i, i + G, i + 2G, ...
+Each tile is the weight operand of a ``tl.dot`` (128 x 64 bf16 against a 64 x 16 activation, as a
+batch-1 GEMV with its operands swapped), so Triton's pipeliner moves it through shared memory
+``--stages`` tiles ahead of the one being used. Before a program uses its first tile of a phase it
+waits until every warp of every program with tiles in the phase before has counted its last tile
+of that phase done (acquire loads on a global counter, in inline PTX the pipeliner does not look
+into), then loads a dependent 4 KB (the activation the phase before wrote). Tiles of the latency
+phase add ``--steps`` dependent 8 KB loads after the wait. The loads already in flight keep
+going while a program waits: nothing drains at a phase boundary but the compute.
+
+Timed beside the product's form (one launch a phase on wave grids, PDL releasing at each
+kernel's end) and the same persistent launch with no waits (the bytes alone):
+
+    python benchmarks/dataflow_probe.py --per-sm 1,2 --stages 4,6 --out probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from inferx.benchmark.floor import add_chain_args, chain_sizes, replay_times, write_probe  # noqa: E402
+
+BN, BK = 128, 64  # a tile: 128 x 64 bf16, 16 KB
+TILE = BN * BK
+LAT_TASKS = 128  # tiles (programs' worth) of the latency stand-in
+WARPS = 8
+
+
+def schedule(sizes_mb: list[float], programs: int, warps: int = WARPS) -> dict[str, Any]:
+    """The host's tables for ``sizes_mb`` (0: a latency phase of LAT_TASKS tiles) dealt round-robin
+    over ``programs``: ``bounds`` (the first tile of each phase, then the total), ``kind`` (1 for a
+    latency phase), ``need`` (the count a phase's counter reaches when it is done: one a warp of each
+    program that has tiles in it), ``advance`` (the most phases a program's next tile is on from
+    its last: the kernel's scan of ``bounds`` unrolls that many steps) and ``info`` (for checking:
+    a word a tile, its phase << 3, 4 in a latency phase, 2 on its program's last tile of the phase,
+    1 on its program's first tile of a phase after the first, which waits)."""
+    if programs < 1 or warps < 1 or not sizes_mb or any(mb < 0 for mb in sizes_mb):
+        raise ValueError(f"schedule: sizes >= 0 and programs, warps >= 1; got {sizes_mb}, {programs}, {warps}")
+    counts = [max(1, int(mb * 1e6) // (2 * TILE)) if mb > 0 else LAT_TASKS for mb in sizes_mb]
+    bounds = [0]
+    for c in counts:
+        bounds.append(bounds[-1] + c)
+    info, phase = [], []
+    for p, mb in enumerate(sizes_mb):
+        lo, hi = bounds[p], bounds[p + 1]
+        kind = 4 if mb == 0 else 0
+        info += [p << 3 | kind | (2 if t + programs >= hi else 0) | (1 if p and t - programs < lo else 0)
+                 for t in range(lo, hi)]
+        phase += [p] * (hi - lo)
+    advance = max([phase[t + programs] - phase[t] for t in range(len(phase) - programs)]
+                  + [phase[min(programs, len(phase)) - 1]])
+    return {"bounds": bounds, "kind": [1 if mb == 0 else 0 for mb in sizes_mb],
+            "need": [min(programs, c) * warps for c in counts], "advance": advance, "info": info}
+
+
+def kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    # Waits, every thread of a program executing them alike; each gives 0 (for the loads after it to
+    # hang on) and sets *$3 to 1 where its wait gave up (2^20 polls: the programs were not all resident).
+    # Every warp polls *$2 (acquire, GPU scope) until it reaches $1; no wait where $1 <= 0.
+    wait_warps = tl.constexpr("""{
+ .reg .pred p;
+ .reg .s32 n;
+ .reg .s32 c;
+ mov.s32 $0, 0;
+ setp.le.s32 p, $1, 0;
+ @p bra.uni IXW_DONE_${:uid};
+ mov.s32 n, 0;
+IXW_LOOP_${:uid}:
+ ld.acquire.gpu.global.s32 c, [$2];
+ add.s32 n, n, 1;
+ setp.lt.s32 p, c, $1;
+ setp.lt.and.s32 p, n, 1048576, p;
+ @p bra.uni IXW_LOOP_${:uid};
+ setp.lt.s32 p, c, $1;
+ @p st.global.s32 [$3], 1;
+IXW_DONE_${:uid}:
+}""")
+    # Thread 0 alone polls, the others wait for it at named barrier 1 (256 threads: 8 warps).
+    wait_one = tl.constexpr("""{
+ .reg .pred p;
+ .reg .s32 n;
+ .reg .s32 c;
+ .reg .u32 t;
+ mov.s32 $0, 0;
+ setp.le.s32 p, $1, 0;
+ @p bra.uni IXV_DONE_${:uid};
+ mov.u32 t, %tid.x;
+ setp.ne.u32 p, t, 0;
+ @p bra IXV_SYNC_${:uid};
+ mov.s32 n, 0;
+IXV_LOOP_${:uid}:
+ ld.acquire.gpu.global.s32 c, [$2];
+ add.s32 n, n, 1;
+ setp.lt.s32 p, c, $1;
+ setp.lt.and.s32 p, n, 1048576, p;
+ @p bra IXV_LOOP_${:uid};
+ setp.lt.s32 p, c, $1;
+ @p st.global.s32 [$3], 1;
+IXV_SYNC_${:uid}:
+ bar.sync 1, 256;
+IXV_DONE_${:uid}:
+}""")
+    # Counts done where $1 >= 0: lane 0 of each warp adds one to *$2 (release, GPU scope) ...
+    signal_warps = tl.constexpr("""{
+ .reg .pred p;
+ .reg .u32 t;
+ mov.u32 t, %tid.x;
+ and.b32 t, t, 31;
+ setp.eq.u32 p, t, 0;
+ setp.ge.and.s32 p, $1, 0, p;
+ @p red.release.gpu.global.add.s32 [$2], 1;
+ mov.s32 $0, 0;
+}""")
+    # ... or, after every warp has reached named barrier 1, thread 0 adds one for the program.
+    signal_one = tl.constexpr("""{
+ .reg .pred p;
+ .reg .u32 t;
+ mov.s32 $0, 0;
+ setp.lt.s32 p, $1, 0;
+ @p bra.uni IXS_DONE_${:uid};
+ bar.sync 1, 256;
+ mov.u32 t, %tid.x;
+ setp.eq.u32 p, t, 0;
+ @p red.release.gpu.global.add.s32 [$2], 1;
+IXS_DONE_${:uid}:
+}""")
+
+    @triton.jit
+    def dataflow(x, lat, act, out, bounds, kind, need, done, flag, n_tiles,  # type: ignore[no-untyped-def]
+                 BN: tl.constexpr, BK: tl.constexpr, STEPS: tl.constexpr, ADVANCE: tl.constexpr, WAIT: tl.constexpr,
+                 ONE: tl.constexpr):
+        """Program i of G takes tiles i, i + G, ... (module docstring); out[i] is its sum of what
+        it read; *flag becomes 1 where a wait gave up. ONE: a program waits and counts as one
+        (thread 0, named barrier 1), else every warp does. Eight warps."""
+        pid = tl.program_id(0)
+        g = tl.num_programs(0)
+        tile = tl.arange(0, BN)[:, None] * BK + tl.arange(0, BK)[None, :]
+        a = tl.full((BK, 16), 1.0, dtype=x.dtype.element_ty)
+        acc = tl.zeros((BN, 16), dtype=tl.float32)
+        lacc = tl.zeros((4096,), dtype=tl.float32)
+        p = 0
+        for t in range(pid, n_tiles, g):
+            w = tl.load(x + tl.cast(t, tl.int64) * (BN * BK) + tile)
+            was = p
+            for _ in tl.static_range(ADVANCE):  # the tile's phase: a few loads of a table L1 holds
+                p = tl.where(t >= tl.load(bounds + p + 1), p + 1, p)
+            lo = tl.load(bounds + p)
+            first = ((p != was) | (t == pid)) & (p > 0)
+            dep = pid * 0
+            if WAIT:
+                wanted = tl.load(need + p - 1, mask=first, other=0)
+                if ONE:
+                    zero = tl.inline_asm_elementwise(wait_one, "=r,r,l,l", [wanted, done + tl.maximum(p - 1, 0), flag],
+                                                     dtype=tl.int32, is_pure=False, pack=1)
+                else:
+                    zero = tl.inline_asm_elementwise(wait_warps, "=r,r,l,l",
+                                                     [wanted, done + tl.maximum(p - 1, 0), flag],
+                                                     dtype=tl.int32, is_pure=False, pack=1)
+                dep = tl.multiple_of(zero * 2048, 2048)
+            if first:  # the activation the phase before wrote: one dependent load after the wait
+                v = tl.load(act + dep + tl.arange(0, 2048)).to(tl.float32)
+                dep = tl.multiple_of((tl.sum(v, 0) * 0.0).to(tl.int32) * 2048, 2048)
+            acc = tl.dot(w, a, acc + dep.to(tl.float32))
+            if tl.load(kind + p) == 1:
+                k = t - lo
+                for s in tl.static_range(STEPS):
+                    v = tl.load(lat + (k * STEPS + s) * 4096 + dep + tl.arange(0, 4096)).to(tl.float32)
+                    lacc += v
+                    dep = tl.multiple_of((tl.sum(v, 0) * 0.0).to(tl.int32) * 2048, 2048)
+            if WAIT:  # the program's last tile of the phase counts it done; dep ties the count to the loads above
+                sig = tl.where(t + g >= tl.load(bounds + p + 1), p, -1)
+                if ONE:
+                    tl.inline_asm_elementwise(signal_one, "=r,r,l", [sig, done + p + tl.minimum(dep, 0)],
+                                              dtype=tl.int32, is_pure=False, pack=1)
+                else:
+                    tl.inline_asm_elementwise(signal_warps, "=r,r,l", [sig, done + p + tl.minimum(dep, 0)],
+                                              dtype=tl.int32, is_pure=False, pack=1)
+        total = tl.sum(tl.sum(acc, 1), 0) / 16 + tl.sum(lacc, 0)
+        tl.store(out + pid, total)
+
+    return dataflow
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_chain_args(ap)
+    ap.add_argument("--per-sm", default="1,2", help="programs per SM (every one must be resident)")
+    ap.add_argument("--stages", default="3,4,6", help="pipeline stages of 16 KB tiles, each tried")
+    ap.add_argument("--sync", default="none,warps,one", help="how programs wait and count: none (no waits: the "
+                    "bytes alone), warps (every warp polls and counts), one (thread 0 for the program)")
+    args = ap.parse_args()
+    try:
+        per_sms = [int(k) for k in args.per_sm.split(",")]
+        stages = [int(s) for s in args.stages.split(",")]
+    except ValueError:
+        per_sms, stages = [], []
+    syncs = args.sync.split(",")
+    if not per_sms or not stages or min(per_sms) < 1 or min(stages) < 1 or not set(syncs) <= {"none", "warps", "one"}:
+        sys.exit(f"dataflow_probe: --per-sm {args.per_sm!r} / --stages {args.stages!r} / --sync {args.sync!r}: "
+                 "positive integers, e.g. 1,2 / 4,6; each of none, warps, one")
+    import torch
+    import triton
+
+    if not torch.cuda.is_available():
+        sys.exit("dataflow_probe: needs a CUDA GPU")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import pdl_chain_probe
+
+    dataflow = kernel()
+    sizes = chain_sizes(args)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cuda = {"device": "cuda"}
+    tables = schedule(sizes, sms)  # the phases' bounds do not depend on the grid
+    n_tiles = tables["bounds"][-1]
+    x = torch.ones(n_tiles * TILE, dtype=torch.bfloat16, **cuda)
+    weight_bytes = x.numel() * 2
+    lat = torch.ones((LAT_TASKS * args.steps + 1) * 4096, dtype=torch.bfloat16, **cuda)
+    act = torch.zeros(4096, dtype=torch.bfloat16, **cuda)
+    bounds = torch.tensor(tables["bounds"], dtype=torch.int32, **cuda)
+    kind = torch.tensor(tables["kind"], dtype=torch.int32, **cuda)
+    done = torch.zeros(len(sizes), dtype=torch.int32, **cuda)
+    flag = torch.zeros(1, dtype=torch.int32, **cuda)
+    out = torch.empty(max(per_sms) * sms + n_tiles, dtype=torch.float32, **cuda)
+    lat_reads = sum(LAT_TASKS for mb in sizes if mb == 0) * args.steps * 4096
+    rows: list[dict[str, Any]] = []
+
+    def report(form: str, t: float, **extra: Any) -> None:
+        rows.append({"form": form, "s": t, **extra})
+        print(f"{form:44s} {t * 1e3:.4f} ms ({weight_bytes / t / 1e12:.2f} TB/s)", flush=True)
+
+    # the product's form: one launch a phase on wave grids, PDL releasing at each kernel's end
+    stream, latency = pdl_chain_probe.kernels()
+    bufs = [x[tables["bounds"][p] * TILE: tables["bounds"][p + 1] * TILE] for p in range(len(sizes))]
+
+    def waves() -> None:
+        for mb, b in zip(sizes, bufs, strict=True):
+            if mb > 0:
+                stream[(b.numel() // 8192,)](b, out, b.numel() // 8192, CHUNK=8192, REL=1, PRE=0, num_warps=8,
+                                             launch_pdl=True)
+            else:
+                latency[(LAT_TASKS,)](lat, out, STEPS=args.steps, REL=1, num_warps=4, launch_pdl=True)
+
+    waves()
+    torch.cuda.synchronize()
+    replay_times(waves, 1000, 1)  # a second of work first: the clocks up from idle
+    report("waves, PDL released at each kernel's end", statistics.median(replay_times(waves, args.replays, 1)))
+
+    props = torch.cuda.get_device_properties(0)
+    smem = getattr(props, "shared_memory_per_multiprocessor", 233472)
+    for per_sm in per_sms:
+        g = per_sm * sms
+        for sync in syncs:
+            table = schedule(sizes, g, warps=WARPS if sync == "warps" else 1)
+            need = torch.tensor(table["need"], dtype=torch.int32, **cuda)
+            for st in stages:
+                form = f"one launch, {per_sm}/SM, {st} stages, sync {sync}"
+                launch = dict(BN=BN, BK=BK, STEPS=args.steps, ADVANCE=table["advance"], WAIT=sync != "none",
+                              ONE=sync == "one", num_warps=WARPS, num_stages=st)
+                built = dataflow.warmup(x, lat, act, out, bounds, kind, need, done, flag, n_tiles, grid=(g,), **launch)
+                built._init_handles()
+                fits = min(smem // (built.metadata.shared + 1024), 65536 // (built.n_regs * 32 * WARPS))
+                if fits < per_sm:
+                    print(f"{form}: {per_sm} programs an SM do not fit ({built.metadata.shared} B of shared memory, "
+                          f"{built.n_regs} registers a thread: {fits} fit)", flush=True)
+                    continue
+
+                def run(g: int = g, need: torch.Tensor = need, launch: dict[str, Any] = launch) -> None:
+                    done.zero_()
+                    dataflow[(g,)](x, lat, act, out, bounds, kind, need, done, flag, n_tiles, **launch)
+
+                try:
+                    flag.zero_()
+                    run()
+                    torch.cuda.synchronize()
+                    if flag.item():
+                        raise RuntimeError("a wait gave up (were the programs all resident?)")
+                    want = n_tiles * TILE + lat_reads
+                    if abs(out[:g].sum().item() - want) > 1e-3 * want:
+                        raise RuntimeError(f"sums {out[:g].sum().item()} against {want}")
+                    t = statistics.median(replay_times(run, args.replays, 1))
+                    if flag.item():
+                        raise RuntimeError("a wait gave up in a replay")
+                except Exception as exc:  # noqa: BLE001  (a form that fails is reported, the rest still run)
+                    print(f"{form}: {type(exc).__name__}: {exc}", flush=True)
+                    continue
+                report(form, t, per_sm=per_sm, stages=st, sync=sync, regs=built.n_regs, shared=built.metadata.shared)
+    report("waves again", statistics.median(replay_times(waves, args.replays, 1)))
+    print(f"{len(sizes)} phases, {n_tiles} tiles of 16 KB, {weight_bytes / 1e9:.3f} GB; "
+          f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    write_probe(args.out, args, weight_bytes, rows)
+
+
+if __name__ == "__main__":
+    main()
