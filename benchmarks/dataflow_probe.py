@@ -15,7 +15,8 @@ phase add ``--steps`` dependent 8 KB loads after the wait. The loads already in 
 going while a program waits: nothing drains at a phase boundary but the compute.
 
 Timed beside the product's form (one launch a phase on wave grids, PDL releasing at each
-kernel's end) and the same persistent launch with no waits (the bytes alone):
+kernel's end), one launch of the plain streaming kernel over every tile, and the persistent launch
+with no waits (``--sync none``):
 
     python benchmarks/dataflow_probe.py --per-sm 1,2 --stages 4,6 --out probe.json
 """
@@ -259,6 +260,13 @@ def main() -> None:
     torch.cuda.synchronize()
     replay_times(waves, 1000, 1)  # a second of work first: the clocks up from idle
     report("waves, PDL released at each kernel's end", statistics.median(replay_times(waves, args.replays, 1)))
+    from inferx.benchmark.floor_kernel import BLOCK, read_sum
+
+    def flat() -> None:  # every byte in one launch of the plain streaming kernel: the bytes alone
+        read_sum[(n_tiles,)](x, out, x.numel(), CHUNK=TILE, BLOCK=BLOCK, num_warps=8)
+
+    flat()
+    report("one wave launch over every tile", statistics.median(replay_times(flat, args.replays, 1)))
 
     props = torch.cuda.get_device_properties(0)
     smem = getattr(props, "shared_memory_per_multiprocessor", 233472)
