@@ -24,6 +24,7 @@ with no waits (``--sync none``):
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -140,14 +141,25 @@ IXV_DONE_${:uid}:
  @p red.release.gpu.global.add.s32 [$2], 1;
 IXS_DONE_${:uid}:
 }""")
+    # Thread 0 asks L2 for the 16 KB at $1 where $2 (no registers held, nothing waits on it).
+    prefetch_l2 = tl.constexpr("""{
+ .reg .pred p;
+ .reg .u32 t;
+ mov.u32 t, %tid.x;
+ setp.eq.u32 p, t, 0;
+ setp.ne.and.s32 p, $2, 0, p;
+ @p cp.async.bulk.prefetch.L2.global [$1], 16384;
+ mov.u32 $0, 0;
+}""")
 
     @triton.jit
     def dataflow(x, lat, act, out, bounds, kind, need, done, flag, n_tiles,  # type: ignore[no-untyped-def]
                  BN: tl.constexpr, BK: tl.constexpr, STEPS: tl.constexpr, ADVANCE: tl.constexpr, WAIT: tl.constexpr,
-                 ONE: tl.constexpr):
+                 ONE: tl.constexpr, ACT: tl.constexpr = True, L2_AHEAD: tl.constexpr = 0):
         """Program i of G takes tiles i, i + G, ... (module docstring); out[i] is its sum of what
         it read; *flag becomes 1 where a wait gave up. ONE: a program waits and counts as one
-        (thread 0, named barrier 1), else every warp does. Eight warps."""
+        (thread 0, named barrier 1), else every warp does. ACT: the dependent activation load after
+        each wait. L2_AHEAD: each tile asks L2 for the program's tile that many on. Eight warps."""
         pid = tl.program_id(0)
         g = tl.num_programs(0)
         tile = tl.arange(0, BN)[:, None] * BK + tl.arange(0, BK)[None, :]
@@ -157,6 +169,11 @@ IXS_DONE_${:uid}:
         p = 0
         for t in range(pid, n_tiles, g):
             w = tl.load(x + tl.cast(t, tl.int64) * (BN * BK) + tile)
+            if L2_AHEAD > 0:
+                on = t + L2_AHEAD * g
+                tl.inline_asm_elementwise(prefetch_l2, "=r,l,r", [x + tl.cast(on, tl.int64) * (BN * BK),
+                                                                  (on < n_tiles).to(tl.int32)],
+                                          dtype=tl.int32, is_pure=False, pack=1)
             was = p
             for _ in tl.static_range(ADVANCE):  # the tile's phase: a few loads of a table L1 holds
                 p = tl.where(t >= tl.load(bounds + p + 1), p + 1, p)
@@ -173,7 +190,7 @@ IXS_DONE_${:uid}:
                                                      [wanted, done + tl.maximum(p - 1, 0), flag],
                                                      dtype=tl.int32, is_pure=False, pack=1)
                 dep = tl.multiple_of(zero * 2048, 2048)
-            if first:  # the activation the phase before wrote: one dependent load after the wait
+            if first and ACT:  # the activation the phase before wrote: one dependent load after the wait
                 v = tl.load(act + dep + tl.arange(0, 2048)).to(tl.float32)
                 dep = tl.multiple_of((tl.sum(v, 0) * 0.0).to(tl.int32) * 2048, 2048)
             acc = tl.dot(w, a, acc + dep.to(tl.float32))
@@ -204,16 +221,22 @@ def main() -> None:
     ap.add_argument("--stages", default="3,4,6", help="pipeline stages of 16 KB tiles, each tried")
     ap.add_argument("--sync", default="none,warps,one", help="how programs wait and count: none (no waits: the "
                     "bytes alone), warps (every warp polls and counts), one (thread 0 for the program)")
+    ap.add_argument("--l2-ahead", default="0", help="tiles on that each tile asks L2 for (0: none), each tried")
+    ap.add_argument("--act", default="1", help="1: a dependent activation load after each wait; 0: none; each tried")
     args = ap.parse_args()
     try:
         per_sms = [int(k) for k in args.per_sm.split(",")]
         stages = [int(s) for s in args.stages.split(",")]
+        aheads = [int(k) for k in args.l2_ahead.split(",")]
+        acts = [int(k) for k in args.act.split(",")]
     except ValueError:
-        per_sms, stages = [], []
+        per_sms, stages, aheads, acts = [], [], [], []
     syncs = args.sync.split(",")
-    if not per_sms or not stages or min(per_sms) < 1 or min(stages) < 1 or not set(syncs) <= {"none", "warps", "one"}:
-        sys.exit(f"dataflow_probe: --per-sm {args.per_sm!r} / --stages {args.stages!r} / --sync {args.sync!r}: "
-                 "positive integers, e.g. 1,2 / 4,6; each of none, warps, one")
+    if (not per_sms or not stages or min(per_sms) < 1 or min(stages) < 1 or not set(syncs) <= {"none", "warps", "one"}
+            or not aheads or min(aheads) < 0 or not acts or not set(acts) <= {0, 1}):
+        sys.exit(f"dataflow_probe: --per-sm {args.per_sm!r} / --stages {args.stages!r} / --sync {args.sync!r} / "
+                 f"--l2-ahead {args.l2_ahead!r} / --act {args.act!r}: positive integers, e.g. 1,2 / 4,6; each of "
+                 "none, warps, one; integers >= 0; each 0 or 1")
     import torch
     import triton
 
@@ -242,7 +265,7 @@ def main() -> None:
 
     def report(form: str, t: float, **extra: Any) -> None:
         rows.append({"form": form, "s": t, **extra})
-        print(f"{form:44s} {t * 1e3:.4f} ms ({weight_bytes / t / 1e12:.2f} TB/s)", flush=True)
+        print(f"{form:64s} {t * 1e3:.4f} ms ({weight_bytes / t / 1e12:.2f} TB/s)", flush=True)
 
     # the product's form: one launch a phase on wave grids, PDL releasing at each kernel's end
     stream, latency = pdl_chain_probe.kernels()
@@ -275,10 +298,10 @@ def main() -> None:
         for sync in syncs:
             table = schedule(sizes, g, warps=WARPS if sync == "warps" else 1)
             need = torch.tensor(table["need"], dtype=torch.int32, **cuda)
-            for st in stages:
-                form = f"one launch, {per_sm}/SM, {st} stages, sync {sync}"
+            for st, ahead, act_on in itertools.product(stages, aheads, acts):
+                form = f"one launch, {per_sm}/SM, {st} stages, sync {sync}, L2 {ahead} on, act {act_on}"
                 launch = dict(BN=BN, BK=BK, STEPS=args.steps, ADVANCE=table["advance"], WAIT=sync != "none",
-                              ONE=sync == "one", num_warps=WARPS, num_stages=st)
+                              ONE=sync == "one", ACT=bool(act_on), L2_AHEAD=ahead, num_warps=WARPS, num_stages=st)
                 built = dataflow.warmup(x, lat, act, out, bounds, kind, need, done, flag, n_tiles, grid=(g,), **launch)
                 built._init_handles()
                 fits = min(smem // (built.metadata.shared + 1024), 65536 // (built.n_regs * 32 * WARPS))
@@ -306,7 +329,8 @@ def main() -> None:
                 except Exception as exc:  # noqa: BLE001  (a form that fails is reported, the rest still run)
                     print(f"{form}: {type(exc).__name__}: {exc}", flush=True)
                     continue
-                report(form, t, per_sm=per_sm, stages=st, sync=sync, regs=built.n_regs, shared=built.metadata.shared)
+                report(form, t, per_sm=per_sm, stages=st, sync=sync, l2_ahead=ahead, act=act_on, regs=built.n_regs,
+                       shared=built.metadata.shared)
     report("waves again", statistics.median(replay_times(waves, args.replays, 1)))
     print(f"{len(sizes)} phases, {n_tiles} tiles of 16 KB, {weight_bytes / 1e9:.3f} GB; "
           f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")

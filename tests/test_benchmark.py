@@ -515,8 +515,8 @@ def test_the_dataflow_probe_deals_tiles_and_marks_each_programs_waits_and_counts
     script = Path(__file__).resolve().parent.parent / "benchmarks" / "dataflow_probe.py"
     proc = subprocess.run([sys.executable, str(script), "--sync", "all"], capture_output=True, text=True)
     assert proc.returncode != 0 and proc.stderr.strip() == (
-        "dataflow_probe: --per-sm '1,2' / --stages '3,4,6' / --sync 'all': positive integers, e.g. 1,2 / 4,6; "
-        "each of none, warps, one")
+        "dataflow_probe: --per-sm '1,2' / --stages '3,4,6' / --sync 'all' / --l2-ahead '0' / --act '1': positive "
+        "integers, e.g. 1,2 / 4,6; each of none, warps, one; integers >= 0; each 0 or 1")
     if not torch.cuda.is_available():
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
         assert proc.returncode != 0 and proc.stderr.strip() == "dataflow_probe: needs a CUDA GPU"
