@@ -133,8 +133,10 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     S, T, B = em.dim(q_t.shape[2]), em.dim(k_t.shape[2]), em.dim(q_t.shape[0])
     qi = f"in{op.q.index}"  # type: ignore[attr-defined]
 
-    em.emit("pid_m = tl.program_id(0)")
-    em.emit("pid_bh = tl.program_id(1)")
+    # Heads vary fastest over the grid; under a causal mask the query blocks go from the last (the
+    # most keys) to the first, so the longest programs start first and the short ones fill the tail
+    em.emit("pid_bh = tl.program_id(0)")
+    em.emit("pid_m = tl.num_programs(1) - 1 - tl.program_id(1)" if causal else "pid_m = tl.program_id(1)")
     em.emit(f"b = pid_bh // {hq}")
     em.emit(f"h = pid_bh % {hq}")
     em.emit(f"hk = h // {hq // hkv}")
@@ -187,7 +189,7 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     em.run_epilogue(ops)
     params = em.params()
     args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in ("BM", "BN", "BD", "BDV")])
-    grid = (f"cdiv({S}, {bm})", f"{B} * {hq}")
+    grid = (f"{B} * {hq}", f"cdiv({S}, {bm})")
     return KernelSource(
         name=name,
         template="attention",
