@@ -115,7 +115,8 @@ def test_unrolled_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> No
 def test_prefill_attention_skips_key_blocks_no_query_sees(family: str, tmp_path: Path) -> None:
     """Prefill attention on 16 x 16 tiles (a tuning record) over a 33-token prompt: each query
     block stops at its last position (causal) and, with a sliding window, starts at the first
-    key block its first query's window reaches. Against HF."""
+    key block its first query's window reaches; heads vary fastest over the grid and the query
+    blocks run from the last (the most keys) to the first. Against HF."""
     from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module
     from inferx.compiler.codegen import attention
@@ -138,8 +139,10 @@ def test_prefill_attention_skips_key_blocks_no_query_sees(family: str, tmp_path:
     db.append(Record.make(tasks[0].task, {"bm": 16, "bn": 16, "num_warps": 4, "num_stages": 2}, [1.0], {},
                           "2026-11-30", "test"))
     assert tasks[0].kernel is not None
-    src = attention.generate(tasks[0].kernel, "k", "sm_90",
-                             attention.AttentionSchedule(bn=16, bm=16)).source
+    ks = attention.generate(tasks[0].kernel, "k", "sm_90", attention.AttentionSchedule(bn=16, bm=16))
+    src = ks.source
+    assert ks.grid[0].endswith("* 4") and ks.grid[1].startswith("cdiv(") and ks.grid[1].endswith(", 16)")
+    assert "pid_bh = tl.program_id(0)" in src and "pid_m = tl.num_programs(1) - 1 - tl.program_id(1)" in src
     if family == "llama":  # blocks every query sees unmasked, then the diagonal masked
         assert "for j0 in range(0, mid, BN)" in src and "for j0 in range(mid, hi, BN)" in src
         assert src.count("tl.where(jm[None, :]") == 1
