@@ -73,50 +73,29 @@ def kernel() -> Any:
 
     # Waits, every thread of a program executing them alike; each gives 0 (for the loads after it to
     # hang on) and sets *$3 to 1 where its wait gave up (2^20 polls: the programs were not all resident).
-    # Every warp polls *$2 (acquire, GPU scope) until it reaches $1; no wait where $1 <= 0.
-    wait_warps = tl.constexpr("""{
- .reg .pred p;
- .reg .s32 n;
- .reg .s32 c;
- mov.s32 $0, 0;
- setp.le.s32 p, $1, 0;
- @p bra.uni IXW_DONE_${:uid};
- mov.s32 n, 0;
-IXW_LOOP_${:uid}:
- ld.acquire.gpu.global.s32 c, [$2];
- add.s32 n, n, 1;
- setp.lt.s32 p, c, $1;
- setp.lt.and.s32 p, n, 1048576, p;
- @p bra.uni IXW_LOOP_${:uid};
- setp.lt.s32 p, c, $1;
- @p st.global.s32 [$3], 1;
-IXW_DONE_${:uid}:
-}""")
+    # The start (no wait where $1 <= 0) and the poll: *$2 (acquire, GPU scope) until it reaches $1.
+    def start(tag: str) -> str:
+        return (" .reg .pred p;\n .reg .s32 n;\n .reg .s32 c;\n .reg .u32 t;\n mov.s32 $0, 0;\n setp.le.s32 p, $1, 0;\n"
+                f" @p bra.uni {tag}_DONE_${{:uid}};\n")
+
+    def poll(tag: str) -> str:
+        return (f" mov.s32 n, 0;\n{tag}_LOOP_${{:uid}}:\n ld.acquire.gpu.global.s32 c, [$2];\n add.s32 n, n, 1;\n"
+                f" setp.lt.s32 p, c, $1;\n setp.lt.and.s32 p, n, 1048576, p;\n @p bra {tag}_LOOP_${{:uid}};\n"
+                " setp.lt.s32 p, c, $1;\n @p st.global.s32 [$3], 1;\n")
+
+    # Every warp polls.
+    wait_warps = tl.constexpr(f"""{{
+{start("IXW")}{poll("IXW")}IXW_DONE_${{:uid}}:
+}}""")
     # Thread 0 alone polls, the others wait for it at named barrier 1 (256 threads: 8 warps).
-    wait_one = tl.constexpr("""{
- .reg .pred p;
- .reg .s32 n;
- .reg .s32 c;
- .reg .u32 t;
- mov.s32 $0, 0;
- setp.le.s32 p, $1, 0;
- @p bra.uni IXV_DONE_${:uid};
- mov.u32 t, %tid.x;
+    wait_one = tl.constexpr(f"""{{
+{start("IXV")} mov.u32 t, %tid.x;
  setp.ne.u32 p, t, 0;
- @p bra IXV_SYNC_${:uid};
- mov.s32 n, 0;
-IXV_LOOP_${:uid}:
- ld.acquire.gpu.global.s32 c, [$2];
- add.s32 n, n, 1;
- setp.lt.s32 p, c, $1;
- setp.lt.and.s32 p, n, 1048576, p;
- @p bra IXV_LOOP_${:uid};
- setp.lt.s32 p, c, $1;
- @p st.global.s32 [$3], 1;
-IXV_SYNC_${:uid}:
+ @p bra IXV_SYNC_${{:uid}};
+{poll("IXV")}IXV_SYNC_${{:uid}}:
  bar.sync 1, 256;
-IXV_DONE_${:uid}:
-}""")
+IXV_DONE_${{:uid}}:
+}}""")
     # Counts done where $1 >= 0: lane 0 of each warp adds one to *$2 (release, GPU scope) ...
     signal_warps = tl.constexpr("""{
  .reg .pred p;
