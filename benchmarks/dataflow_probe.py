@@ -8,17 +8,19 @@ SM, every one resident, deals the tiles round-robin: program i takes tiles i, i 
 Each tile is the weight operand of a ``tl.dot`` (128 x 64 bf16 against a 64 x 16 activation, as a
 batch-1 GEMV with its operands swapped), so Triton's pipeliner moves it through shared memory
 ``--stages`` tiles ahead of the one being used. Before a program uses its first tile of a phase it
-waits until every warp of every program with tiles in the phase before has counted its last tile
-of that phase done (acquire loads on a global counter, in inline PTX the pipeliner does not look
-into), then loads a dependent 4 KB (the activation the phase before wrote). Tiles of the latency
-phase add ``--steps`` dependent 8 KB loads after the wait. The loads already in flight keep
-going while a program waits: nothing drains at a phase boundary but the compute.
+waits until every program with tiles in the phase before has counted its last tile of that phase
+done (acquire loads on a global counter, in inline PTX the pipeliner does not look into; with
+``--sync one`` thread 0 polls and counts for its program, with ``warps`` every warp does), then
+loads a dependent 4 KB (the activation the phase before wrote; ``--act 0``: not). Tiles of the
+latency phase add ``--steps`` dependent 8 KB loads after the wait. The loads already in flight
+keep going while a program waits: nothing drains at a phase boundary but the compute.
+``--l2-ahead N``: each tile also asks L2 for the program's tile N on.
 
 Timed beside the product's form (one launch a phase on wave grids, PDL releasing at each
 kernel's end), one launch of the plain streaming kernel over every tile, and the persistent launch
 with no waits (``--sync none``):
 
-    python benchmarks/dataflow_probe.py --per-sm 1,2 --stages 4,6 --out probe.json
+    python benchmarks/dataflow_probe.py --per-sm 1,2 --stages 6,12 --sync none,one --act 1,0 --out probe.json
 """
 
 from __future__ import annotations

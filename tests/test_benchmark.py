@@ -480,11 +480,11 @@ def test_the_pdl_probe_streams_every_chunk_on_a_persistent_grid() -> None:
 
 
 def test_the_dataflow_probe_deals_tiles_and_marks_each_programs_waits_and_counts() -> None:
-    """benchmarks/dataflow_probe.py's tables (its kernel's waits and counts are GPU instructions):
-    tiles dealt round-robin over 4 programs across a 3-tile phase, a latency phase of 128 and a
-    2-tile phase; a program's first tile of a later phase waits, its last tile of each phase
-    counts, and a phase is done at one count a warp of each program with tiles in it. The script
-    refuses a bad --sync, and to run without a GPU, in one line each."""
+    """benchmarks/dataflow_probe.py's tables: tiles dealt round-robin over 4 programs across a
+    3-tile phase, a latency phase of 128 and a 2-tile phase; a program's first tile of a later
+    phase waits, its last tile of each phase counts, and a phase is done at one count a warp of
+    each program with tiles in it. Its kernel in the interpreter without waits (those are GPU
+    instructions). The script refuses a bad --sync, and to run without a GPU, in one line each."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import dataflow_probe
 
