@@ -159,7 +159,7 @@ IXS_DONE_${:uid}:
             for _ in tl.static_range(ADVANCE):  # the tile's phase: a few loads of a table L1 holds
                 p = tl.where(t >= tl.load(bounds + p + 1), p + 1, p)
             lo = tl.load(bounds + p)
-            first = ((p != was) | (t == pid)) & (p > 0)
+            first = (p != was) & (p > 0)  # the program's first tile of a phase after the first
             dep = pid * 0
             if WAIT:
                 wanted = tl.load(need + p - 1, mask=first, other=0)
