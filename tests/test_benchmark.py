@@ -506,17 +506,23 @@ def test_the_dataflow_probe_deals_tiles_and_marks_each_programs_waits_and_counts
     lat = torch.ones((128 * steps + 1) * 4096, dtype=torch.float16)
     out = torch.zeros(4)
     ints = {"dtype": torch.int32}
-    kern[(4,)](x, lat, torch.zeros(4096, dtype=torch.float16), out, torch.tensor(t["bounds"], **ints),
+    kern[(4,)](x, x, lat, torch.zeros(4096, dtype=torch.float16), out, torch.tensor(t["bounds"], **ints),
                torch.tensor(t["kind"], **ints), torch.tensor(t["need"], **ints), torch.zeros(3, **ints),
-               torch.zeros(1, **ints), 133, BN=bn, BK=bk, STEPS=steps, ADVANCE=t["advance"], WAIT=False, ONE=False)
+               torch.zeros(1, **ints), 133, torch.zeros(3 * 1024, dtype=torch.int64), torch.zeros(1, **ints),
+               BN=bn, BK=bk, STEPS=steps, ADVANCE=t["advance"], WAIT=False, ONE=False)
     assert out.sum().item() == x.float().sum().item() + 128 * steps * 4096
     with pytest.raises(ValueError, match="programs, warps >= 1"):
         dataflow_probe.schedule([1.0], 0)
     script = Path(__file__).resolve().parent.parent / "benchmarks" / "dataflow_probe.py"
     proc = subprocess.run([sys.executable, str(script), "--sync", "all"], capture_output=True, text=True)
     assert proc.returncode != 0 and proc.stderr.strip() == (
-        "dataflow_probe: --per-sm '1,2' / --stages '3,4,6' / --sync 'all' / --l2-ahead '0' / --act '1': positive "
-        "integers, e.g. 1,2 / 4,6; each of none, warps, one; integers >= 0; each 0 or 1")
+        "dataflow_probe: --per-sm '1,2' / --stages '3,4,6' / --sync 'all' / --l2-ahead '0' / --act '1' / --load 'cp' / "
+        "--order 'release' / --backoff '0' / --signaler '0': positive integers, e.g. 1,2 / 4,6; each of none, warps, "
+        "one, ll; integers >= 0; each 0 or 1; each of cp, tma; each of release, relaxed; integers >= 0; integers 0-255")
+    proc = subprocess.run([sys.executable, str(script), "--load", "bulk"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "--load 'bulk'" in proc.stderr
+    proc = subprocess.run([sys.executable, str(script), "--signaler", "256"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "--signaler '256'" in proc.stderr
     if not torch.cuda.is_available():
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
         assert proc.returncode != 0 and proc.stderr.strip() == "dataflow_probe: needs a CUDA GPU"
