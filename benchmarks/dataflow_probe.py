@@ -14,13 +14,21 @@ done (acquire loads on a global counter, in inline PTX the pipeliner does not lo
 loads a dependent 4 KB (the activation the phase before wrote; ``--act 0``: not). Tiles of the
 latency phase add ``--steps`` dependent 8 KB loads after the wait. The loads already in flight
 keep going while a program waits: nothing drains at a phase boundary but the compute.
-``--l2-ahead N``: each tile also asks L2 for the program's tile N on.
+``--l2-ahead N``: each tile also asks L2 for the program's tile N on. ``--load tma``: the tiles come as
+bulk copies of a tensor descriptor (one thread of warp 0 issues them) instead of cp.async by every
+thread. With ``--sync one``: ``--order relaxed`` drops the release and the acquire (wrong in
+general: it measures what the ordering costs), ``--backoff`` ns the poller sleeps between polls,
+``--signaler`` the thread that counts. ``--sync ll``: no counters and no fence; each phase's output
+is 1024 8-byte words, a value with the step's epoch beside it in one access, and a program's first
+tile of a phase reads the phase before's words until each carries the epoch (that read is its
+activation).
 
 Timed beside the product's form (one launch a phase on wave grids, PDL releasing at each
 kernel's end), one launch of the plain streaming kernel over every tile, and the persistent launch
 with no waits (``--sync none``):
 
     python benchmarks/dataflow_probe.py --per-sm 1,2 --stages 6,12 --sync none,one --act 1,0 --out probe.json
+    python benchmarks/dataflow_probe.py --per-sm 2 --stages 6 --sync none,one,ll --load cp,tma --order release,relaxed
 """
 
 from __future__ import annotations
@@ -207,7 +215,8 @@ IXL_LOOP_${:uid}:
         ONE, the poller sleeps that many ns between polls. SIGNALER: with ONE, the thread that counts (the
         pipeliner's bulk copies are issued from warp 0). LL (with WAIT, not ONE): no counters; a program's
         last tile of phase p writes its share of the phase's LLW words at words + p * LLW (the
-        writers are the min(G, tiles) programs with tiles in p, word j by writer j mod writers), each
+        writers are the min(G, tiles) programs with tiles in p, counted from the one with the phase's
+        first tile; word j by writer j mod writers), each
         with *epoch beside its value, and a program's first tile of phase p reads all of phase p - 1's
         words until each carries *epoch (its activation: no other load after the wait). Eight warps."""
         pid = tl.program_id(0)
@@ -275,10 +284,11 @@ IXL_LOOP_${:uid}:
                     dep = tl.multiple_of((tl.sum(v, 0) * 0.0).to(tl.int32) * 2048, 2048)
             if WAIT and LL:  # the program's last tile of the phase writes its words; dep ties them to the loads above
                 hi = tl.load(bounds + p + 1)
-                writers = tl.minimum(g, hi - lo)
-                if (t + g >= hi) & (pid < writers):
-                    j = pid + writers * tl.arange(0, LLS)
-                    word = (tl.load(epoch).to(tl.int64) << 32) | (dep + j * 0).to(tl.int64)
+                writers = tl.minimum(g, hi - lo)  # the programs with tiles in p, from the one with tile lo
+                w = (pid - lo % g + g) % g
+                if (t + g >= hi) & (w < writers):
+                    j = w + writers * tl.arange(0, LLS)
+                    word = (tl.load(epoch).to(tl.int64) << 32) | ((dep + j * 0).to(tl.int64) & 0xFFFFFFFF)
                     tl.inline_asm_elementwise(ll_write, "=r,l,l,r", [words + p * LLW + j, word,
                                                                      (j < LLW).to(tl.int32)],
                                               dtype=tl.int32, is_pure=False, pack=1)
