@@ -218,7 +218,8 @@ IXL_LOOP_${:uid}:
         writers are the min(G, tiles) programs with tiles in p, counted from the one with the phase's
         first tile; word j by writer j mod writers), each
         with *epoch beside its value, and a program's first tile of phase p reads all of phase p - 1's
-        words until each carries *epoch (its activation: no other load after the wait). Eight warps."""
+        words until each carries *epoch (its activation: no other load after the wait); with ONE as
+        well, a relaxed count (thread 0, as above) says when to read them. Eight warps."""
         pid = tl.program_id(0)
         g = tl.num_programs(0)
         tile = tl.arange(0, BN)[:, None] * BK + tl.arange(0, BK)[None, :]
@@ -243,8 +244,15 @@ IXL_LOOP_${:uid}:
             first = (p != was) & (p > 0)  # the program's first tile of a phase after the first
             dep = pid * 0
             if WAIT and LL:
+                if ONE:  # a relaxed count first says when to read: the words alone say what was written
+                    wanted = tl.load(need + p - 1, mask=first, other=0)
+                    zero = tl.inline_asm_elementwise(
+                        wait_one_relaxed, "=r,r,l,l,r", [wanted, done + tl.maximum(p - 1, 0), flag,
+                                                         tl.full((), 0, tl.int32)],
+                        dtype=tl.int32, is_pure=False, pack=1)
+                    dep = tl.multiple_of(zero * 2048, 2048)
                 if first:
-                    e = tl.load(epoch)
+                    e = tl.load(epoch) + dep
                     j = tl.arange(0, LLW)
                     got = tl.inline_asm_elementwise(
                         ll_read, "=r,=r,=r,=r,l,l,l,l,r,r,r,r,l,l,l,l",
@@ -292,6 +300,11 @@ IXL_LOOP_${:uid}:
                     tl.inline_asm_elementwise(ll_write, "=r,l,l,r", [words + p * LLW + j, word,
                                                                      (j < LLW).to(tl.int32)],
                                               dtype=tl.int32, is_pure=False, pack=1)
+                if ONE:
+                    sig = tl.where(t + g >= hi, p, -1)
+                    tl.inline_asm_elementwise(signal_one_relaxed, "=r,r,l,r", [sig, done + p + tl.minimum(dep, 0),
+                                                                             tl.full((), 0, tl.int32)],
+                                              dtype=tl.int32, is_pure=False, pack=1)
             elif WAIT:  # the program's last tile of the phase counts it done; dep ties the count to the loads above
                 sig = tl.where(t + g >= tl.load(bounds + p + 1), p, -1)
                 if ONE:
@@ -318,7 +331,8 @@ def main() -> None:
     ap.add_argument("--stages", default="3,4,6", help="pipeline stages of 16 KB tiles, each tried")
     ap.add_argument("--sync", default="none,warps,one", help="how programs wait and count: none (no waits: the "
                     "bytes alone), warps (every warp polls and counts), one (thread 0 for the program), ll (no "
-                    "counters: each phase's output words carry the step's epoch, readers load until they do)")
+                    "counters: each phase's output words carry the step's epoch, readers load until they do), "
+                    "llc (the same words, read once a relaxed count says they are written)")
     ap.add_argument("--l2-ahead", default="0", help="tiles on that each tile asks L2 for (0: none), each tried")
     ap.add_argument("--act", default="1", help="1: a dependent activation load after each wait; 0: none; each tried")
     ap.add_argument("--load", default="cp", help="how tiles come to shared memory, each tried: cp (cp.async by every "
@@ -341,15 +355,15 @@ def main() -> None:
     syncs = args.sync.split(",")
     loads, orders = args.load.split(","), args.order.split(",")
     if (not per_sms or not stages or min(per_sms) < 1 or min(stages) < 1
-            or not set(syncs) <= {"none", "warps", "one", "ll"}
+            or not set(syncs) <= {"none", "warps", "one", "ll", "llc"}
             or not aheads or min(aheads) < 0 or not acts or not set(acts) <= {0, 1}
             or not set(loads) <= {"cp", "tma"} or not set(orders) <= {"release", "relaxed"}
             or not backoffs or min(backoffs) < 0 or not signalers or not 0 <= min(signalers) <= max(signalers) < 256):
         sys.exit(f"dataflow_probe: --per-sm {args.per_sm!r} / --stages {args.stages!r} / --sync {args.sync!r} / "
                  f"--l2-ahead {args.l2_ahead!r} / --act {args.act!r} / --load {args.load!r} / --order {args.order!r} / "
                  f"--backoff {args.backoff!r} / --signaler {args.signaler!r}: positive integers, e.g. 1,2 / 4,6; "
-                 "each of none, warps, one, ll; integers >= 0; each 0 or 1; each of cp, tma; each of release, relaxed; "
-                 "integers >= 0; integers 0-255")
+                 "each of none, warps, one, ll, llc; integers >= 0; each 0 or 1; each of cp, tma; each of release, "
+                 "relaxed; integers >= 0; integers 0-255")
     import torch
     import triton
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -422,13 +436,13 @@ def main() -> None:
                 form = (f"one launch, {per_sm}/SM, {st} stages, sync {sync}, L2 {ahead} on, act {act_on}, {load}"
                         + (f", {order}, sleep {backoff} ns, thread {signaler} counts" if sync == "one" else ""))
                 fewest = min(g, *(b - a for a, b in itertools.pairwise(table["bounds"])))
-                if sync == "ll" and fewest * LL_SHARE < LL_WORDS:
+                if sync in ("ll", "llc") and fewest * LL_SHARE < LL_WORDS:
                     print(f"{form}: a phase has fewer than {LL_WORDS // LL_SHARE} programs to write its words",
                           flush=True)
                     continue
                 launch = dict(BN=BN, BK=BK, STEPS=args.steps, ADVANCE=table["advance"], WAIT=sync != "none",
-                              LL=sync == "ll",
-                              ONE=sync == "one", ACT=bool(act_on), L2_AHEAD=ahead, TMA=load == "tma",
+                              LL=sync in ("ll", "llc"),
+                              ONE=sync in ("one", "llc"), ACT=bool(act_on), L2_AHEAD=ahead, TMA=load == "tma",
                               RELAXED=order == "relaxed", BACKOFF=backoff, SIGNALER=signaler, num_warps=WARPS,
                               num_stages=st)
                 tiles = xd if load == "tma" else x
@@ -443,7 +457,8 @@ def main() -> None:
 
                 def run(g: int = g, need: torch.Tensor = need, launch: dict[str, Any] = launch,
                         tiles: Any = tiles) -> None:
-                    done.zero_() if not launch["LL"] else epoch.add_(1)
+                    done.zero_()
+                    epoch.add_(1)
                     dataflow[(g,)](x, tiles, lat, act, out, bounds, kind, need, done, flag, n_tiles, words, epoch,
                                    **launch)
 

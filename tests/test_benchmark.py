@@ -518,7 +518,8 @@ def test_the_dataflow_probe_deals_tiles_and_marks_each_programs_waits_and_counts
     assert proc.returncode != 0 and proc.stderr.strip() == (
         "dataflow_probe: --per-sm '1,2' / --stages '3,4,6' / --sync 'all' / --l2-ahead '0' / --act '1' / --load 'cp' / "
         "--order 'release' / --backoff '0' / --signaler '0': positive integers, e.g. 1,2 / 4,6; each of none, warps, "
-        "one, ll; integers >= 0; each 0 or 1; each of cp, tma; each of release, relaxed; integers >= 0; integers 0-255")
+        "one, ll, llc; integers >= 0; each 0 or 1; each of cp, tma; each of release, relaxed; integers >= 0; "
+        "integers 0-255")
     proc = subprocess.run([sys.executable, str(script), "--load", "bulk"], capture_output=True, text=True)
     assert proc.returncode != 0 and "--load 'bulk'" in proc.stderr
     proc = subprocess.run([sys.executable, str(script), "--signaler", "256"], capture_output=True, text=True)
