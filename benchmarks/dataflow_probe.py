@@ -213,13 +213,13 @@ IXL_LOOP_${:uid}:
         through ``xd``, a tensor descriptor of x as rows of BK (bulk copies, not cp.async). RELAXED: with
         ONE, the count and the poll order nothing (wrong in general: what the release costs). BACKOFF: with
         ONE, the poller sleeps that many ns between polls. SIGNALER: with ONE, the thread that counts (the
-        pipeliner's bulk copies are issued from warp 0). LL (with WAIT, not ONE): no counters; a program's
-        last tile of phase p writes its share of the phase's LLW words at words + p * LLW (the
-        writers are the min(G, tiles) programs with tiles in p, counted from the one with the phase's
-        first tile; word j by writer j mod writers), each
-        with *epoch beside its value, and a program's first tile of phase p reads all of phase p - 1's
-        words until each carries *epoch (its activation: no other load after the wait); with ONE as
-        well, a relaxed count (thread 0, as above) says when to read them. Eight warps."""
+        pipeliner's bulk copies are issued from warp 0). LL (with WAIT): no counters; a program's last
+        tile of phase p writes its share of the phase's LLW words at words + p * LLW (the writers are
+        the min(G, tiles) programs with tiles in p, counted from the one with the phase's first tile;
+        word j by writer j mod writers), each with *epoch beside its value, and a program's first tile
+        of phase p reads all of phase p - 1's words until each carries *epoch (its activation: no other
+        load after the wait); with ONE as well, a relaxed count (thread 0, as above) says when to read
+        them. Eight warps."""
         pid = tl.program_id(0)
         g = tl.num_programs(0)
         tile = tl.arange(0, BN)[:, None] * BK + tl.arange(0, BK)[None, :]
@@ -458,7 +458,8 @@ def main() -> None:
                 def run(g: int = g, need: torch.Tensor = need, launch: dict[str, Any] = launch,
                         tiles: Any = tiles) -> None:
                     done.zero_()
-                    epoch.add_(1)
+                    if launch["LL"]:
+                        epoch.add_(1)
                     dataflow[(g,)](x, tiles, lat, act, out, bounds, kind, need, done, flag, n_tiles, words, epoch,
                                    **launch)
 
