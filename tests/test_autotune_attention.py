@@ -143,9 +143,14 @@ def test_default_schedule_generates_todays_source_and_a_wrong_shape_is_refused()
         default = generate(kop, "k", "sm_90")
         explicit = generate(kop, "k", "sm_90", attention.heuristic_schedule(kop, "sm_90"))
         assert default == explicit and default.num_warps == 4
-    assert generate(dec, "k", "sm_90").num_stages == 2  # decode: 32-key blocks in 2 stages
+    assert generate(dec, "k", "sm_90").num_stages == 2  # decode: 64-key blocks in 2 stages
+    assert generate(dec, "k", "sm_90").constexprs["BN"] == 64
     assert (generate(pre, "k", "sm_90").constexprs["BN"], generate(pre, "k", "sm_90").num_stages) == (64, 3)
     assert generate(dec, "k", "sm_90").constexprs["SPLITS"] == attention.DECODE_SPLITS
+    # fewer context slices as the batch bucket's sequences x 2 KV heads fill 256 programs
+    assert [attention.heuristic_schedule(dec, "sm_90", rows).splits for rows in (1, 4, 16, 64, 128, 256)] \
+        == [16, 16, 8, 2, 1, 1]
+    assert attention.heuristic_schedule(dec, "cpu", 64) == attention.AttentionSchedule(bn=32, splits=attention.CPU_SPLITS)
     with pytest.raises(CodegenError, match="a prefill attention schedule"):
         generate(dec, "k", "sm_90", attention.AttentionSchedule(bm=64))
     with pytest.raises(CodegenError, match="cannot schedule a attention kernel"):

@@ -80,7 +80,7 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     if template == "gemm" and gemm.applies(kernel) is None:
         return gemm_heuristic.heuristic_schedule(kernel, target, rows)
     if template == "attention" and attention.applies(kernel) is None:
-        return attention.heuristic_schedule(kernel, target)
+        return attention.heuristic_schedule(kernel, target, rows)
     if template == "mlp" and mlp.applies(kernel) is None:
         return mlp.heuristic_schedule(kernel, target, rows)
     if template == "attention_o" and attention_o.applies(kernel) is None:

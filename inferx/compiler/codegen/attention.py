@@ -68,9 +68,11 @@ class AttentionSchedule:
         return d
 
 
-# Context slices per (sequence, KV head) in decode. On the CPU (Triton's interpreter runs programs
-# one by one) two slices still exercise the merge at a fraction of the cost.
+# Context slices per (sequence, KV head) in decode: as many as keep about DECODE_PROGRAMS programs
+# in flight (two an SM of an H200), at most DECODE_SPLITS. On the CPU (Triton's interpreter runs
+# programs one by one) two slices still exercise the merge at a fraction of the cost.
 DECODE_SPLITS = 16  # powers of two (the arrival test masks with SPLITS - 1)
+DECODE_PROGRAMS = 256
 CPU_SPLITS = 2
 
 
@@ -83,15 +85,41 @@ def is_decode(kernel: KernelOp) -> bool:
     return q_t.shape[2] == 1
 
 
-def heuristic_schedule(kernel: KernelOp, target: str = "sm_90") -> AttentionSchedule:
-    """The schedule when the tuning database has none: decode in ``DECODE_SPLITS`` slices
-    (``CPU_SPLITS`` on the CPU) of 32-key blocks; prefill 64 queries per program when the query
-    length is symbolic (16 for a static one) and 32-key blocks; 4 warps, 2 stages. On sm_90 a
-    symbolic-length prefill takes 64-key blocks in 3 stages: of six tiles measured on an H200 at
-    4096 tokens it is the best for a Llama-3-8B shape (748 against 818 us) and within 1% of the
-    best for a Llama-3.2-1B one (505 against 595 us; benchmarks/results/prefill_sweep_h200_2026-11-30.json)."""
+def decode_splits(kernel: KernelOp, rows: int | None) -> int:
+    """Context slices per (sequence, KV head) for ``rows`` sequences: the largest power of two,
+    at most ``DECODE_SPLITS``, that keeps rows x KV heads x slices within ``DECODE_PROGRAMS``
+    (one slice when the sequences and KV heads alone fill it)."""
+    op = kernel.body.block.first_op
+    assert isinstance(op, nn.AttentionOp)
+    k_t = op.k.type
+    assert isinstance(k_t, TensorType)
+    hkv = k_t.shape[1]
+    per_split = (rows or 1) * (hkv if isinstance(hkv, int) else 1)
+    splits = 1
+    while splits < DECODE_SPLITS and per_split * splits * 2 <= DECODE_PROGRAMS:
+        splits *= 2
+    return splits
+
+
+def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> AttentionSchedule:
+    """The schedule when the tuning database has none. ``rows``: the decode batch bucket the
+    kernel is generated for (None: batch 1).
+
+    Decode on sm_90 cuts each (sequence, KV head)'s context into ``decode_splits`` slices (the
+    fewer, the more sequences and KV heads there are) of 64-key blocks on 4 warps, 2 stages: the
+    tuned records of the Llama-3.2-1B and Llama-3-8B shapes (tuning_logs/h200/attention.jsonl) take
+    8-16 slices at batch 1, 4-8 at 4, 1-4 at 16 and 1-4 at 64, and at batch 64 the 8B shape ran its
+    decode attention in 62.4 us a layer on 16 slices of 32 keys against 37.5 for its record of one
+    slice (benchmarks/results/bench_8b_batches_h200_2026-12-03i.json). On the CPU ``CPU_SPLITS``
+    slices of 32 keys. Prefill: 64 queries per program when the query length is symbolic (16 for a
+    static one) and 32-key blocks; 4 warps, 2 stages. On sm_90 a symbolic-length prefill takes
+    64-key blocks in 3 stages: of six tiles measured on an H200 at 4096 tokens it is the best for
+    a Llama-3-8B shape (748 against 818 us) and within 1% of the best for a Llama-3.2-1B one (505
+    against 595 us; benchmarks/results/prefill_sweep_h200_2026-11-30.json)."""
     if is_decode(kernel):
-        return AttentionSchedule(bn=32, splits=DECODE_SPLITS if target != "cpu" else CPU_SPLITS)
+        if target == "cpu":
+            return AttentionSchedule(bn=32, splits=CPU_SPLITS)
+        return AttentionSchedule(bn=64, splits=decode_splits(kernel, rows))
     op = kernel.body.block.first_op
     assert isinstance(op, nn.AttentionOp)
     q_t = op.q.type
