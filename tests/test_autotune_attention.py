@@ -150,7 +150,8 @@ def test_default_schedule_generates_todays_source_and_a_wrong_shape_is_refused()
     # fewer context slices as the batch bucket's sequences x 2 KV heads fill 256 programs
     assert [attention.heuristic_schedule(dec, "sm_90", rows).splits for rows in (1, 4, 16, 64, 128, 256)] \
         == [16, 16, 8, 2, 1, 1]
-    assert attention.heuristic_schedule(dec, "cpu", 64) == attention.AttentionSchedule(bn=32, splits=attention.CPU_SPLITS)
+    cpu = attention.AttentionSchedule(bn=32, splits=attention.CPU_SPLITS)
+    assert attention.heuristic_schedule(dec, "cpu", 64) == cpu
     with pytest.raises(CodegenError, match="a prefill attention schedule"):
         generate(dec, "k", "sm_90", attention.AttentionSchedule(bm=64))
     with pytest.raises(CodegenError, match="cannot schedule a attention kernel"):

@@ -108,9 +108,11 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     Decode on sm_90 cuts each (sequence, KV head)'s context into ``decode_splits`` slices (the
     fewer, the more sequences and KV heads there are) of 64-key blocks on 4 warps, 2 stages: the
     tuned records of the Llama-3.2-1B and Llama-3-8B shapes (tuning_logs/h200/attention.jsonl) take
-    8-16 slices at batch 1, 4-8 at 4, 1-4 at 16 and 1-4 at 64, and at batch 64 the 8B shape ran its
-    decode attention in 62.4 us a layer on 16 slices of 32 keys against 37.5 for its record of one
-    slice (benchmarks/results/bench_8b_batches_h200_2026-12-03i.json). On the CPU ``CPU_SPLITS``
+    8-16 slices at batch 1, 4-8 at 4, 1-4 at 16 and 1-4 at 64. At batch 64 and 512 positions the
+    8B shape's decode attention took 62.4 us a layer on 16 slices of 32 keys, 37.0 on this rule's
+    one slice of 64-key blocks, which 32 schedules tuned at 2048 positions found best there too
+    (127 us, its bytes' roofline; benchmarks/results/bench_8b_batches{,_tuned}_h200_2026-12-03i.*,
+    tune_8b_attention2048_b64_h200_2026-12-03i.log). On the CPU ``CPU_SPLITS``
     slices of 32 keys. Prefill: 64 queries per program when the query length is symbolic (16 for a
     static one) and 32-key blocks; 4 warps, 2 stages. On sm_90 a symbolic-length prefill takes
     64-key blocks in 3 stages: of six tiles measured on an H200 at 4096 tokens it is the best for
