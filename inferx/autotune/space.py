@@ -657,9 +657,8 @@ ATTENTION_CONSTRAINTS: tuple[AttentionConstraint, ...] = (
     attention_fits_registers,
 )
 
-# The first value of each knob is what a stored schedule that leaves the knob out takes: the
-# heuristic's of old (attention.heuristic_schedule, whose decode slices and key blocks now follow
-# the batch bucket).
+# The first value of each knob fills a stored schedule that leaves the knob out. (The decode
+# heuristic, attention.heuristic_schedule, picks its slices and key blocks by the batch bucket.)
 ATTENTION_DECODE_KNOBS: tuple[Knob, ...] = (
     Knob("splits", (16, 1, 2, 4, 8, 32, 64, 128)),
     Knob("bn", (32, 16, 64, 128, 256)),
