@@ -166,11 +166,10 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
 OVERLAP_HELP = ("Decode GEMVs load their first weight tiles before waiting for the kernel before them and let the "
                 "next one start right after: under PDL, their weights stream as the kernel before ends.")
 FUSE_MLP_HELP = ("Each decode layer's MLP (gate|up and down GEMVs) as one kernel, for --max-batch up to 8 "
-                 "(on an H200 slower than the two kernels: 0.83-0.88x at best on the Llama-3.2-1B shape, "
-                 "0.89x on the Llama-3-8B shape).")
+                 "(off by default: slower than the two kernels on Hopper; see docs/performance.md).")
 FUSE_ATTENTION_O_HELP = ("Each decode layer's attention and o projection as one kernel (no split of the context), "
-                         "for --max-batch up to 8 (on an H200 slower than the two kernels: 17.6 against 8.9 us "
-                         "on the Llama-3.2-1B shape at context 512).")
+                         "for --max-batch up to 8 (off by default: slower than the two kernels on Hopper; "
+                         "see docs/performance.md).")
 
 
 @main.command("compile", context_settings={"help_option_names": ["-h", "--help"]})

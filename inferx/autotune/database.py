@@ -38,14 +38,11 @@ from inferx.compiler.codegen.mlp import MlpSchedule
 
 _PACKAGE = Path(inferx.__file__).resolve().parent
 
-# Medians within this fraction of the fastest are a tie: one schedule measured twice in one
-# H200 session (the 8B gate|up at 4096 rows, by knob_sweep and by gemm_vs_cublas) gave 1479.2
-# and 1468.7 us, 0.7% apart. A knob that buys less than that is not shown to help, and a
-# record is measured at its bucket's largest row count while the kernel runs at every count of
-# the bucket: on an H200 the Llama-3-8B gate|up GEMM (pairs) took 1479.2 us at 4096 rows with
-# a grouped order and 1480.6 without, while at 2048 rows the grouped order was 9% slower
-# (775.5 against 714.1 us; benchmarks/results/knob_sweep_8b_pairs_h200_2026-12-01h.log,
-# gated_box_h200_2026-12-01.log).
+# Medians within this fraction of the fastest are a tie: one schedule timed twice by different
+# tools can differ by most of a percent. A knob that buys less than that is not shown to help, and
+# a record is measured at its bucket's largest row count while the kernel runs at every count of
+# the bucket, where a knob that ties at the largest count can be clearly slower at a smaller one
+# (e.g. the grouped tile order of a large gated GEMM; docs/performance.md).
 TIE = 0.01
 
 # How a record's times were taken: "" in short bursts after idle work (boost clocks), "sustained"

@@ -14,8 +14,8 @@ entry point divided by the tokens that call processes: 1 for a batch-1 decode st
 bucket of ``max_seq_len`` for a prefill, where the task is keyed and measured) times its floor:
 its roofline time (``cost_model.bound_ms``) plus the fixed cost of a launch (``Hopper.launch_s``),
 which no schedule removes and which outweighs the roofline of a small kernel (a decode attention
-at 512 positions: 0.25 us of bytes, 3.9-5.4 us measured). ``share`` is the weight over the sum of
-all weights: the fraction of a token's time the task is expected to take.
+at 512 positions: a fraction of a microsecond of bytes, several microseconds a launch).
+``share`` is the weight over the sum of all weights: the fraction of a token's time the task is expected to take.
 A decode token and a prompt token count alike. The trivial weighting, "launches", uses launches
 per token alone.
 """

@@ -15,14 +15,12 @@ tasks only, persistent grids (``persistent``, programs per SM) and the grouped t
 (``unroll``) and, at one row, the reduction over K deferred to after the loop (``defer``).
 Warp specialization has no knob. Triton 3.6 compiles ``tl.range(warp_specialize=True)`` for sm_90
 (a producer and two consumer warpgroups, 12 warps a program), but not for the RoPE and gated
-epilogues, and the o and down GEMMs (residual and row-sum epilogues) it did compile computed wrong
-results on an H200 (relative L2 0.8-1.1 against the plain kernel, Llama-3-8B at 2048-4096 rows,
-Llama-3.2-1B at 2048); on a bare persistent TMA GEMM it was right but no faster than the same
-tiles unspecialized (benchmarks/NOTES.md, nineteenth session). Stream-K has no knob either: one
-program per SM taking an even share of the tiles' K steps, shared tiles reduced by the last
-program to arrive, was right on an H200 but slower on seven of the eight Llama-3-8B GEMMs at 16
-and 128 rows and tied on the eighth (qkv at 128 rows 33.7 against 22.7 us, o 25.7 against 17.1;
-twentieth session). New knobs are added as ``Knob``s with the value that means "off" listed
+epilogues, and the o and down GEMMs (residual and row-sum epilogues) it does compile compute wrong
+results on Hopper; on a bare persistent TMA GEMM it is right but no faster than the same
+tiles unspecialized. Stream-K has no knob either: one program per SM taking an even share of
+the tiles' K steps, shared tiles reduced by the last program to arrive, is right but slower
+than plain tiles on nearly every Llama-3-8B GEMM at 16 and 128 rows (docs/performance.md).
+New knobs are added as ``Knob``s with the value that means "off" listed
 first; ``GemmSpace.template_fields`` names the fields the template takes today, and a schedule is
 handed to the template without knobs it does not know only when they are off (see
 ``GemmSpace.emit``), so a space can grow before the template does.
@@ -71,7 +69,7 @@ class Hopper:
     fma_flops: float = 60e12  # CUDA cores (GEMV mode multiplies and reduces)
     dram_latency_s: float = 700e-9
     # fixed cost of a launch in a CUDA graph (its start, the ramp to full bandwidth, its drain): a
-    # chain of plain streaming kernels on the H200 fits 2.14-2.36 us per launch (``inferx bench``)
+    # chain of plain streaming kernels fits about this per launch on Hopper (``inferx bench``)
     launch_s: float = 2.3e-6
     max_acc_regs: int = 128  # fp32 accumulator values per thread before spills threaten
 
@@ -190,9 +188,8 @@ def unroll_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
 # fp32 sums of products a deferred GEMV may hold per thread (BN x BK per weight tile over the
 # program's threads). At 128 ptxas for sm_90 does not spill (one warp: 172 registers for a gate|up
 # pair at BN 4 x BK 512, 255 for the 8B qkv at BN 4 x BK 1024), but so few programs fit an SM that
-# they stream 3.2-3.6x slower on the H200 (1B gate|up 55 against 17 us; 8B 201 against 57;
-# results/knob_sweep_{1b,8b}_defer128_h200_2026-12-02d.log); within 64, each task's best deferred
-# GEMV took 0.91-1.15x the time of its best plain one (``..._defer_h200_2026-12-02c.log``)
+# they stream several times slower; within 64, a task's best deferred GEMV is about as fast as
+# its best plain one (docs/performance.md)
 DEFER_MAX_PER_THREAD = 64
 
 
@@ -244,13 +241,11 @@ def dot_tile_shape(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
 
 def rope_tiles_hold_whole_heads(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
     """A prefill RoPE GEMM's tiles hold whole heads (BN a multiple of head_dim, in their natural
-    column order). The permuted tiles the template makes otherwise run, but measured on an H200
-    they never won: half a 128-wide head (BN 64) took 38-62 us for the Llama-3-8B qkv at 128 rows
-    against 22.7 on one head (a permuted tile's columns come in runs, which Triton 3.6 stores a bf16
-    at a time), and two 64-wide heads in permuted order (as the template laid them out until
-    natural multi-head tiles) 429-1371 us for the Llama-3.2-1B qkv at 4096 rows against 135 on one
-    head; one head per tile was best by 1.7-3.2x in every prefill bucket of both. Decode tiles of a
-    few rows store little, and narrower ones won there (the 1B qkv at 4 rows on BN 32). Where the
+    column order). The permuted tiles the template makes otherwise run, but never win: half a
+    head per tile is slower (a permuted tile's columns come in runs, which Triton 3.6 stores a
+    bf16 at a time), and several heads in permuted order much slower; one head per tile is best
+    in every prefill bucket (docs/performance.md). Decode tiles of a few rows store little, and
+    narrower ones can win there. Where the
     task does not know its head dim (read back from a record), nothing is pruned."""
     head = task.rope_head_dim
     if task.shape != "prefill" or not head or _gemv(s) or s["bn"] % head == 0:
@@ -309,7 +304,7 @@ def tma_fits(task: Task, s: Mapping[str, int], hw: Hopper) -> str | None:
         return f"TMA loads of gate|up pairs take 2*BN rows per box, at most 256: BN={s['bn']}"
     if "rope" in task.epilogue.split("+"):
         # Whole heads in natural column order are boxes (tiles of two 64-wide heads on TMA matched
-        # HF on an H200); a tile of part of a head gathers its partners or permutes its columns.
+        # HF); a tile of part of a head gathers its partners or permutes its columns.
         head = task.rope_head_dim
         if head and s["bn"] % head:
             return f"TMA loads of a RoPE GEMM need tiles of whole heads (BN a multiple of head_dim {head})"

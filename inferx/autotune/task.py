@@ -43,8 +43,8 @@ _LAYOUT_OPS = (t.SplitOp, t.ReshapeOp, t.TransposeOp)
 # Rows buckets are powers of two. A short prompt's tiling is a question of its own at 128 rows (1
 # or 2 row tiles against 132 SMs); so is a long one's: the largest bucket is keyed at max_seq_len's
 # power of two, and a model that takes prompts of up to 2048 tokens wants tiles measured at 2048
-# rows, not 4096 (on an H200 the Llama-3.2-1B qkv tile fastest at 4096 rows, 113 us, took 78.9 us
-# at 2048 where the one before it took 71.8: half the programs, 1.45 waves on 132 SMs).
+# rows, not 4096 (a tile fastest at 4096 rows can be slower at 2048, where it launches half the
+# programs and leaves a partial wave on 132 SMs).
 
 
 class TaskError(ValueError):

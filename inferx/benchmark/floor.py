@@ -6,10 +6,7 @@ is timed per launch at several sizes and fitted as ``t = launch_s + bytes / read
 ``launch_s`` is the fixed cost such a kernel pays (its launch in the graph, the ramp to full
 bandwidth, the last wave's tail), so a step of N kernels each as good as a plain streaming one,
 reading B bytes, takes ``N * launch_s + B / read_bytes_per_s``: the reference a plan of that many
-kernels is measured against.
-
-Measured on an H200 (``benchmarks/NOTES.md``, eleventh session): 2.3-2.5 us and 4.63-4.66 TB/s
-for programs of 8-32 KB.
+kernels is measured against. Typical fitted values on Hopper: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -20,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 # Sizes fitted (MB): the Llama-3.2-1B and Llama-3-8B decode GEMMs' weights from 8 MB up. 67.1 MB
-# (the 1B gate/up) is left out: read this way it fell 5-12 us off the line at every program size
-# on an H200, where the gate/up GEMV itself streams it in 16.8 us.
+# (the 1B gate/up) is left out: read this way it falls well off the fitted line at every program
+# size, where the gate/up GEMV itself streams it near the copy rate.
 FIT_SIZES_MB = (8.4, 12.6, 33.6, 50.3, 117.4, 234.9)
 CHUNK_KB = 16  # bytes each program reads: as the compiler's decode GEMVs of 4 rows x K 2048
 

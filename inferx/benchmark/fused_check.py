@@ -1,8 +1,8 @@
 """The fused decode MLP (``mlp`` template) against torch on the same operands, over repeated
 launches on the same scratch: how a schedule's results are checked on the GPU
 (``benchmarks/mlp_sweep.py``, the GPU tests). Comparing schedules with each other is not enough:
-on the H200 the first form of the kernel's finisher gave wrong sums in some launches at its own
-heuristic schedule, which every other schedule was then compared with.
+a faulty finisher can give wrong sums in some launches at the heuristic schedule itself, which
+every other schedule would then be compared with.
 
 The reference covers the MLPs the Llama-shaped benchmark models have: RMSNorm whose weight the
 compiler folded into W1 (no gamma operand in the kernel), SiLU(gate) * up, the down projection and

@@ -91,22 +91,21 @@ class CompileOptions:
     # The tuning database's root (records under <root>/<target>/); None: every schedule heuristic.
     tuning_logs: Path | None = DEFAULT_ROOT
     # The artifact asks CUDA sessions to launch with programmatic dependent launch (every GPU kernel
-    # waits for the one before it either way) unless told otherwise: on an H200 the Llama-3.2-1B
-    # decode step took 0.845 ms with it against 0.865, the Llama-3-8B one 3.926 against 3.965
-    # (benchmarks/NOTES.md).
+    # waits for the one before it either way) unless told otherwise: overlapping each kernel's launch
+    # with the end of the one before makes decode steps faster on Hopper (docs/performance.md).
     pdl: bool = True
     # Decode GEMVs load their first weight tiles before their grid wait and release the next kernel
     # right after it, so under PDL the next kernel's weights stream while this one ends. Off: on
-    # an H200 the Llama-3-8B decode step took 3.990 ms with it against 4.013 without (within
-    # run-to-run spread) and the Llama-3.2-1B one 0.882 against 0.847 (benchmarks/NOTES.md).
+    # Hopper it gains nothing beyond run-to-run spread on larger models and slows smaller ones
+    # (docs/performance.md).
     overlap: bool = False
     # A decode layer's MLP (gate|up GEMV, down GEMV) as one kernel (fuse-decode-mlp, the mlp
     # template; tuned by ``inferx tune --fuse-mlp``), for decode buckets of up to 8 rows. Off:
-    # slower than the two kernels on an H200 (benchmarks/NOTES.md, thirteenth session).
+    # slower than the two kernels on Hopper (docs/performance.md).
     fuse_mlp: bool = False
     # A decode layer's attention and o projection as one kernel (fuse-decode-attention-o, the
     # attention_o template: no split of the context; tuned by ``inferx tune --fuse-attention-o``),
-    # for decode buckets of up to 8 rows. Off: slower than the two kernels on an H200.
+    # for decode buckets of up to 8 rows. Off: slower than the two kernels on Hopper (docs/performance.md).
     fuse_attention_o: bool = False
 
 

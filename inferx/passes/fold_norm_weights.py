@@ -8,9 +8,8 @@
 so the product is unchanged (up to one rounding of ``W * g`` in the weight dtype). What it buys:
 the GEMM template no longer has to scale each loaded tile of x before the dot. A tile used as
 loaded goes straight from the pipelined shared-memory buffers to the tensor cores; a tile
-rescaled in registers does not (measured on an H200, Llama-3.2-1B prefill at 2048 rows, with the
-row statistics from a pass of their own over x: the gate|up GEMM 652 -> 303 us, lm_head
-4.83 -> 2.75 ms).
+rescaled in registers does not, which makes prefill GEMMs behind a norm up to about twice as
+slow (docs/performance.md).
 
 Applies to an ``ix.rmsnorm`` whose scale is weight-only (computed from ``ix.weight`` and
 ``ix.constant`` alone) and whose every user is an ``ix.linear`` reading it as the input, in the

@@ -13,9 +13,8 @@ Row 2j of the new weight is gate row j and row 2j + 1 up row j (a bias likewise)
 the product is gate column j and 2j + 1 up column j: the module computes what it computed before.
 What it buys: the GEMM template takes 2*BN contiguous weight rows per tile as one load (one TMA
 box) into one [BM, 2*BN] accumulator whose column pairs split in registers; with the halves
-stored apart a tile needed two loads of BN rows (measured on an H200, the Llama-3-8B gate|up
-GEMM at 2048 rows: 752 -> 724 us on one schedule, 714 us on a persistent grid;
-benchmarks/results/gated_box_h200_2026-12-01.log).
+stored apart a tile needs two loads of BN rows, which is slower for long prompts
+(docs/performance.md).
 
 Applies to an ``ix.split`` into two equal static halves of the last dim of an ``ix.linear``
 result that has no other user, the linear in the "nk" layout with a weight-only weight (and

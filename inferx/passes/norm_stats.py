@@ -8,14 +8,13 @@ becomes
     %o = ix.kernel "gemm" (%h, %g, %w, %ss) { ^bb0(%x, ..., %s): %n = ix.rmsnorm_ss %x, %g, %s; ... }
 
 A GEMM with a norm prologue otherwise reads its rows of x once more for the statistics, in every
-program of a row block: measured on an H200 for the Llama-3-8B gate/up GEMM at 2048 rows, a
-quarter of the kernel (1146 us against 850 us without). The producer sums the squares of each output tile
+program of a row block, a large share of a prefill GEMM's time (docs/performance.md). The
+producer sums the squares of each output tile
 and the last program of a row block adds the tiles' sums (the gemm template); the consumer
 loads one float per row.
 
 The first layer's norm takes its statistics from the embedding gather, whose programs hold whole
-rows: on an H200 the Llama-3-8B first-layer qkv GEMM with its own pass over x took 306 us at 2048
-rows against 184 for the later layers' (539 against 322 at 4096 rows, tuned).
+rows, so that layer's GEMM is spared its own pass over x too.
 
 Applies where the consumer has the gemm template and its body starts with an rmsnorm of one of
 its inputs, that input is a result of a gemm or gather producer with the shape of the producer's

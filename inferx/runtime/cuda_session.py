@@ -107,10 +107,9 @@ class CudaSession(DecoderSession):
                                f"({self.drv.name()}) is sm_{cc[0]}{cc[1]}")
         self.use_graphs = graphs
         # Programmatic dependent launch, only for kernels built to wait for their predecessor; by
-        # default as the artifact was compiled (``--pdl``, the default). Measured on an H200
-        # (Llama-3.2-1B shape, batch 1, context 512) with kernels that released the next one at
-        # their start: 1.19 ms with it and 1.10 ms without; released at their end: 0.845 ms with
-        # it against 0.865 without (benchmarks/NOTES.md).
+        # default as the artifact was compiled (``--pdl``, the default). With kernels that release
+        # the next one at their end (as built), decode steps are faster with it than without; had
+        # they released it at their start, slower (docs/performance.md).
         wanted = bool(m.get("launch", {}).get("pdl", False)) if pdl is None else pdl
         self.pdl = wanted and all(meta.get("grid_dependency", False) for meta in m["kernels"].values())
         self.entries = m["entries"]

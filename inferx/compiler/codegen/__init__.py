@@ -103,14 +103,11 @@ def with_grid_dependency(ks: KernelSource, early_release: bool = False) -> Kerne
     the tail of the one before. Without PDL both instructions do nothing. Not for the CPU:
     Triton's interpreter has no grid dependency control.
 
-    Measured on an H200 (benchmarks/NOTES.md): released at the start by every kernel, the next
-    kernel's programs wait on the SMs while this one runs: a Llama-3.2-1B decode step took 1.19 ms
-    against 1.10 without PDL (with an L2 prefetch of weights in every program); with preloading
-    GEMVs the Llama-3-8B one took 4.50 ms against 4.01 compiled for 2048 positions, 3.899 against
-    3.947 for 512 (with other attention schedules, in another call). Released early only by the GEMVs that
-    preload: 3.990 against 4.013 ms (2048 positions), within run-to-run spread; the 1B step 0.882
-    against 0.847. Released at the end
-    (the default): 0.845 against 0.865 ms (1B) and 3.926 against 3.965 (8B) without PDL."""
+    The release point is at the end by default: released at the start by every kernel, the next
+    kernel's programs occupy SMs waiting while this one runs, which makes decode steps slower than
+    without PDL; released early only by the GEMVs that preload, the gain is within run-to-run
+    spread at best; released at the end, decode steps are faster than without PDL
+    (docs/performance.md)."""
     head, sep, body = ks.source.partition(f"def {ks.name}(")
     signature, colon, rest = body.partition("):\n")
     if not sep or not colon:

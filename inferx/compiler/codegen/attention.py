@@ -108,16 +108,13 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     Decode on sm_90 cuts each (sequence, KV head)'s context into ``decode_splits`` slices (the
     fewer, the more sequences and KV heads there are) of 64-key blocks on 4 warps, 2 stages: the
     tuned records of the Llama-3.2-1B and Llama-3-8B shapes (tuning_logs/h200/attention.jsonl) take
-    8-16 slices at batch 1, 4-8 at 4, 1-4 at 16 and 1-4 at 64. At batch 64 and 512 positions the
-    8B shape's decode attention took 62.4 us a layer on 16 slices of 32 keys, 37.0 on this rule's
-    one slice of 64-key blocks, which 32 schedules tuned at 2048 positions found best there too
-    (127 us, its bytes' roofline; benchmarks/results/bench_8b_batches{,_tuned}_h200_2026-12-03i.*,
-    tune_8b_attention2048_b64_h200_2026-12-03i.log). On the CPU ``CPU_SPLITS``
+    8-16 slices at batch 1, 4-8 at 4, 1-4 at 16 and 1-4 at 64. At large batches one slice of
+    64-key blocks is much faster than many slices of 32 keys, and tuning finds it best there too,
+    at its bytes' roofline (docs/performance.md). On the CPU ``CPU_SPLITS``
     slices of 32 keys. Prefill: 64 queries per program when the query length is symbolic (16 for a
     static one) and 32-key blocks; 4 warps, 2 stages. On sm_90 a symbolic-length prefill takes
-    64-key blocks in 3 stages: of six tiles measured on an H200 at 4096 tokens it is the best for
-    a Llama-3-8B shape (748 against 818 us) and within 1% of the best for a Llama-3.2-1B one (505
-    against 595 us; benchmarks/results/prefill_sweep_h200_2026-11-30.json)."""
+    64-key blocks in 3 stages: for long prompts it is the best or near the best of the usual
+    tiles on Llama-3-8B and Llama-3.2-1B shapes (docs/performance.md)."""
     if is_decode(kernel):
         if target == "cpu":
             return AttentionSchedule(bn=32, splits=CPU_SPLITS)
@@ -202,8 +199,8 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
         lo = "lo"
     # Key blocks that every query of the block sees (causal, no window: keys up to the block's
     # first position) run without masks; the rest (the diagonal) masked. Softmax in base 2: the
-    # scale carries log2(e), so exp2 replaces exp (measured on an H200, Llama-3-8B shape, 2048
-    # tokens: 130 -> 105 us per layer with both).
+    # scale carries log2(e), so exp2 replaces exp (both make prefill attention markedly faster;
+    # docs/performance.md).
     loop = _Loop(causal, window, cap, scale, low, d, dv, hkv, T, pos="pos[:, None]", base2=True, pad_masks=True)
     if causal and window is None:
         em.emit("mid = (tl.minimum(kvl, tl.min(tl.where(im, pos, kvl), 0) + 1) // BN) * BN")

@@ -10,7 +10,7 @@ residual add; ``partials.py``). The chunks of one KV head each compute its atten
 the K/V they read is the first chunk's, from the L2, so the redundancy costs L2 traffic and
 FLOPs, not DRAM bytes; in exchange W_o streams over every SM in the same launch. There is no
 split of the context: a program's key loop is the whole context, so this pays at short
-contexts (it is not measured yet on a GPU).
+contexts.
 
 Applies to a kernel whose body is ``attention (one query per sequence) -> transpose(0, 2, 1, 3)
 -> reshape to [batch, 1, heads * head_dim] -> linear (no bias, W stored [N, K]) -> elementwise

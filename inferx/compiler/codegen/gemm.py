@@ -48,14 +48,12 @@ EARLY_STATS_SPAN = 512
 def early_stats(bm: int, span: int, num_warps: int) -> bool:
     """Whether a split-K program with a folded RMSNorm takes its rows' statistics from x loaded
     ahead of its K loop ([BM, span] values, summed after the loop) rather than from a pass over x
-    before it. The pass's latency stands in front of the program's weight stream: on an H200 the
-    Llama-3-8B qkv GEMM at 16 rows (split 8) took 21.2 us as built and 17.7 with no statistics at
-    all. Measured against the pass (``benchmarks/results/stats_variants_h200_2026-12-03d.log``):
-    faster over short ranges (8B qkv, span 512: 20.5 -> 20.2 us; 1B qkv, span 256: 10.0 -> 9.6),
-    slower over long ones (1B gate/up, span 1024: 22.9 -> 23.6; span 2048 on 64 rows: 25 -> 33).
-    Summing squares inside the K loop cost more still on mma.sync tiles, and on wgmma tiles the x
-    tile shared by the dot and the sums computed wrong results in Triton 3.6
-    (``stats_variants_h200_2026-12-03.log``). The tile must fit in a few registers a thread, and
+    before it. The pass's latency stands in front of the program's weight stream, a sizeable
+    share of a small decode GEMM's time. Against the pass, early loads are faster over short
+    ranges and slower over long ones (docs/performance.md), hence ``EARLY_STATS_SPAN``.
+    Summing squares inside the K loop costs more still on mma.sync tiles, and on wgmma tiles the x
+    tile shared by the dot and the sums computed wrong results in Triton 3.6. The tile must fit
+    in a few registers a thread, and
     ``span`` be a power of two (one ``tl.arange``)."""
     return (span & (span - 1) == 0 and span <= EARLY_STATS_SPAN
             and bm * span <= EARLY_STATS_VALUES * 32 * num_warps)
@@ -96,9 +94,8 @@ class GemmSchedule:
     group_m: int = 0
     # Unrolled K loop (GEMV mode): the loop becomes straight-line code (``tl.static_range``), so
     # every step's W loads may be issued before the first products are reduced (num_stages then
-    # means nothing). Measured on an H200 at batch 1: faster for the Llama-3-8B o GEMV (10.7
-    # against 11.9 us), slower for the nine other 1B and 8B decode GEMMs (benchmarks/NOTES.md,
-    # eleventh session); the tuner picks it per task.
+    # means nothing). It helps some decode GEMVs and slows others (docs/performance.md), so the
+    # tuner picks it per task.
     unroll: int = 0
     # Deferred reduction (GEMV mode, one row): each K step adds its products into [BN, BK] fp32
     # sums (and x's squares into [1, BK]), reduced over K once after the loop, so a step is loads
@@ -241,8 +238,8 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     em.emit(f"cn = c < {n_tile}")
     # A gated GEMM on the dot path interleaves: one [BM, 2*BN] accumulator whose column 2j is
     # gate column j and 2j+1 up column j, split in registers after the loop. One wide dot instead
-    # of two narrow ones: on an H200, the Llama-3-8B gate/up GEMM at 2048 rows took 850 -> 708 us
-    # (no norm statistics in either). With the W rows stored in pairs (interleave-pairs) a tile's
+    # of two narrow ones, which is markedly faster for long prompts (docs/performance.md).
+    # With the W rows stored in pairs (interleave-pairs) a tile's
     # 2*BN rows are contiguous: one load, one TMA box, also under split-K. With the halves
     # stored apart the rows are gathered (no split-K); under TMA, where each box is a run of
     # contiguous rows, gate and up rows come as two boxes into two accumulators instead.
@@ -272,7 +269,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if partner and not paired:
         em.emit(f"pc = c + {partner}")
         em.emit(f"accp = tl.zeros({acc_shape}, dtype=tl.float32)")
-    # No K masks where BK divides K (measured: 5% of the Llama-3-8B gate/up GEMM at 2048 rows)
+    # No K masks where BK divides K (masked loads cost a few percent of a large GEMM's time)
     ragged = k_dim % sched.bk != 0
     precision = "" if low else ', input_precision="ieee"'
 
@@ -330,14 +327,14 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     if early:
         # A split-K program's rows of x over its K range, loaded before the K loop and summed
         # after it: the loads are in flight under the weight stream, where a pass of their own
-        # stood before it (measured: ``early_stats``)
+        # stood before it (why and when: ``early_stats``)
         em.emit(f"xs1 = tl.load({x_ptr} + r[:, None] * {k_dim} + (k_lo + tl.arange(0, {span}))[None, :], "
                 "mask=rm[:, None], other=0)")
     elif folded:
         # The scale is folded into W (fold-norm-weights): the row statistics come from a pass of
         # their own over x, so the main loop is a plain GEMM whose x tiles go to the dot as loaded
-        # in chunks of 256 columns where they divide the range (measured on an H200 for the
-        # Llama-3-8B qkv GEMM at 2048 rows: 358 -> 330 us against chunks of BK = 64)
+        # in chunks of 256 columns where they divide the range (faster than chunks of BK for long
+        # prompts; docs/performance.md)
         chunk = max(sched.bk, 256) if span % max(sched.bk, 256) == 0 else sched.bk
         em.emit(f"for k1 in range({k_range}, {chunk}):")
         em.indent += 1
@@ -452,7 +449,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, 
     row_inputs = _row_inputs(epilogue, rows_shape)
     for v in row_inputs:
         em.emit(f"row{_idx(v)} = tl.load(in{_idx(v)} + r, mask=rm, other=0)")
-    # cos and sin by the GPU's approximations in tiles, by polynomials in GEMVs: measured (sincos)
+    # cos and sin by the GPU's approximations in tiles, by polynomials in GEMVs (why: sincos)
     hoisted = hoisted_rope(em, epilogue, regions, row_inputs, fast=not gemv) if paired else None
     lead = em.unravel("r[:, None]", y_t.shape[:-1])
     for v in row_inputs:

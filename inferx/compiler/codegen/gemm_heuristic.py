@@ -1,6 +1,6 @@
 """The GEMM template's own schedules, where the tuning database has no record: GEMV mode for one
 decode row, the dot path with split-K for decode batch buckets, wgmma-sized tiles for prefill (64
-x 64 for short prompts). Each rule names the H200 measurements it was drawn from. Used by
+x 64 for short prompts). Each rule says why it holds on Hopper (figures: docs/performance.md). Used by
 ``gemm.generate`` when given no schedule, by the compiler driver for fallbacks, and by the tuner,
 which measures a task's heuristic schedule first."""
 
@@ -20,29 +20,24 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     batch x seq (None: any number of rows).
 
     A decode GEMM for more than one row on sm_90 takes the dot path (GEMV mode would stream the
-    weights once per row: measured on an H200, a Llama-3.2-1B-shaped step took 7.3 ms at batch
-    16 against 1.1 ms at batch 1), with split-K where its tiles leave SMs idle
+    weights once per row, so a step's time grows with the batch), with split-K where its tiles
+    leave SMs idle
     (``_decode_dot_schedule``).
 
     Decode-shaped GEMMs (rows = batch, no ``seq``) run in GEMV mode: one row per program, BN=8
-    weight rows by BK=512 (or all of a shorter K), 2 stages. Of 26 schedules swept for every
-    Llama-3-8B decode GEMM at batch 1 on an H200 this one is within 10% of the best for each, and
-    it streams the 1 GB lm_head at 97% of the copy rate
-    (benchmarks/results/gemm_sweep_gemv_decode_8b_b1_h200_2026-11-30.json). Larger decode batches
-    want the dot path (above). On the CPU (Triton's
+    weight rows by BK=512 (or all of a shorter K), 2 stages: close to the best GEMV schedule for
+    each Llama-3-8B decode GEMM at batch 1, and it streams the lm_head near the copy rate
+    (docs/performance.md). Larger decode batches want the dot path (above). On the CPU (Triton's
     interpreter, where each program costs a Python-level step) decode takes the dot path with
     BM=16, BN=64: far fewer programs, the same results.
     Prefill-shaped GEMMs (rows include ``seq``): BM=64 so that the dot runs on wgmma (128 x 128
     tiles on 8 warps for sm_90, below); narrow or shallow weights shrink BN/BK to 32. A short
     prompt (``rows`` <= max(PREFILL_ROW_BUCKETS)) on sm_90 takes 64 x 64 tiles (BN = head_dim under
     RoPE) on one warpgroup, 4 stages, where the large tiles would leave most SMs idle at its rows
-    (fewer programs than half the 132 SMs): at 128 rows they left 16-48 programs (Llama-3-8B
-    o/down/qkv at 0.23-0.28x cuBLAS, benchmarks/results/gemm_vs_cublas_8b_h200_2026-11-30c.json;
-    64 x 64 gives 128-192 programs and 0.51-0.57x). Where they come near filling the SMs (the 8B
-    gate/up: 112 programs at 128 rows; the lm_head) the large tiles stay: gate/up at 128 rows took
-    71.4 us on them (gemm_vs_cublas_8b_h200_2026-11-30c.json) against 77.1 on 64 x 64
-    (gemm_vs_cublas_8b_heuristic_h200_2026-12-01.json), and for the lm_head at 256 rows the
-    tuner, which measures the heuristic first, found 128 x 256 best."""
+    (fewer programs than half the 132 SMs): at 128 rows they leave 16-48 programs for the
+    Llama-3-8B o/down/qkv, where 64 x 64 gives 128-192 and runs about twice as fast. Where they
+    come near filling the SMs (the 8B gate/up: 112 programs at 128 rows; the lm_head) the large
+    tiles stay, being faster there than 64 x 64 (docs/performance.md)."""
     lin = next(o for o in kernel.body.block.ops if isinstance(o, nn.LinearOp))
     x = lin.input.type
     assert isinstance(x, TensorType)
@@ -55,10 +50,8 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         if target == "cpu" or not isinstance(n, int) or n < 128:
             return GemmSchedule(64, bn, bk)
         # sm_90: 128 x 128 tiles on 8 warps (two warpgroups of wgmma), 3 stages, also with a
-        # second accumulator (gated split): measured on an H200 for the Llama-3.2-1B gate|up GEMM
-        # at 4096 rows, 510 TFLOP/s against 409 with BN=64.
-        # One accumulator and no RoPE: 128 x 256 (Llama-3-8B o 628 against 567 TFLOP/s, down 613
-        # against 517; benchmarks/results/prefill_sweep_h200_2026-11-30.json).
+        # second accumulator (gated split): faster than BN=64 for long prompts.
+        # One accumulator and no RoPE: 128 x 256, faster still where N is wide (docs/performance.md).
         ops = list(kernel.body.block.ops)
         epilogue = ops[ops.index(lin) + 1 :]
         short = rows is not None and rows <= max(PREFILL_ROW_BUCKETS)
@@ -94,15 +87,10 @@ def _decode_dot_schedule(kernel: KernelOp, lin: nn.LinearOp, rows: int) -> GemmS
     tiles and on 64-row tiles of a gated or RoPE GEMM, else 4; 4 stages.
 
     Drawn from the tuning records of the Llama-3.2-1B and Llama-3-8B decode GEMMs at 4, 16 and
-    64 rows on an H200 (tuning_logs/h200/gemm.jsonl): of 23 tasks whose records hold this rule's
-    tiles and split, it is within 16% of the best in 22 (the other's one such record ran on 2
-    warps, 1.84x), and within 1% in 13 (8B qkv at 16 rows: BN 128, split 4, 20.4 us; the earlier
-    BN 32 without split, 27.6; 8B down at 16 rows 32.5 against 42.1; 8B gate|up at 64 rows 73.3
-    against 122.3). Where a task's N alone fills the SMs (gate|up, lm_head) there is no split.
-    Timed as built beside cuBLAS (benchmarks/results/gemm_vs_cublas_*_heuristic*_h200_2026-12-02h):
-    at 4 and 16 rows 0.70-1.08x of it; at 64 rows on 4 warps the gated and RoPE tiles were slow
-    (8B gate|up 91.3 us against 73.3 in their records on 8 warps, 1B qkv 15.4 against 11.7), hence
-    the 8 warps there."""
+    64 rows (tuning_logs/h200/gemm.jsonl): where those records hold this rule's tiles and split,
+    it is close to the best schedule of nearly every task. Where a task's N alone fills the SMs
+    (gate|up, lm_head) there is no split. At 64 rows the gated and RoPE tiles are slow on 4 warps,
+    hence the 8 warps there (docs/performance.md)."""
     x, n = lin.input.type, lin.result.type.shape[-1]  # type: ignore[attr-defined]
     assert isinstance(x, TensorType)
     k = x.shape[-1]
@@ -125,8 +113,8 @@ def _decode_dot_schedule(kernel: KernelOp, lin: nn.LinearOp, rows: int) -> GemmS
     split = 1
     layernorm = isinstance(ops[0], nn.LayerNormOp)  # split-K is not generated under a LayerNorm
     # double while the programs number under 128 (a wave on 132 SMs, within 3%); a RoPE GEMM's
-    # 64-row tiles at most 2 (its last program rotates after the sum of the partials: the 8B qkv at
-    # 64 rows took 31.1 us on split 4, 25.1 on split 2; the 1B 11.7 and 10.8)
+    # 64-row tiles at most 2 (its last program rotates after the sum of the partials, which a
+    # deeper split makes slower)
     most = 2 if rope and bm == 64 else 8
     while not layernorm and split < most and tiles * split < 128 and k % (2 * split * bk) == 0:
         split *= 2

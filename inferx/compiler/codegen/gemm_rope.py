@@ -129,8 +129,8 @@ def partner_swap(regions: list[RopeRegion], bn: int) -> str:
     """The statement that forms ``accp``, each column's RoPE partner, from ``acc`` in a tile that
     ``pairing`` laid out: the swap of the tile's halves (one head, or the permuted columns), or of
     each head's halves in a tile of several natural heads (the [BM, BN] tile seen as BM x heads
-    rows of two halves). On an H200 (Triton 3.6) a 4-D form of the latter once gave other results
-    from the AOT cubin than from the JIT; the GPU tier checks this 3-D form against HF and the JIT
+    rows of two halves). With Triton 3.6 a 4-D form of the latter gives other results from the
+    AOT cubin than from the JIT on sm_90; the GPU tier checks this 3-D form against HF and the JIT
     (``tests/test_gpu.py -k two_natural_heads``)."""
     heads = natural_heads(regions, bn)
     if heads > 1:

@@ -14,10 +14,9 @@ Loads, by schedule: with ``prefetch`` (the default) each loop step issues the ne
 before reducing its own, and the first W2 tile is issued before the first loop, so a program
 alone on its SM keeps two steps in flight; without it, one; with ``dot`` the products run on
 tensor cores over a 16-row tile (rows past BM masked), so Triton's pipeliner stages the weight
-tiles in shared memory over ``num_stages``. Measured on an H200 (Llama-3.2-1B and -3-8B shapes,
-batch 1): prefetch took the heuristic schedule from 56 to 35 us and from 167 to 110; at best the
-kernel is 0.83-0.89x the two GEMVs it replaces (with a deferred first loop too), and the dot form
-no faster.
+tiles in shared memory over ``num_stages``. Prefetch makes the kernel markedly faster; even so,
+on Hopper it is slower than the two GEMVs it replaces (hence off by default: ``--fuse-mlp``),
+and the dot form is no faster (docs/performance.md).
 
 Applies to a kernel whose body is ``[rmsnorm ->] linear (gate|up halves, no bias) -> elementwise
 ops -> linear (no bias) -> elementwise epilogue``, both weights stored [N, K], with static dims

@@ -337,12 +337,9 @@ class Emitter:
 
         ``fast``: in a kernel compiled for a GPU, libdevice's ``fast_cosf``/``fast_sinf`` (the
         hardware approximations, on the reduced angle) instead of the polynomials; the
-        interpreter, which has neither, keeps the polynomials. Measured on an H200 (the generated
-        source edited, each form checked against the heuristic schedule's results): the Llama-3-8B
-        prefill qkv GEMM with RoPE 24.7 -> 22.6 us at 128 rows and 321 -> 313 us at 4096; the
-        decode GEMVs (one row per program) 6.8 -> 7.0 us on the Llama-3.2-1B shape and 15.6 ->
-        15.7 on the 8B one, so those keep the polynomials
-        (benchmarks/results/qkv_epilogue_variants_h200_2026-12-02g.log)."""
+        interpreter, which has neither, keeps the polynomials. The approximations make prefill
+        GEMMs with RoPE faster and decode GEMVs (one row per program) no faster, so those keep
+        the polynomials (docs/performance.md)."""
         n = self.tmp(f"tl.floor({angle} * 0.15915494309189535 + 0.5)", "n")
         r = self.tmp(f"({angle} - {n} * 6.28125) - {n} * 0.0019353071795864769", "r")
         cos, sin = f"cs{self.counter}", f"sn{self.counter}"
