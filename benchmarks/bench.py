@@ -12,4 +12,4 @@ if __name__ == "__main__":  # kernels are built in spawned workers that import t
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from inferx.cli import main
 
-    main(["bench", *sys.argv[1:]], prog_name="inferx bench")
+    main(["bench", *sys.argv[1:]], prog_name="inferx")

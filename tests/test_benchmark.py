@@ -84,7 +84,7 @@ def test_decode_bytes_by_hand_8b() -> None:
     parts = decode_bytes(Dims.of(make_config("8b")), batch=1, context=512)
     assert parts["weights"] == weights and parts["kv_read"] == kv_read
     assert parts["total"] == weights + kv_read + 2 * L * kv * 2 + 2 * h + 2 * V
-    assert round(parts["total"] / 1e9, 2) == 15.08  # benchmarks/NOTES.md: 15.08 GB at this config
+    assert round(parts["total"] / 1e9, 2) == 15.08  # docs/performance.md: 15.08 GB at this config
 
 
 def test_decode_bytes_count_a_tied_embedding_once() -> None:
@@ -92,7 +92,7 @@ def test_decode_bytes_count_a_tied_embedding_once() -> None:
     params = sum(p.numel() for p in make_model("tiny", "cpu", torch.float32).parameters())  # tied: once
     tiny = Dims.of(make_config("tiny"))
     assert decode_bytes(tiny, 1, 1)["weights"] == 2 * params
-    assert round(decode_bytes(d, 1, 512)["total"] / 1e9, 2) == 2.49  # benchmarks/NOTES.md
+    assert round(decode_bytes(d, 1, 512)["total"] / 1e9, 2) == 2.49  # docs/performance.md
 
 
 def test_prefill_counts_by_hand() -> None:
@@ -447,83 +447,3 @@ def test_decode_kernel_tables_show_the_launch_floor() -> None:
     failed = report.render({**results, "launch_floor": {"error": "no GPU"}})
     assert "launch floor not measured: no GPU" in failed and "launch floor us" not in failed
 
-
-def test_the_pdl_probe_streams_every_chunk_on_a_persistent_grid() -> None:
-    """benchmarks/pdl_chain_probe.py's streaming stand-in in Triton's interpreter, PDL off (its
-    grid waits and releases are GPU instructions): a persistent grid of 3 programs over 10 chunks
-    sums every chunk, with 0, 1 or 2 chunks per program loaded before the wait (past the last
-    chunk masked off). Both probes refuse bad flags, and to run without a GPU, in one line each."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    import pdl_chain_probe
-
-    stream, _ = pdl_chain_probe.kernels()
-    x = torch.arange(10 * 256, dtype=torch.float16) % 5
-    for pre in (0, 1, 2):
-        out = torch.zeros(3)
-        stream[(3,)](x, out, 10, CHUNK=256, REL=0, PRE=pre)
-        assert out.sum().item() == x.float().sum().item(), pre
-    bench = Path(__file__).resolve().parent.parent / "benchmarks"
-    for script, flags, said in (
-        ("pdl_chain_probe.py", ["--release", "soon"], "pdl_chain_probe: --release 'soon': each one of off, end, wait, "
-                                                      "start"),
-        ("pdl_chain_probe.py", ["--pre", "3"], "pdl_chain_probe: --pre '3': each a power of 2 (chunks loaded before "
-                                               "a wait)"),
-        ("l2_prefetch_probe.py", ["--req", "100"], "l2_prefetch_probe: --at 'start,end' / --req 100: each of start, "
-                                                   "end / a positive multiple of 16 bytes"),
-    ):
-        proc = subprocess.run([sys.executable, str(bench / script), *flags], capture_output=True, text=True)
-        assert proc.returncode != 0 and proc.stderr.strip() == said
-    if not torch.cuda.is_available():
-        for script in ("pdl_chain_probe.py", "l2_prefetch_probe.py"):
-            proc = subprocess.run([sys.executable, str(bench / script)], capture_output=True, text=True)
-            assert proc.returncode != 0 and proc.stderr.strip() == f"{script[:-3]}: needs a CUDA GPU"
-
-
-def test_the_dataflow_probe_deals_tiles_and_marks_each_programs_waits_and_counts() -> None:
-    """benchmarks/dataflow_probe.py's tables: tiles dealt round-robin over 4 programs across a
-    3-tile phase, a latency phase of 128 and a 2-tile phase; a program's first tile of a later
-    phase waits, its last tile of each phase counts, and a phase is done at one count a warp of
-    each program with tiles in it. Its kernel in the interpreter without waits (those are GPU
-    instructions). The script refuses a bad --sync, and to run without a GPU, in one line each."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    import dataflow_probe
-
-    t = dataflow_probe.schedule([0.05, 0, 0.04], 4, warps=2)
-    assert t["bounds"] == [0, 3, 131, 133] and t["need"] == [6, 8, 4]
-    info = t["info"]
-    assert [w >> 3 for w in info] == [0] * 3 + [1] * 128 + [2] * 2
-    assert [w & 7 for w in info[:3]] == [2, 2, 2]  # phase 0: nobody waits, each program's only tile counts
-    assert [w & 1 for w in info[3:131]] == [1] * 4 + [0] * 124  # each program's first latency tile waits
-    assert [i for i in range(3, 131) if info[i] & 2] == [127, 128, 129, 130]  # and its last counts
-    assert all(w & 4 for w in info[3:131]) and not any(w & 4 for w in info[:3] + info[131:])
-    assert [w & 7 for w in info[131:]] == [3, 3]
-    assert t["kind"] == [0, 1, 0] and t["advance"] == 1
-    # the kernel without waits (they are GPU instructions) in the interpreter: every tile and the
-    # latency phase's dependent loads summed once, the phase scan reaching the last phase
-    kern = dataflow_probe.kernel()
-    bn, bk, steps = 16, 16, 2
-    x = torch.arange(133 * bn * bk, dtype=torch.float16) % 3
-    lat = torch.ones((128 * steps + 1) * 4096, dtype=torch.float16)
-    out = torch.zeros(4)
-    ints = {"dtype": torch.int32}
-    kern[(4,)](x, x, lat, torch.zeros(4096, dtype=torch.float16), out, torch.tensor(t["bounds"], **ints),
-               torch.tensor(t["kind"], **ints), torch.tensor(t["need"], **ints), torch.zeros(3, **ints),
-               torch.zeros(1, **ints), 133, torch.zeros(3 * 1024, dtype=torch.int64), torch.zeros(1, **ints),
-               BN=bn, BK=bk, STEPS=steps, ADVANCE=t["advance"], WAIT=False, ONE=False)
-    assert out.sum().item() == x.float().sum().item() + 128 * steps * 4096
-    with pytest.raises(ValueError, match="programs, warps >= 1"):
-        dataflow_probe.schedule([1.0], 0)
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "dataflow_probe.py"
-    proc = subprocess.run([sys.executable, str(script), "--sync", "all"], capture_output=True, text=True)
-    assert proc.returncode != 0 and proc.stderr.strip() == (
-        "dataflow_probe: --per-sm '1,2' / --stages '3,4,6' / --sync 'all' / --l2-ahead '0' / --act '1' / --load 'cp' / "
-        "--order 'release' / --backoff '0' / --signaler '0': positive integers, e.g. 1,2 / 4,6; each of none, warps, "
-        "one, ll, llc; integers >= 0; each 0 or 1; each of cp, tma; each of release, relaxed; integers >= 0; "
-        "integers 0-255")
-    proc = subprocess.run([sys.executable, str(script), "--load", "bulk"], capture_output=True, text=True)
-    assert proc.returncode != 0 and "--load 'bulk'" in proc.stderr
-    proc = subprocess.run([sys.executable, str(script), "--signaler", "256"], capture_output=True, text=True)
-    assert proc.returncode != 0 and "--signaler '256'" in proc.stderr
-    if not torch.cuda.is_available():
-        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
-        assert proc.returncode != 0 and proc.stderr.strip() == "dataflow_probe: needs a CUDA GPU"
