@@ -85,14 +85,15 @@ def main() -> None:
 
     import torch
 
-    from inferx.autotune.database import Database
     from inferx.autotune.extract import fused_module
     from inferx.autotune.runner import LocalRunner
-    from inferx.autotune.space import HARDWARE
-    from inferx.autotune.task import gemm_task, rows_bucket, shape_of
     from inferx.benchmark.shapes import SHAPES, make_config, plain_gemm_module, projections
     from inferx.compiler.codegen import generate
-    from inferx.compiler.codegen.gemm_heuristic import heuristic_schedule
+    from inferx.compiler.database import Database
+    from inferx.compiler.families.common.hardware import HARDWARE
+    from inferx.compiler.families.common.keys import rows_bucket
+    from inferx.compiler.families.gemm.heuristic import heuristic_schedule
+    from inferx.compiler.families.gemm.task import gemm_task, shape_of
     from inferx.compiler.ir.ops_kernel import KernelOp
 
     hw = HARDWARE[args.target]

@@ -38,8 +38,8 @@ def int_list(text: str) -> list[int]:
 def grid(task: Any, bis: list[int], steps: list[int], warps: list[int], stages: list[int],
          prefetch: Sequence[int] = (1,), dot: Sequence[int] = (0,), defer: Sequence[int] = (0,)) -> list[Any]:
     """The fused schedules of the grid (BK = BN) that the tuner's space accepts for ``task``."""
-    from inferx.autotune.space_fused import MlpSpace, mlp_bm
-    from inferx.compiler.codegen.mlp import MlpSchedule
+    from inferx.compiler.families.mlp.codegen import MlpSchedule
+    from inferx.compiler.families.mlp.space import MlpSpace, mlp_bm
 
     space, bm = MlpSpace(), mlp_bm(task)
     out = []
@@ -69,17 +69,21 @@ def main() -> None:
 
     import torch
 
-    from inferx.autotune.database import Database
     from inferx.autotune.extract import fused_module
     from inferx.autotune.runner import LocalRunner
-    from inferx.autotune.space import HARDWARE
-    from inferx.autotune.task import gemm_task, mlp_task, rows_bucket
     from inferx.benchmark.floor import measure_launch_floor
     from inferx.benchmark.fused_check import mlp_errors
     from inferx.benchmark.shapes import make_config
-    from inferx.compiler.codegen import gemm_heuristic, generate, mlp
+    from inferx.compiler.codegen import generate
+    from inferx.compiler.database import Database
+    from inferx.compiler.families.common.hardware import HARDWARE
+    from inferx.compiler.families.common.keys import rows_bucket
+    from inferx.compiler.families.gemm import heuristic as gemm_heuristic
+    from inferx.compiler.families.gemm.task import gemm_task
+    from inferx.compiler.families.mlp import codegen as mlp
+    from inferx.compiler.families.mlp.task import mlp_task
     from inferx.compiler.ir.ops_kernel import KernelOp
-    from inferx.passes import registry
+    from inferx.compiler.pipeline import registry
     from inferx.passes.pipeline import PassManager, parse
 
     hw = HARDWARE[args.target]

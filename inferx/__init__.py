@@ -28,7 +28,8 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     o projection as one kernel, for ``max_batch`` up to 8)."""
     from pathlib import Path
 
-    from inferx.compiler.driver import CompileOptions, compile_model
+    from inferx.compiler.driver import compile_model
+    from inferx.compiler.options import CompileOptions
 
     if output is None:
         raise TypeError("compile() needs output=PATH")

@@ -53,7 +53,7 @@ def opt_command(file: str, pipeline: str, output: str, print_ir_after_all: bool,
                 print_after: tuple[str, ...], split_input_file: bool, list_passes: bool) -> None:
     """Parse IR text, verify it, run PIPELINE, print the result (like mlir-opt)."""
     from inferx.compiler.ir.textio import IRError, parse_module, verify_module
-    from inferx.passes import registry
+    from inferx.compiler.pipeline import registry
     from inferx.passes.pipeline import PassManager, PipelineError, describe, parse
 
     passes = registry()
@@ -125,10 +125,10 @@ DTYPE_CHOICES = ("fp32", "fp16", "bf16")
 
 def _compile_errors() -> tuple[type[BaseException], ...]:
     """What compiling raises for a model, option or output the user gave (not a compiler bug)."""
-    from inferx.compiler.codegen.errors import CodegenError
-    from inferx.compiler.driver import CompileError
+    from inferx.compiler.families.common.errors import CodegenError
     from inferx.compiler.frontend.hf import ModelImportError
     from inferx.compiler.frontend.weights import WeightError
+    from inferx.compiler.options import CompileError
     from inferx.models.config import ConfigError
     from inferx.passes.plan_memory import PlanError
     from inferx.runtime.artifact import ArtifactError
@@ -201,7 +201,8 @@ def compile_command(model: str, output: str, target: str, dtype: str | None, max
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
     Progress goes to stderr; the artifact's path to stdout."""
-    from inferx.compiler.driver import TARGETS, CompileOptions, compile_model
+    from inferx.compiler.driver import compile_model
+    from inferx.compiler.options import TARGETS, CompileOptions
 
     if target not in TARGETS:
         raise UserError(f"unknown target {target!r}: the targets are {', '.join(TARGETS)}")
@@ -267,8 +268,8 @@ def tune_command(model: str, target: str, budget: str, trials: int | None, runne
                  sustain_ms: float) -> None:
     """Tune the GEMM and attention schedules of MODEL (and the fused decode kernels with --fuse-mlp,
     --fuse-attention-o); records are appended to the tuning database."""
-    from inferx.autotune.database import DEFAULT_ROOT
     from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
+    from inferx.compiler.database import DEFAULT_ROOT
 
     with _user_errors((TuneError, *_compile_errors())):
         options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,

@@ -13,22 +13,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # runtimes import ModelInfo from here and must not import xDSL
+from inferx.runtime.model_info import ModelInfo
+
+if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """Metadata of a decoder LLM that sessions and the compiler need."""
-
-    architecture: str
-    vocab_size: int
-    max_context: int
-    eos_token_ids: tuple[int, ...]
-    num_layers: int
-    num_kv_heads: int
-    head_dim: int
-    dtype: str = "f32"
 
 
 @dataclass
@@ -46,6 +34,6 @@ class Program:
 
     def reference_session(self, **options: object):  # -> Session
         """A Session backed by the reference interpreter (the oracle)."""
-        from inferx.runtime.reference import reference_session
+        from inferx.compiler.interpreter.session import reference_session
 
         return reference_session(self, **options)

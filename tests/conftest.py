@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from inferx.autotune.database import Record
-    from inferx.autotune.task import AnyTask
+    from inferx.compiler.database import Record
+    from inferx.compiler.families.interface import AnyTask
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

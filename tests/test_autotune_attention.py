@@ -17,15 +17,19 @@ from click.testing import CliRunner
 
 import inferx
 from inferx.autotune.cost_model import LearnedModel, RooflineModel, bound_ms, roofline_ms
-from inferx.autotune.database import Database, Record, ScheduleError, attention_schedule
 from inferx.autotune.extract import extract_tasks, fused_module
 from inferx.autotune.runner import ReplayRunner
 from inferx.autotune.search import Budget, EvolutionarySearch, RoundRobin, Tuner
-from inferx.autotune.space import AttentionSpace, space_for, spaces_for
+from inferx.autotune.space import space_for, spaces_for
 from inferx.autotune.synthetic import landscape
-from inferx.autotune.task import AttentionTask, Task, task_from_json
 from inferx.cli import main
-from inferx.compiler.codegen import CodegenError, attention, generate
+from inferx.compiler.codegen import CodegenError, generate
+from inferx.compiler.database import Database, Record, ScheduleError, task_from_json
+from inferx.compiler.families.attention import codegen as attention
+from inferx.compiler.families.attention.schedule import attention_schedule
+from inferx.compiler.families.attention.space import AttentionSpace
+from inferx.compiler.families.attention.task import AttentionTask
+from inferx.compiler.families.gemm.task import Task
 from inferx.runtime.artifact import load_artifact
 
 
@@ -108,7 +112,7 @@ def test_learned_model_fits_attention_records_on_their_own_features(tmp_path: Pa
     records = landscape([DECODE, att(rows=16)])
     model = LearnedModel(min_records=16)
     model.update(records)
-    assert set(model.gbdts) == {"attention"} and model.gbdt is None
+    assert set(model.gbdts) == {"attention"} and model.gbdts.get("gemm") is None
     pred = model.predict(DECODE, [D, {**D, "splits": 2}])
     assert pred.shape == (2,) and np.all(pred > 0)
     model.save(tmp_path / "m.json")
@@ -155,7 +159,7 @@ def test_default_schedule_generates_todays_source_and_a_wrong_shape_is_refused()
     with pytest.raises(CodegenError, match="a prefill attention schedule"):
         generate(dec, "k", "sm_90", attention.AttentionSchedule(bm=64))
     with pytest.raises(CodegenError, match="cannot schedule a attention kernel"):
-        from inferx.compiler.codegen.gemm import GemmSchedule
+        from inferx.compiler.families.gemm.codegen import GemmSchedule
 
         generate(dec, "k", "sm_90", GemmSchedule(16, 16, 16))
 

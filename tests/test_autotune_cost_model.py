@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from inferx.autotune.cost_model import LearnedModel, RooflineModel, bound_ms, roofline_ms
-from inferx.autotune.database import Record
 from inferx.autotune.gbdt import GBDT, spearman
-from inferx.autotune.space import GemmSpace
-from inferx.autotune.task import Task
+from inferx.compiler.database import Record
+from inferx.compiler.families.gemm.space import GemmSpace
+from inferx.compiler.families.gemm.task import Task
 
 
 def gemm(k: int, n: int, rows: int, shape: str, epilogue: str = "residual") -> Task:
@@ -79,9 +79,9 @@ def test_learned_model_ranks_held_out_records(tmp_path: Path, landscape_of: Land
     random.Random(0).shuffle(records)
     train, test = records[:600], records[600:1800]
     model = LearnedModel(seed=0)
-    assert model.gbdt is None
+    assert model.gbdts.get("gemm") is None
     model.update(train)
-    assert model.gbdt is not None
+    assert model.gbdts.get("gemm") is not None
     for task in tasks:  # per task, on records the model never saw
         held = [r for r in test if r.task == task]
         pred = model.predict(task, [r.schedule for r in held])

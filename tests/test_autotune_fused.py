@@ -19,14 +19,18 @@ from click.testing import CliRunner
 
 import inferx
 from inferx.autotune.cost_model import LearnedModel, RooflineModel, bound_ms, roofline_ms
-from inferx.autotune.database import Database, Record, ScheduleError, attention_o_schedule, mlp_schedule
 from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
 from inferx.autotune.runner import bench_env, operand_sets
-from inferx.autotune.space_fused import MLP_MAX_PROGRAMS, AttentionOSpace, MlpSpace
 from inferx.autotune.synthetic import landscape
-from inferx.autotune.task import AttentionOTask, MlpTask, task_from_json
 from inferx.cli import main
 from inferx.compiler.codegen import generate
+from inferx.compiler.database import Database, Record, ScheduleError, task_from_json
+from inferx.compiler.families.attention_o.schedule import attention_o_schedule
+from inferx.compiler.families.attention_o.space import AttentionOSpace
+from inferx.compiler.families.attention_o.task import AttentionOTask
+from inferx.compiler.families.mlp.schedule import mlp_schedule
+from inferx.compiler.families.mlp.space import MLP_MAX_PROGRAMS, MlpSpace
+from inferx.compiler.families.mlp.task import MlpTask
 from inferx.runtime.artifact import load_artifact
 
 TINY = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,

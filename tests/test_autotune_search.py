@@ -16,7 +16,6 @@ import pytest
 from click.testing import CliRunner
 
 from inferx.autotune.cost_model import LearnedModel, bound_ms
-from inferx.autotune.database import Database, Record
 from inferx.autotune.extract import Extraction, TuningTask, extract_tasks, fused_module, heuristic_baseline
 from inferx.autotune.failures import FailureLog
 from inferx.autotune.runner import MeasureResult, ReplayRunner, bench_env, launches_per_graph, rotation_count
@@ -29,9 +28,13 @@ from inferx.autotune.search import (
     TaskState,
     Tuner,
 )
-from inferx.autotune.space import H200, GemmSpace, complete, schedule_key, spaces_for
-from inferx.autotune.task import AnyTask, Task
+from inferx.autotune.space import complete, schedule_key, spaces_for
 from inferx.cli import main
+from inferx.compiler.database import Database, Record
+from inferx.compiler.families.common.hardware import H200
+from inferx.compiler.families.gemm.space import GemmSpace
+from inferx.compiler.families.gemm.task import Task
+from inferx.compiler.families.interface import AnyTask
 
 TINY = dict(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=128, model_type="llama", architectures=["LlamaForCausalLM"])

@@ -8,12 +8,15 @@ from dataclasses import replace
 
 import pytest
 
-from inferx.autotune.database import ScheduleError, gemm_schedule
 from inferx.autotune.extract import extract_tasks, fused_module
-from inferx.autotune.space import H200, GemmSpace, Knob, schedule_key, space_for, wave_efficiency, weight_tiles
-from inferx.autotune.task import Task
-from inferx.compiler.driver import select_schedule
+from inferx.autotune.space import Knob, schedule_key, space_for
+from inferx.compiler.database import ScheduleError
+from inferx.compiler.families.common.hardware import H200
+from inferx.compiler.families.gemm.schedule import gemm_schedule
+from inferx.compiler.families.gemm.space import GemmSpace, wave_efficiency, weight_tiles
+from inferx.compiler.families.gemm.task import Task
 from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.schedules import select_schedule
 from inferx.models.decoder import build_decoder_module
 from inferx.models.registry import decoder_config
 
@@ -140,7 +143,7 @@ def test_tma_is_a_knob_of_dot_path_tiles_of_contiguous_rows() -> None:
 
 
 def test_persistent_grids_are_a_knob_of_prefill_without_split_k() -> None:
-    from inferx.autotune.space import programs
+    from inferx.compiler.families.gemm.space import programs
 
     space = GemmSpace()
     on = dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=3, persistent=2)

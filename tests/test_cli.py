@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 import inferx
 from inferx.cli import _layer_span, main
-from inferx.compiler.driver import TARGETS
+from inferx.compiler.options import TARGETS
 
 CPU_FLAGS = ["--target", "cpu", "--dtype", "fp32", "--max-seq-len", "32", "--max-batch", "2"]
 VOCAB = 96

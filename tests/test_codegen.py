@@ -8,12 +8,12 @@ import transformers as T
 
 import inferx
 from inferx.compiler.codegen import generate
-from inferx.compiler.codegen.errors import CodegenError
-from inferx.compiler.codegen.gemm import GemmSchedule
-from inferx.compiler.codegen.gemm_heuristic import heuristic_schedule
+from inferx.compiler.families.common.errors import CodegenError
+from inferx.compiler.families.gemm.codegen import GemmSchedule
+from inferx.compiler.families.gemm.heuristic import heuristic_schedule
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.textio import parse_module
-from inferx.passes import registry
+from inferx.compiler.pipeline import registry
 from inferx.passes.fold_norm_weights import weight_only
 from inferx.passes.pipeline import PassManager, parse
 
@@ -87,7 +87,7 @@ def test_no_template_is_an_error_naming_the_kernel() -> None:
 def test_reshape_keeps_shared_leading_and_trailing_coordinates() -> None:
     """Splitting the last dim into heads divides a column index by a constant; the row
     coordinates (over run-time dims) pass through untouched."""
-    from inferx.compiler.codegen.tile import Emitter
+    from inferx.compiler.families.common.tile import Emitter
     from inferx.compiler.ir.symbolic import sym
 
     b, s = sym("batch"), sym("seq")

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import inferx
-from inferx.compiler.driver import CompileError
+from inferx.compiler.options import CompileError
 from inferx.runtime.session import SessionError
 from tests.hf_models import CASES, CASES_BY_NAME, Case, build, hf_greedy, hf_logits, prompts
 

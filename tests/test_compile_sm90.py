@@ -71,8 +71,8 @@ def test_tma_kernels_build_and_get_their_global_scratch(tmp_path: Path) -> None:
     tensor-memory copies and wgmma where TMA applies; the manifest says how much global scratch
     each program needs (its two tensor descriptors), and a CUDA session passes each such launch
     an aligned buffer of that much per program of the prompt bucket's grid (NULL to the others)."""
-    from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.compiler.database import Database, Record
     from inferx.runtime.cuda_session import CudaSession
     from tests.fake_cuda import FakeDriver
 

@@ -9,7 +9,7 @@ import transformers as T
 import inferx
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
-from inferx.passes import registry
+from inferx.compiler.pipeline import registry
 from inferx.passes.fold_norm_weights import is_ones, weight_only
 from inferx.passes.pipeline import PassManager, parse
 from tests.hf_models import assert_sessions_agree, pass_test_model

@@ -18,9 +18,9 @@ import torch
 import transformers as T
 
 import inferx
-from inferx.compiler.driver import CompileError
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.passes import registry
+from inferx.compiler.options import CompileError
+from inferx.compiler.pipeline import registry
 from inferx.passes.pipeline import PassManager, parse
 from inferx.runtime.artifact import load_artifact
 from inferx.runtime.cuda_session import CudaSession
@@ -147,8 +147,8 @@ def test_graph_replay_equals_plain_launches(tmp_path: Path) -> None:
 
 
 def _schedules(option: str) -> list:
-    from inferx.compiler.codegen.attention_o import AttentionOSchedule
-    from inferx.compiler.codegen.mlp import MlpSchedule
+    from inferx.compiler.families.attention_o.codegen import AttentionOSchedule
+    from inferx.compiler.families.mlp.codegen import MlpSchedule
 
     if option == "fuse_attention_o":  # keys a step, then tiles of 8 columns: 1, 2 or all 4 per program
         return [AttentionOSchedule(bn, 8, tiles) for bn, tiles in ((16, 1), (32, 2), (16, 4))]
@@ -206,9 +206,9 @@ def test_counted_arrivals_fence_their_writes_on_gpu(tmp_path: Path) -> None:
     interpreter runs these same sources in the other tests of this file)."""
     from inferx.autotune.extract import fused_module
     from inferx.compiler.codegen import generate
-    from inferx.compiler.codegen.attention import AttentionSchedule, is_decode
-    from inferx.compiler.codegen.gemm import GemmSchedule
-    from inferx.compiler.codegen.tile import RELEASE_WRITES
+    from inferx.compiler.families.attention.codegen import AttentionSchedule, is_decode
+    from inferx.compiler.families.common.tile import RELEASE_WRITES
+    from inferx.compiler.families.gemm.codegen import GemmSchedule
 
     _model("llama").save_pretrained(tmp_path / "m")
     plain = fused_module(tmp_path / "m", "fp32")
@@ -238,7 +238,7 @@ def test_mlp_reference_matches_the_kernel(tmp_path: Path) -> None:
     from inferx.autotune.extract import fused_module
     from inferx.benchmark.fused_check import mlp_errors
     from inferx.compiler.codegen import generate
-    from inferx.compiler.codegen.mlp import MlpSchedule
+    from inferx.compiler.families.mlp.codegen import MlpSchedule
 
     _model("llama").save_pretrained(tmp_path / "m")
     module = fused_module(tmp_path / "m", "fp32")

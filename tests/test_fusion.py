@@ -12,7 +12,7 @@ import transformers as T
 
 import inferx
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.passes import registry
+from inferx.compiler.pipeline import registry
 from inferx.passes.pipeline import PassManager, parse
 
 FAMILIES = {

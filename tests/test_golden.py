@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import golden
+import pytest
 
 CASES = [c for c in golden.cases() if not c.big]
 

@@ -190,8 +190,8 @@ def test_tma_gemms_and_short_prompt_variants_match_hf(tmp_path, persistent) -> N
     """Every prefill GEMM on TMA schedules from tuning records (the gated gate/up GEMM as one box
     of 2*BN rows), on persistent grids or not, in every row bucket (prompts of up to 128 tokens, up to
     512, and longer ones), against HF in bf16: prompts of 40, 290 and 560 tokens, then decode steps."""
-    from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.compiler.database import Database, Record
 
     torch.manual_seed(0)
     cfg = T.LlamaConfig(vocab_size=160, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
@@ -234,8 +234,8 @@ def test_rope_tiles_of_two_natural_heads_match_hf(tmp_path, tma) -> None:  # typ
     halves swapped through a [BM * 2, 2, 32] view of the accumulator; records in a scratch
     database), prefill and decode at batch 4, compiled for sm_90, against HF in bf16, and the AOT
     cubins against Triton's JIT of the same sources (a 4-D form of the swap once differed there)."""
-    from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.compiler.database import Database, Record
 
     torch.manual_seed(0)
     cfg = T.LlamaConfig(vocab_size=160, hidden_size=256, intermediate_size=256, num_hidden_layers=2,
@@ -276,8 +276,8 @@ def test_deferred_gemvs_match_hf(tmp_path, bk) -> None:  # type: ignore[no-untyp
     """Every decode GEMM at batch 1 in GEMV mode with its reduction over K deferred to after the
     loop (records in a scratch database; [4, BK] sums per step on 2 warps), compiled for sm_90,
     against HF in bf16 over 8 teacher-forced decode steps, replayed and launched."""
-    from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.compiler.database import Database, Record
 
     model = _model("llama")
     db = Database.load(tmp_path / "logs", "h200")
@@ -393,9 +393,10 @@ def test_fused_mlp_matches_torch_at_benchmark_shapes(tmp_path, shape) -> None:  
     from inferx.autotune.extract import fused_module
     from inferx.benchmark.fused_check import mlp_errors
     from inferx.benchmark.shapes import make_config
-    from inferx.compiler.codegen import generate, mlp
+    from inferx.compiler.codegen import generate
+    from inferx.compiler.families.mlp import codegen as mlp
     from inferx.compiler.ir.ops_kernel import KernelOp
-    from inferx.passes import registry
+    from inferx.compiler.pipeline import registry
     from inferx.passes.pipeline import PassManager, parse
 
     make_config(shape).save_pretrained(tmp_path / "m")

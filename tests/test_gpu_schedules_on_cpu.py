@@ -117,9 +117,9 @@ def test_prefill_attention_skips_key_blocks_no_query_sees(family: str, tmp_path:
     block stops at its last position (causal) and, with a sliding window, starts at the first
     key block its first query's window reaches; heads vary fastest over the grid and the query
     blocks run from the last (the most keys) to the first. Against HF."""
-    from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module
-    from inferx.compiler.codegen import attention
+    from inferx.compiler.database import Database, Record
+    from inferx.compiler.families.attention import codegen as attention
 
     torch.manual_seed(0)
     if family == "llama":
@@ -166,7 +166,7 @@ def test_rope_tiles_of_two_heads(hidden: int, bn: int, tmp_path: Path) -> None:
     no permutation, no second dot. Prefill and decode (batch 4) against HF."""
     from inferx.autotune.extract import extract_tasks, fused_module
     from inferx.compiler.codegen import generate
-    from inferx.compiler.codegen.gemm import GemmSchedule
+    from inferx.compiler.families.gemm.codegen import GemmSchedule
 
     schedule = {"bm": 16, "bn": bn, "bk": 16, "num_warps": 4, "num_stages": 2}
     model, n = _tuned_llama(tmp_path, hidden, 2 * hidden, lambda t: "rope" in t.epilogue, schedule)
@@ -223,7 +223,7 @@ def test_early_statistics_only_over_short_k_ranges() -> None:
     """A split-K program loads x for its row statistics ahead of the K loop only where its K range
     is a short power of two and the tile fits its registers; longer ranges keep the pass over x
     (measured slower there on an H200)."""
-    from inferx.compiler.codegen.gemm import early_stats
+    from inferx.compiler.families.gemm.codegen import early_stats
 
     assert early_stats(16, 512, 8) and early_stats(16, 256, 4)
     assert not early_stats(16, 1024, 16)  # the 1B gate/up at split 2: 22.9 -> 23.6 us
@@ -301,7 +301,7 @@ def test_local_runner_refuses_a_schedule_that_computes_something_else() -> None:
 
     from inferx.autotune.runner import LocalRunner, bench_env
     from inferx.compiler.codegen import generate
-    from inferx.compiler.codegen.gemm import GemmSchedule
+    from inferx.compiler.families.gemm.codegen import GemmSchedule
 
     task, kop = _qkv_rope_task("decode", batch=4)
     runner = LocalRunner({}, device="cpu")
@@ -345,7 +345,7 @@ def test_local_runner_checks_prefill_kv_writes_on_distinct_positions() -> None:
     schedule with other tiles then passes the check against the heuristic one."""
     from inferx.autotune.runner import LocalRunner, bench_env, operand_sets
     from inferx.compiler.codegen import generate
-    from inferx.compiler.codegen.gemm import GemmSchedule
+    from inferx.compiler.families.gemm.codegen import GemmSchedule
 
     task, kop = _qkv_rope_task("prefill", batch=1)
     env = dict(bench_env(task, 32), seq=24, ctx=24)
@@ -360,8 +360,8 @@ def test_local_runner_checks_prefill_kv_writes_on_distinct_positions() -> None:
 def _tuned_llama(tmp_path: Path, hidden: int, inter: int, pick, schedule: dict) -> tuple:  # type: ignore[no-untyped-def]
     """A tiny Llama, and a tuning database under ``tmp_path/logs`` holding ``schedule`` for each
     of its GEMM tasks (decode at batch buckets 1 and 4, prefill) that ``pick`` selects."""
-    from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.compiler.database import Database, Record
 
     torch.manual_seed(0)
     cfg = T.LlamaConfig(vocab_size=70, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=2,
@@ -379,8 +379,8 @@ def test_a_kernel_of_several_row_buckets_keeps_each_buckets_record(tmp_path: Pat
     """Decode GEMMs whose records at batch buckets 1 and 4 hold one schedule generate one kernel
     for both; the manifest keeps each bucket's record time (``by_rows``), so a step's kernel
     table shows the record of the rows it ran, not the first bucket's."""
-    from inferx.autotune.database import Database, Record
     from inferx.autotune.extract import extract_tasks, fused_module
+    from inferx.compiler.database import Database, Record
     from inferx.runtime.cuda_session import CudaSession
 
     model, _ = _tuned_llama(tmp_path, 32, 48, lambda t: False, {})
@@ -476,7 +476,7 @@ def test_tma_is_refused_where_tiles_gather_rows() -> None:
     error naming why, never a silent fallback."""
     from inferx.autotune.extract import extract_tasks, fused_module
     from inferx.compiler.codegen import CodegenError, generate
-    from inferx.compiler.codegen.gemm import GemmSchedule
+    from inferx.compiler.families.gemm.codegen import GemmSchedule
 
     torch.manual_seed(0)
     cfg = T.LlamaConfig(vocab_size=70, hidden_size=128, intermediate_size=128, num_hidden_layers=1,
@@ -493,7 +493,7 @@ def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, mon
     """Prefill GEMMs on persistent schedules (every one, the gated split and the row statistics
     included; with and without TMA loads): two programs loop over all the tiles, so each program
     runs many tiles' loads, epilogues and last-arrival reductions. Against HF."""
-    from inferx.compiler.codegen import gemm
+    from inferx.compiler.families.gemm import codegen as gemm
 
     monkeypatch.setattr(gemm, "HOPPER_SMS", 2)  # 1 x 2 programs in all, for a handful of tiles
     schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, "persistent": 1}
@@ -511,7 +511,7 @@ def test_grouped_tile_orders_from_the_tuning_database(extra: dict, tmp_path: Pat
     """Prefill GEMMs walking their tiles in groups of row tiles: one row tile per group with
     split-K (a three-dimensional grid), and a group of four over fewer row tiles (a partial last
     group) on a persistent grid. Against HF."""
-    from inferx.compiler.codegen import gemm
+    from inferx.compiler.families.gemm import codegen as gemm
 
     monkeypatch.setattr(gemm, "HOPPER_SMS", 2)
     schedule = {"bm": 16, "bn": 16, "bk": 16, "num_warps": 4, "num_stages": 2, **extra}

@@ -11,7 +11,7 @@ import inferx
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir.ops_base import get_int
-from inferx.passes import registry
+from inferx.compiler.pipeline import registry
 from inferx.passes.fold_norm_weights import weight_only
 from inferx.passes.pipeline import PassManager, parse
 from tests.hf_models import assert_sessions_agree, pass_test_model
@@ -92,9 +92,9 @@ def test_the_gemm_template_loads_pairs_as_one_run_of_rows() -> None:
     """After interleave-pairs the gate|up GEMM of a prefill takes 2*BN contiguous rows per tile
     (one load; one TMA box under TMA, also with split-K) and a decode GEMV reads rows 2c and
     2c + 1; the task is tagged "pairs"."""
-    from inferx.autotune.database import SCHEDULE_FORMS
     from inferx.autotune.extract import extract_tasks, fused_module
     from inferx.compiler.codegen import generate
+    from inferx.compiler.database import parse_schedule
 
     tasks = [tt for tt in extract_tasks(fused_module(_model("qwen2"), "bf16"), 64).tasks
              if tt.task.template == "gemm" and tt.task.gated]
@@ -102,13 +102,13 @@ def test_the_gemm_template_loads_pairs_as_one_run_of_rows() -> None:
     for tt in tasks:
         assert "pairs" in tt.task.epilogue.split("+") and tt.task.tile_n == 40, tt.task
         if tt.task.shape == "decode":
-            src = generate(tt.kernel, "k", "sm_90", SCHEDULE_FORMS["gemm"](
+            src = generate(tt.kernel, "k", "sm_90", parse_schedule("gemm", 
                 {"bm": 1, "bn": 8, "bk": 32, "num_warps": 4, "num_stages": 2}), grid_dependency=False).source
             assert "gc = 2 * c" in src and "pc = gc + 1" in src, src
             continue
         for extra, load in (({}, "cw = pid_n * 2 * BN + t2"), ({"tma": 1}, "w = w_desc.load([pid_n * 2 * BN, k0]).T"),
                             ({"tma": 1, "split_k": 2}, "w = w_desc.load([pid_n * 2 * BN, k0]).T")):
             s = {"bm": 64, "bn": 32, "bk": 16, "num_warps": 4, "num_stages": 2, **extra}
-            src = generate(tt.kernel, "k", "sm_90", SCHEDULE_FORMS["gemm"](s), grid_dependency=False).source
+            src = generate(tt.kernel, "k", "sm_90", parse_schedule("gemm", s), grid_dependency=False).source
             assert load in src and "acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))" in src, (s, src)
             assert "wp =" not in src and ("block_shape=[2 * BN, BK]" in src) == bool(extra.get("tma")), (s, src)

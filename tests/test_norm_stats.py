@@ -14,7 +14,7 @@ import inferx
 from inferx.compiler.codegen import generate
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.passes import registry
+from inferx.compiler.pipeline import registry
 from inferx.passes.pipeline import PassManager, parse
 
 

@@ -14,18 +14,10 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from inferx.compiler.ir.ops_base import ints_attr
-from inferx.compiler.ir.ops_tensor import (
-    AddOp,
-    ConstantOp,
-    ExpOp,
-    MulOp,
-    NegOp,
-    ReshapeOp,
-    TransposeOp,
-)
+from inferx.compiler.ir.ops_tensor import AddOp, ConstantOp, ExpOp, MulOp, NegOp, ReshapeOp, TransposeOp
 from inferx.compiler.ir.symbolic import sym
 from inferx.compiler.ir.textio import IRError, parse_module, verify_module
-from inferx.passes import registry
+from inferx.compiler.pipeline import registry
 from inferx.passes.canonicalize import Canonicalize
 from inferx.passes.pipeline import PassManager, parse
 

@@ -14,7 +14,7 @@ from xdsl.dialects.func import FuncOp
 
 import inferx
 from inferx.compiler.ir.textio import IRError, parse_module
-from inferx.passes import registry
+from inferx.compiler.pipeline import registry
 from inferx.passes.pipeline import PassManager, parse
 from inferx.passes.plan_memory import ATTR, MemoryPlan, PlanError, module_report, plan_memory, read_plan
 

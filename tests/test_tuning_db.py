@@ -16,15 +16,19 @@ from click.testing import CliRunner
 from xdsl.dialects.builtin import ModuleOp
 
 import inferx
-from inferx.autotune.database import Database, Record
-from inferx.autotune.task import Task, TaskError, gemm_task, rows_bucket
 from inferx.cli import main
-from inferx.compiler.codegen import gemm, gemm_heuristic
-from inferx.compiler.driver import CompileOptions, select_schedule, tuning_database
+from inferx.compiler.database import Database, Record
+from inferx.compiler.families.common.keys import rows_bucket
+from inferx.compiler.families.gemm import codegen as gemm
+from inferx.compiler.families.gemm import heuristic as gemm_heuristic
+from inferx.compiler.families.gemm.task import Task, gemm_task
+from inferx.compiler.families.interface import TaskError
 from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.options import CompileOptions
+from inferx.compiler.pipeline import registry
+from inferx.compiler.schedules import select_schedule, tuning_database
 from inferx.models.decoder import build_decoder_module
 from inferx.models.registry import decoder_config
-from inferx.passes import registry
 from inferx.passes.pipeline import PassManager, parse
 from inferx.runtime.artifact import load_artifact
 
@@ -322,9 +326,9 @@ def test_long_prompt_buckets_borrow_the_nearest_bucket_record(tmp_path: Path) ->
     """A prefill GEMM or attention task of 1024 rows or more with no record of its own takes the
     best record of the nearest such bucket (2x, then 1/2x, ...) where the task's space accepts it,
     said as borrowed; short-prompt buckets and decode tasks never borrow."""
-    from inferx.autotune.task import attention_task
-    from inferx.compiler.codegen.attention import AttentionSchedule
-    from inferx.compiler.driver import _schedules_json, _tuning_line
+    from inferx.compiler.families.attention.codegen import AttentionSchedule
+    from inferx.compiler.families.attention.task import attention_task
+    from inferx.compiler.schedules import schedules_json, tuning_line
 
     module = fused(LLAMA_3_8B)
     qkv, o = kernels(module, "prefill")[:2]
@@ -348,16 +352,16 @@ def test_long_prompt_buckets_borrow_the_nearest_bucket_record(tmp_path: Path) ->
     db = Database.load(tmp_path, "h200")
     own = select_schedule(o, db, 2048)
     assert own.origin == "tuned" and own.from_rows is None and own.schedule.bm == 64
-    assert _tuning_line({"a": own, "b": a, "c": select_schedule(qkv, db, 2048)}) == \
+    assert tuning_line({"a": own, "b": a, "c": select_schedule(qkv, db, 2048)}) == \
         "tuned 1 of 3 kernels; 1 on a record of another row bucket; fallbacks: 1 (no record)"
-    manifest = _schedules_json({"a": own, "b": a}, db, CompileOptions(target="h200"), {})["tuned"]
+    manifest = schedules_json({"a": own, "b": a}, db, CompileOptions(target="h200"), {})["tuned"]
     assert manifest["b"]["from_rows"] == 4096 and "from_rows" not in manifest["a"]  # inspect says "borrowed"
     db.append(replace(record(gemm_task(o, 2048), 0.12, bm=128, bn=128, bk=64, num_warps=8, num_stages=3),
                       regime="sustained"))  # slower than the burst record, and the one chosen
     hot = select_schedule(o, Database.load(tmp_path, "h200"), 2048)
     assert hot.schedule.bm == 128 and hot.record.regime == "sustained"  # type: ignore[union-attr]
-    assert _tuning_line({"a": hot}) == "tuned 1 of 1 kernels; 1 on records timed at sustained clocks; fallbacks: none"
-    assert _schedules_json({"a": hot}, db, CompileOptions(target="h200"), {})["tuned"]["a"]["regime"] == "sustained"
+    assert tuning_line({"a": hot}) == "tuned 1 of 1 kernels; 1 on records timed at sustained clocks; fallbacks: none"
+    assert schedules_json({"a": hot}, db, CompileOptions(target="h200"), {})["tuned"]["a"]["regime"] == "sustained"
 
 
 @pytest.mark.parametrize("shape", ["8b"])
@@ -367,7 +371,7 @@ def test_shipped_records_cover_every_task_of_llama_3_8b(shape: str, tmp_path: Pa
     kernel, in every row bucket it is generated for: nothing falls back to a heuristic."""
     from inferx.autotune.extract import fused_module
     from inferx.benchmark.shapes import make_config
-    from inferx.compiler.driver import kernel_row_buckets
+    from inferx.compiler.schedules import kernel_row_buckets
 
     make_config(shape).save_pretrained(tmp_path)
     module = fused_module(str(tmp_path), "bf16")

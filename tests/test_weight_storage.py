@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from xdsl.ir import Block
 
-from inferx.compiler.driver import _narrow_binary, _weight_bytes
 from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
 from inferx.compiler.ir import ops_tensor as ts
 from inferx.compiler.ir.types import DType, TensorType
+from inferx.compiler.weight_store import _narrow_binary, weight_bytes
 
 
 def _bf16_reference(a: np.ndarray) -> np.ndarray:
@@ -24,7 +24,7 @@ def test_bf16_storage_rounds_to_nearest_even_and_reads_read_only_arrays() -> Non
     a = (rng.standard_normal((33, 70)) * 7).astype(np.float32)
     a[0, :6] = [np.inf, -np.inf, 0.0, -0.0, 1.00390625, 1.01171875]  # the last two are ties
     a.setflags(write=False)
-    got = _weight_bytes(a, "bf16")
+    got = weight_bytes(a, "bf16")
     assert got.dtype == np.dtype("<u2") and got.shape == a.shape
     np.testing.assert_array_equal(got, _bf16_reference(a))
     assert got[0, 4] == 0x3F80 and got[0, 5] == 0x3F82
@@ -47,7 +47,7 @@ def test_weight_folds_in_float32_store_what_the_interpreter_computes(dtype: DTyp
     wide = np.asarray(KERNELS[op_type](op, [w, s], KernelContext(env={}, weights={}))[0]).astype(np.float32)
     np.testing.assert_array_equal(narrow, wide)
     if dtype is DType.bf16:
-        np.testing.assert_array_equal(_weight_bytes(narrow, "bf16"), _weight_bytes(wide, "bf16"))
+        np.testing.assert_array_equal(weight_bytes(narrow, "bf16"), weight_bytes(wide, "bf16"))
 
 
 def test_other_folds_stay_on_the_interpreter() -> None:

@@ -32,14 +32,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
 from inferx.autotune.cost_model import bound_ms
-from inferx.autotune.space import H200, Hopper
-from inferx.autotune.task import AnyTask
+from inferx.compiler.families.common.hardware import H200, Hopper
+from inferx.compiler.families.interface import AnyTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
 # Entry points that are another way through an entry's kernels: their tasks not counted again.
 ALTERNATES = ("prefill_last",)
 # The compiler driver's phases 2-4, whose kernels phase 7 generates (see inferx.compiler.driver).
-FUSE_PIPELINE = "canonicalize,cse,dce,merge-gemms,interleave-pairs,fold-norm-weights,dce,fuse,norm-stats"
 WEIGHTINGS = ("roofline", "launches")
 
 
@@ -96,9 +95,9 @@ def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
     an ix module or Program (cloned, never changed), an HF model directory (read from its
     config.json alone: tuning needs shapes, not weights), or anything ``inferx.compile`` imports."""
     from inferx.compiler.frontend.hf import with_dtype
+    from inferx.compiler.pipeline import phases, registry
     from inferx.models.decoder import build_decoder_module
     from inferx.models.registry import decoder_config
-    from inferx.passes import registry
     from inferx.passes.pipeline import PassManager, parse
     from inferx.program import Program
 
@@ -111,11 +110,15 @@ def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
         raw = json.loads(config.read_text())
         module = build_decoder_module(with_dtype(decoder_config(raw, str(config)), _ir_dtype(dtype)))
     else:
-        from inferx.compiler.driver import CompileOptions, _import
+        from inferx.compiler.options import CompileOptions
+        from inferx.compiler.pipeline import import_program
 
-        module = _import(src, CompileOptions(dtype=dtype)).module
-    fusions = (",fuse-decode-mlp" if fuse_mlp else "") + (",fuse-decode-attention-o" if fuse_attention_o else "")
-    PassManager(parse(FUSE_PIPELINE + fusions, registry())).run(module)
+        module = import_program(src, CompileOptions(dtype=dtype)).module
+    from inferx.compiler.options import CompileOptions
+
+    options = CompileOptions(fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o)
+    spec = ",".join(p for name, p in phases(options) if name != "plan-memory")
+    PassManager(parse(spec, registry())).run(module)
     return module
 
 
@@ -125,8 +128,8 @@ def extract_tasks(module: ModuleOp, max_seq_len: int = 2048, hw: Hopper = H200,
     gives one task per row bucket the compiler generates it for on GPU targets
     (``driver.kernel_row_buckets``): a decode GEMM or decode attention each batch bucket in
     ``batches``, a prefill GEMM short prompts and ``max_seq_len``."""
-    from inferx.autotune.task import TaskError
-    from inferx.compiler.driver import kernel_row_buckets, select_schedule
+    from inferx.compiler.families.interface import TaskError
+    from inferx.compiler.schedules import kernel_row_buckets, select_schedule
 
     if weighting not in WEIGHTINGS:
         raise ValueError(f"unknown weighting {weighting!r}: {', '.join(WEIGHTINGS)}")

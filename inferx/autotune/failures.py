@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferx.autotune.space import schedule_key
-from inferx.autotune.task import AnyTask, task_from_json
+from inferx.compiler.database import task_from_json
+from inferx.compiler.families.interface import AnyTask
 
 
 @dataclass

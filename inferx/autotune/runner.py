@@ -35,9 +35,10 @@ from typing import Any, Protocol
 
 from xdsl.ir import BlockArgument
 
-from inferx.autotune.database import Record, regime_of
-from inferx.autotune.space import H200, Hopper, schedule_key
-from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask
+from inferx.autotune.space import schedule_key
+from inferx.compiler.database import Record, regime_of
+from inferx.compiler.families.common.hardware import H200, Hopper
+from inferx.compiler.families.interface import AnyTask
 from inferx.compiler.ir.ops_kernel import KernelOp
 
 INF = float("inf")
@@ -165,8 +166,9 @@ def bench_env(task: AnyTask, ctx: int = 576) -> dict[str, int]:
     """Symbol values a task is measured at: its row bucket as the batch (decode) or the sequence
     (prefill, one sequence), and a KV context of ``ctx`` (at least the prefill's length); an
     attention task (the fused attention and o projection's too) at its own context."""
-    if isinstance(task, (AttentionTask, AttentionOTask)):
-        ctx = max(task.ctx, task.rows if task.shape == "prefill" else 1)
+    own_ctx = getattr(task, "ctx", None)  # a task keyed by its context (attention's)
+    if own_ctx is not None:
+        ctx = max(own_ctx, task.rows if task.shape == "prefill" else 1)
     if task.shape == "decode":
         return {"batch": task.rows, "seq": 1, "ctx": ctx}
     return {"batch": 1, "seq": task.rows, "ctx": max(ctx, task.rows)}
@@ -196,8 +198,8 @@ class LocalRunner:
     _reference: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def measure(self, task: AnyTask, schedules: Sequence[Mapping[str, int]]) -> list[MeasureResult]:
-        from inferx.autotune.database import SCHEDULE_FORMS
         from inferx.compiler.codegen import generate
+        from inferx.compiler.database import parse_schedule
 
         kop = self.kernels.get(task.key)
         if kop is None:
@@ -206,7 +208,7 @@ class LocalRunner:
         sources: dict[int, Any] = {}
         for i, s in enumerate(schedules):
             try:
-                sched = SCHEDULE_FORMS[task.template](s)
+                sched = parse_schedule(task.template, s)
                 sources[i] = generate(kop, f"tune_{task.template}", self.target, sched, grid_dependency=False)
             except Exception as e:  # a failing candidate is timed as infinity, never a crash
                 results[i] = MeasureResult.failed(f"codegen: {_one_line(e)}")
@@ -241,7 +243,7 @@ class LocalRunner:
                 except Exception as e:
                     results[i], launched = MeasureResult.failed(f"launch: {_one_line(e)}"), True
             if launched and self.device != "cpu":
-                self._check_context(task, SCHEDULE_FORMS[task.template](schedules[i]))
+                self._check_context(task, parse_schedule(task.template, schedules[i]))
         return [r if r is not None else MeasureResult.failed("not measured") for r in results]
 
     def _check_context(self, task: AnyTask, schedule: object) -> None:
@@ -529,11 +531,11 @@ def _build_one(ks_json: str, arch: int, env: dict[str, int], smem_limit: int) ->
     """In a worker: compiles the kernel ahead of time (the driver's own build), refuses one whose
     shared memory exceeds ``smem_limit``, then warms Triton's JIT cache for the launch the parent
     makes. The error text, or "" when it built."""
-    from inferx.compiler.driver import _compile_one
+    from inferx.compiler.build import compile_one
 
     with _captured_output() as captured:
         try:
-            built = _compile_one(ks_json, arch)
+            built = compile_one(ks_json, arch)
         except Exception as e:
             return f"compile: {_compile_error(e, captured())}"
     if built["shared"] > smem_limit:

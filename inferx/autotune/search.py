@@ -32,12 +32,12 @@ from typing import Protocol
 import numpy as np
 
 from inferx.autotune.cost_model import CostModel
-from inferx.autotune.database import Database, Record
 from inferx.autotune.extract import TuningTask
 from inferx.autotune.failures import FailureLog
 from inferx.autotune.runner import MeasureResult, Runner
 from inferx.autotune.space import Schedule, Space, complete, dedupe, schedule_key
-from inferx.autotune.task import AnyTask
+from inferx.compiler.database import Database, Record
+from inferx.compiler.families.interface import AnyTask
 
 # --- strategies ----------------------------------------------------------------------------------
 

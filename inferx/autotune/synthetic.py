@@ -15,10 +15,15 @@ import math
 from collections.abc import Mapping, Sequence
 
 from inferx.autotune.cost_model import roofline_ms
-from inferx.autotune.database import Record
-from inferx.autotune.space import Space, attention_smem_bytes, schedule_key, smem_bytes, spaces_for
-from inferx.autotune.space_fused import mlp_smem_bytes
-from inferx.autotune.task import AnyTask, AttentionOTask, AttentionTask, MlpTask
+from inferx.autotune.space import Space, schedule_key, spaces_for
+from inferx.compiler.database import Record
+from inferx.compiler.families.attention.space import attention_smem_bytes
+from inferx.compiler.families.attention.task import AttentionTask
+from inferx.compiler.families.attention_o.task import AttentionOTask
+from inferx.compiler.families.gemm.space import smem_bytes
+from inferx.compiler.families.interface import AnyTask
+from inferx.compiler.families.mlp.space import mlp_smem_bytes
+from inferx.compiler.families.mlp.task import MlpTask
 
 TOOLCHAIN = {"triton": "synthetic", "torch": "synthetic", "device": "synthetic landscape"}
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from inferx.autotune.cost_model import LearnedModel
-from inferx.autotune.database import DEFAULT_ROOT, NO_DATABASE, Database, regime_of
 from inferx.autotune.extract import extract_tasks, fused_module, heuristic_baseline
 from inferx.autotune.failures import FailureLog
 from inferx.autotune.runner import LocalRunner, ReplayRunner, Runner
@@ -38,8 +37,10 @@ from inferx.autotune.search import (
     Tuner,
     TuneResult,
 )
-from inferx.autotune.space import HARDWARE, spaces_for
-from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS
+from inferx.autotune.space import spaces_for
+from inferx.compiler.database import DEFAULT_ROOT, NO_DATABASE, Database, regime_of
+from inferx.compiler.families.common.hardware import HARDWARE
+from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.signals import raising_on
 
 RUNNERS = ("local", "replay")

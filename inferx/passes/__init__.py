@@ -1,7 +1,7 @@
 """Passes over `ix` IR. The registry is explicit: a pass is listed here or it does not exist.
 
-Pipeline order (design.md): canonicalize, cse, dce -> quantize -> fuse -> norm-stats
-[-> fuse-decode-mlp, fuse-decode-attention-o] -> plan-memory.
+These are the IR passes; the compile pipeline (``inferx.compiler.pipeline``) adds bind-families
+and the passes kernel families bring.
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.dce import DCE
     from inferx.passes.fold_norm_weights import FoldNormWeights
     from inferx.passes.fuse import Fuse
-    from inferx.passes.fuse_decode_attention_o import FuseDecodeAttentionO
-    from inferx.passes.fuse_decode_mlp import FuseDecodeMlp
     from inferx.passes.interleave_pairs import InterleavePairs
     from inferx.passes.merge_gemms import MergeGemms
     from inferx.passes.norm_stats import NormStats
     from inferx.passes.plan_memory import PlanMemory
 
     return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, InterleavePairs, FoldNormWeights, Fuse, NormStats,
-                                      FuseDecodeMlp, FuseDecodeAttentionO, PlanMemory)}
+                                      PlanMemory)}

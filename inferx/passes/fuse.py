@@ -7,15 +7,17 @@ folded into stored weights; the kernels are in an order where every input is com
 use; the module computes what it computed before (the interpreter runs both).
 
 Grouping, in program order:
-  1. an anchor starts a group: ``linear``/``matmul`` (template gemm), ``attention``
-     (attention), ``embedding`` and ``last_token`` (gather), ``softmax``/reductions/norms (reduction);
+  1. an anchor starts a group: ``linear``, ``matmul``, ``attention``, ``embedding``,
+     ``last_token``, ``softmax``, the reductions and the norms;
   2. a norm whose only user is a linear joins that linear as its prologue;
   3. an op that only rearranges or maps elements (elementwise math, casts, layout ops, rope,
      kv_write) joins the group of one of its operands as an epilogue, provided each of its other
      operands is computed before that group starts (so no group ever waits on a later one);
-  4. anything else starts a pointwise group, which later pointwise ops may join by rule 3.
+  4. anything else starts a group of its own, which later ops may join by rule 3.
 Every rule looks only at use-def structure and types, so it holds for every value of the
-symbolic dims. Runs after merge-gemms, before plan-memory.
+symbolic dims. The kernels it makes are unbound (``template`` is empty): bind-families, which
+runs next, binds each to the kernel family that implements it. Runs after merge-gemms, before
+plan-memory.
 """
 
 from __future__ import annotations
@@ -32,12 +34,11 @@ from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 
-ANCHORS: dict[type[Operation], str] = {
-    nn.LinearOp: "gemm", nn.MatmulOp: "gemm", nn.AttentionOp: "attention", nn.EmbeddingOp: "gather",
-    nn.LastTokenOp: "gather",
-    nn.SoftmaxOp: "reduction", nn.RMSNormOp: "reduction", nn.LayerNormOp: "reduction",
-    t.ReduceSumOp: "reduction", t.ReduceMeanOp: "reduction", t.ReduceMaxOp: "reduction",
-}
+# Ops that need a launch of their own: each starts a group.
+ANCHORS: tuple[type[Operation], ...] = (
+    nn.LinearOp, nn.MatmulOp, nn.AttentionOp, nn.EmbeddingOp, nn.LastTokenOp, nn.SoftmaxOp, nn.RMSNormOp,
+    nn.LayerNormOp, t.ReduceSumOp, t.ReduceMeanOp, t.ReduceMaxOp,
+)
 PROLOGUES = (nn.RMSNormOp, nn.LayerNormOp)
 ELEMENTWISE = (
     t.AddOp, t.SubOp, t.MulOp, t.DivOp, t.MaxOp, t.MinOp, t.PowOp, t.NegOp, t.ExpOp, t.RsqrtOp,
@@ -52,7 +53,6 @@ CONSTANT_SOURCES = (t.WeightOp, t.ConstantOp)
 
 @dataclass
 class _Group:
-    template: str
     start: int  # program index of the op that started the group
     ops: list[Operation] = field(default_factory=list)
 
@@ -108,9 +108,8 @@ def _fuse_block(block: Block) -> None:
             continue
         if o in prologue_of:
             continue  # joins its linear below
-        anchor = ANCHORS.get(type(o))
-        if anchor is not None:
-            g = _Group(anchor, index[o])
+        if isinstance(o, ANCHORS):
+            g = _Group(index[o])
             for norm, lin in prologue_of.items():
                 if lin is o:
                     g.start = index[norm]
@@ -132,7 +131,7 @@ def _fuse_block(block: Block) -> None:
                         joined = True
                         break
         if not joined:
-            g = _Group("pointwise", index[o], [o])
+            g = _Group(index[o], [o])
             group_of[o] = g
             groups.append(g)
 
@@ -172,7 +171,7 @@ def _materialize(block: Block, ops: list[Operation], const: set[Operation], grou
         body.add_op(YieldOp.build(operands=[outputs]))
         kernel = KernelOp.build(
             operands=[inputs], result_types=[[v.type for v in outputs]],
-            attributes={"template": StringAttr(g.template), "name": StringAttr(f"k{n}")},
+            attributes={"template": StringAttr(""), "name": StringAttr(f"k{n}")},
             regions=[Region(body)],
         )
         block.add_op(kernel)

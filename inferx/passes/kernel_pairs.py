@@ -13,7 +13,7 @@ from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 
 
 def linear_reader(first: KernelOp) -> KernelOp | None:
-    """The gemm kernel whose body starts with a linear of ``first``'s only result, when that
+    """The GEMM kernel (its body starts with a linear) of ``first``'s only result, when that
     kernel is the result's only reader and the linear its only use there."""
     if len(first.outputs) != 1:
         return None
@@ -22,7 +22,7 @@ def linear_reader(first: KernelOp) -> KernelOp | None:
         return None
     second = uses[0].operation
     lin = second.body.block.first_op
-    if second.template.data != "gemm" or not isinstance(lin, nn.LinearOp):
+    if not isinstance(lin, nn.LinearOp):
         return None
     arg = second.body.block.args[uses[0].index]
     if lin.input != arg or len(list(arg.uses)) != 1:

@@ -1,11 +1,11 @@
 """norm-stats: the row statistics of an RMSNorm from the GEMM (or embedding gather) kernel that
 produces its input.
 
-    %h = ix.kernel "gemm" (...) { ... %y = ix.add %res, %acc; ix.yield %y }
-    %o = ix.kernel "gemm" (%h, %g, %w) { ^bb0(%x, ...): %n = ix.rmsnorm %x, %g; ix.linear %n, ... }
+    %h = ix.kernel <GEMM> (...) { ... %y = ix.add %res, %acc; ix.yield %y }
+    %o = ix.kernel <GEMM> (%h, %g, %w) { ^bb0(%x, ...): %n = ix.rmsnorm %x, %g; ix.linear %n, ... }
 becomes
-    %h, %ss = ix.kernel "gemm" (...) { ...; %s = ix.sum_squares %y; ix.yield %y, %s }
-    %o = ix.kernel "gemm" (%h, %g, %w, %ss) { ^bb0(%x, ..., %s): %n = ix.rmsnorm_ss %x, %g, %s; ... }
+    %h, %ss = ix.kernel <GEMM> (...) { ...; %s = ix.sum_squares %y; ix.yield %y, %s }
+    %o = ix.kernel <GEMM> (%h, %g, %w, %ss) { ^bb0(%x, ..., %s): %n = ix.rmsnorm_ss %x, %g, %s; ... }
 
 A GEMM with a norm prologue otherwise reads its rows of x once more for the statistics, in every
 program of a row block, a large share of a prefill GEMM's time (docs/performance.md). The
@@ -44,8 +44,8 @@ from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import TensorType
 
-# Producer templates that sum the squares of their output rows, and the op each computes first.
-ANCHORS: dict[str, type[IRDLOperation]] = {"gemm": nn.LinearOp, "gather": nn.EmbeddingOp}
+# The ops whose kernels (a GEMM, an embedding gather) can sum the squares of their output rows.
+PRODUCERS: tuple[type[IRDLOperation], ...] = (nn.LinearOp, nn.EmbeddingOp)
 
 
 @dataclass(frozen=True)
@@ -81,12 +81,12 @@ def _rewrite_one(block: Block) -> bool:
 
 
 def _match(consumer: KernelOp) -> tuple[nn.RMSNormOp, OpResult] | None:
-    if consumer.template.data != "gemm":
-        return None
     norm = consumer.body.block.first_op
     if not isinstance(norm, nn.RMSNormOp) or not isinstance(norm.input, BlockArgument):
         return None
-    x = _summable(consumer.inputs[norm.input.index], tuple(ANCHORS))
+    if not any(isinstance(o, nn.LinearOp) for o in consumer.body.block.ops):
+        return None  # a norm that is not a GEMM's prologue
+    x = _summable(consumer.inputs[norm.input.index], PRODUCERS)
     return (norm, x) if x is not None else None
 
 
@@ -94,23 +94,22 @@ def _last_token_input(kernel: KernelOp) -> OpResult | None:
     """The GEMM result a last-token gather kernel reads, where that GEMM could sum its rows'
     squares (``_summable``); else None."""
     first = kernel.body.block.first_op
-    if kernel.template.data != "gather" or not isinstance(first, nn.LastTokenOp) or \
-            not isinstance(first.input, BlockArgument):
+    if not isinstance(first, nn.LastTokenOp) or not isinstance(first.input, BlockArgument):
         return None
-    return _summable(kernel.inputs[first.input.index], ("gemm",))
+    return _summable(kernel.inputs[first.input.index], (nn.LinearOp,))
 
 
-def _summable(x: SSAValue, templates: tuple[str, ...]) -> OpResult | None:
-    """``x`` where a kernel of one of ``templates`` produces it with the shape of its anchor's
+def _summable(x: SSAValue, producers: tuple[type[IRDLOperation], ...]) -> OpResult | None:
+    """``x`` where a kernel computing one of ``producers`` (its anchor) produces it with the shape of its anchor's
     result (elementwise epilogues only) on rows that hold ``seq``; else None."""
     producer = x.owner
-    if not isinstance(x, OpResult) or not isinstance(producer, KernelOp) or producer.template.data not in templates:
+    if not isinstance(x, OpResult) or not isinstance(producer, KernelOp):
         return None
     x_t = x.type
     assert isinstance(x_t, TensorType)
     if "seq" not in sy.symbols_of(sy.product(x_t.shape[:-1])):
         return None
-    anchor = next((o for o in producer.body.block.ops if isinstance(o, ANCHORS[producer.template.data])), None)
+    anchor = next((o for o in producer.body.block.ops if isinstance(o, producers)), None)
     anchor_t = anchor.results[0].type if anchor is not None else None
     if not isinstance(anchor_t, TensorType) or tuple(anchor_t.shape) != tuple(x_t.shape):
         return None

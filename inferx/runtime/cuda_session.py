@@ -268,32 +268,35 @@ class CudaSession(DecoderSession):
         env = {**env, "ctx": context}
         total, flops = 0, 0
         aliased = set(ks.aliases.values())
+        cost = ks.cost
+        gathered = bool(cost.get("per_row"))
         for j, b in enumerate(step["inputs"]):
-            if b["kind"] in ("weight", "buffer") and ks.template == "gather":  # a row per output row (below)
+            if b["kind"] in ("weight", "buffer") and gathered:  # a row per output row (below)
                 continue
             if b["kind"] == "weight":
                 total += self.weights[b["name"]][1]
             elif b["kind"] == "buffer":
                 total += _size(plan["buffers"][b["name"]], env)
             elif b["index"] >= N_INPUTS:
-                total += kv_row * (context if ks.template in ("attention", "attention_o") else env["seq"])
+                total += kv_row * (context if cost.get("kv") == "context" else env["seq"])
             elif j not in aliased:
                 total += _size(plan["args"][b["index"]], env)
         for j, b in enumerate(step["outputs"]):
             if j not in ks.aliases:
-                total += _size(plan["buffers"][b["name"]], env) * (2 if ks.template == "gather" else 1)
+                total += _size(plan["buffers"][b["name"]], env) * (2 if gathered else 1)
         rows = env["batch"] * env["seq"]
         first = step["inputs"][0] if step["inputs"] else {}
         x = plan["buffers"].get(first["name"]) if first.get("kind") == "buffer" else None
-        if ks.template in ("gemm", "mlp") and x is not None:
+        flops_kind = cost.get("flops", "none")
+        if flops_kind in ("largest_weight", "two_largest_weights") and x is not None:
             # x's rows: batch, not batch x seq, in prefill_last's tail (the last tokens alone)
             rows = int(np.prod([eval_dim(d, env) for d in x["shape"][:-1]]))
         weights = [self.weights[b["name"]][1] for b in step["inputs"] if b["kind"] == "weight"]
-        if ks.template == "gemm" and weights:
+        if flops_kind == "largest_weight" and weights:
             flops = 2 * rows * max(weights) // ITEM[i.dtype]
-        elif ks.template == "mlp":  # its two GEMMs' weights, the largest inputs (not the norm's scale)
+        elif flops_kind == "two_largest_weights":  # its two GEMMs' weights, the largest inputs (not the norm's scale)
             flops = 2 * rows * sum(sorted(weights)[-2:]) // ITEM[i.dtype]
-        elif ks.template in ("attention", "attention_o") and step["inputs"][0]["kind"] == "buffer":
+        elif flops_kind == "queries_by_context" and step["inputs"][0]["kind"] == "buffer":
             q = _size(plan["buffers"][step["inputs"][0]["name"]], env) // ITEM[i.dtype]
             flops = 4 * q * context + (2 * rows * max(weights) // ITEM[i.dtype] if weights else 0)
         return total, flops

@@ -12,7 +12,7 @@ correct from whatever state its previous launch left, so a captured graph can re
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 ParamKind = Literal["in", "out", "sym", "scratch"]
 
@@ -51,6 +51,8 @@ class KernelSource:
     schedule_origin: str = "heuristic"
     scratch: tuple[Scratch, ...] = ()
     grid_dependency: bool = False  # starts with griddepcontrol.wait: safe to launch with PDL
+    # How a runtime counts the launch's bytes and FLOPs (its family's ``launch_cost``).
+    cost: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -65,5 +67,5 @@ class KernelSource:
             constexprs=dict(d["constexprs"]), aliases={int(k): v for k, v in d["aliases"].items()},
             num_warps=d["num_warps"], num_stages=d["num_stages"], schedule_origin=d["schedule_origin"],
             scratch=tuple(Scratch(tuple(x["shape"]), x["dtype"]) for x in d.get("scratch", ())),
-            grid_dependency=bool(d.get("grid_dependency", False)),
+            grid_dependency=bool(d.get("grid_dependency", False)), cost=dict(d.get("cost", {})),
         )

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from inferx.program import ModelInfo
+from inferx.runtime.model_info import ModelInfo
 
 
 class SessionError(ValueError):

@@ -1,91 +1,48 @@
-"""Code generation: each ``ix.kernel`` becomes Triton source from the first template that
-applies (style rule 6: each rule says whether it applies, in order, general fallback last)."""
+"""Code generation: each ``ix.kernel`` becomes Triton source from its kernel family (the
+registry in ``inferx.compiler.families``), made safe for programmatic dependent launch on sm_90."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from typing import Any
 
-from inferx.compiler.codegen import attention, attention_o, gemm, gemm_heuristic, mlp, rowwise
-from inferx.compiler.codegen.errors import CodegenError
-from inferx.compiler.codegen.tile import GRID_WAIT
+from inferx.compiler.families import family
+from inferx.compiler.families.common.errors import CodegenError
+from inferx.compiler.families.common.tile import GRID_WAIT
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.runtime.kernel_source import KernelSource
 
-# (template name, applies -> reason or None, generate)
-RULES: list[tuple[str, Callable[[KernelOp], str | None], Callable[..., KernelSource]]] = [
-    ("gemm", gemm.applies, gemm.generate),
-    ("attention", attention.applies, attention.generate),
-    ("mlp", mlp.applies, mlp.generate),
-    ("attention_o", attention_o.applies, attention_o.generate),
-    ("gather", rowwise.gather_applies, rowwise.gather),
-    ("reduction", rowwise.reduction_applies, rowwise.reduction),
-    ("pointwise", lambda k: None, rowwise.pointwise),
-]
-# The schedule type each tunable template takes.
-SCHEDULES: dict[str, type] = {"gemm": gemm.GemmSchedule, "attention": attention.AttentionSchedule,
-                              "mlp": mlp.MlpSchedule, "attention_o": attention_o.AttentionOSchedule}
 
-
-Schedule = gemm.GemmSchedule | attention.AttentionSchedule | mlp.MlpSchedule | attention_o.AttentionOSchedule
-
-
-def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Schedule | None = None,
+def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Any = None,
              grid_dependency: bool | None = None, overlap: bool = False) -> KernelSource:
-    """Triton source for ``kernel``, from the rule for its template; CodegenError if none fits.
-    ``target`` ("sm_90" or "cpu") picks schedules, never semantics; a GEMM takes a GemmSchedule,
-    attention an AttentionSchedule, the fused MLP an MlpSchedule and the fused attention and
-    projection an AttentionOSchedule when given (the template's heuristic when None; a schedule
-    of another template is a CodegenError). ``grid_dependency``
-    (default: on for sm_90) makes the kernel safe for PDL; kernels that Triton's interpreter runs
-    must not have it. ``overlap``: a decode GEMV loads its first weight tiles before anything else,
-    and with the grid dependency waits only after them and lets the next kernel start right after
-    its wait (see ``with_grid_dependency``); without it the same code runs with no wait (how the
-    interpreter checks it)."""
-    wanted = kernel.template.data
+    """Triton source for ``kernel``, from its family; CodegenError if the family does not
+    implement it (the reason said) or ``schedule`` is not the family's kind. ``target`` ("sm_90"
+    or "cpu") picks schedules, never semantics; ``schedule`` None is the family's heuristic.
+    ``grid_dependency`` (default: on for sm_90) makes the kernel safe for PDL; kernels that
+    Triton's interpreter runs must not have it. ``overlap``: a decode GEMV loads its first weight
+    tiles before anything else, and with the grid dependency waits only after them and lets the
+    next kernel start right after its wait (see ``with_grid_dependency``); without it the same
+    code runs with no wait (how the interpreter checks it)."""
+    try:
+        fam = family(kernel.template.data)
+    except ValueError as e:
+        raise CodegenError(f"kernel {name}: {e}") from None
     gdc = target != "cpu" if grid_dependency is None else grid_dependency
-    reasons = []
-    for template, applies, gen in RULES:
-        if template != wanted:
-            continue
-        reason = applies(kernel)
-        if reason is None:
-            if schedule is not None and not isinstance(schedule, SCHEDULES.get(template, ())):
-                raise CodegenError(f"kernel {name}: a {type(schedule).__name__} cannot schedule a {template} kernel")
-            if template == "gemm":
-                assert schedule is None or isinstance(schedule, gemm.GemmSchedule)
-                ks = gemm.generate(kernel, name, schedule, target=target, preload=overlap, grid_wait=gdc)
-            elif template == "attention":
-                assert schedule is None or isinstance(schedule, attention.AttentionSchedule)
-                ks = attention.generate(kernel, name, target, schedule)
-            elif template == "mlp":
-                assert schedule is None or isinstance(schedule, mlp.MlpSchedule)
-                ks = mlp.generate(kernel, name, schedule, target)
-            elif template == "attention_o":
-                assert schedule is None or isinstance(schedule, attention_o.AttentionOSchedule)
-                ks = attention_o.generate(kernel, name, schedule, target)
-            else:
-                ks = gen(kernel, name)
-            return with_grid_dependency(ks, early_release=overlap) if gdc else ks
-        reasons.append(f"{template}: {reason}")
-    raise CodegenError(f"kernel {name}: no template implements it ({'; '.join(reasons) or wanted})")
+    reason = fam.applies(kernel)
+    if reason is not None:
+        raise CodegenError(f"kernel {name}: no template implements it ({fam.name}: {reason})")
+    fam.check_schedule(name, schedule)
+    ks = fam.generate(kernel, name, schedule, target, overlap, gdc)
+    ks = dataclasses.replace(ks, cost=fam.launch_cost())
+    return with_grid_dependency(ks, early_release=overlap) if gdc else ks
 
 
-def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> Schedule | None:
-    """The schedule the kernel's template picks itself for ``rows`` (its row bucket: a decode
-    batch bucket, a prefill's bucket of batch x seq; None for the template's default), used where
-    the tuning database has no record; None for templates that take no schedule, or when the
-    template does not implement the kernel (``generate`` then says why)."""
-    template = kernel.template.data
-    if template == "gemm" and gemm.applies(kernel) is None:
-        return gemm_heuristic.heuristic_schedule(kernel, target, rows)
-    if template == "attention" and attention.applies(kernel) is None:
-        return attention.heuristic_schedule(kernel, target, rows)
-    if template == "mlp" and mlp.applies(kernel) is None:
-        return mlp.heuristic_schedule(kernel, target, rows)
-    if template == "attention_o" and attention_o.applies(kernel) is None:
-        return attention_o.heuristic_schedule(kernel, target, rows)
-    return None
+def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> Any:
+    """The schedule the kernel's family picks itself for ``rows`` (its row bucket: a decode
+    batch bucket, a prefill's bucket of batch x seq; None for the family's default), used where
+    the tuning database has no record; None for families that take no schedule, or when the
+    family does not implement the kernel (``generate`` then says why)."""
+    return family(kernel.template.data).heuristic(kernel, target, rows)
 
 
 GDC_IMPORT = "from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait\n"

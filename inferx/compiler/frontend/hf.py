@@ -21,7 +21,8 @@ from inferx.compiler.ir.types import TensorType
 from inferx.models.config import DecoderConfig
 from inferx.models.decoder import build_decoder_module
 from inferx.models.registry import decoder_config
-from inferx.program import ModelInfo, Program
+from inferx.program import Program
+from inferx.runtime.model_info import ModelInfo
 
 _STORAGE: dict[str, type[np.floating[Any]]] = {"f32": np.float32, "f16": np.float16, "bf16": np.float32}
 

@@ -1,6 +1,6 @@
 """Kernel IR: ``ix.kernel`` holds one fused group of ix ops that becomes one GPU launch.
 
-    %q, %kc, %vc = ix.kernel "gemm" (%x, %w, %pos, %k0, %v0) {name = "layer0.qkv"} : (...) -> (...) {
+    %q, %kc, %vc = ix.kernel <GEMM> (%x, %w, %pos, %k0, %v0) {name = "layer0.qkv"} : (...) -> (...) {
     ^bb0(%a: ..., ...):
       ... ix ops on the block arguments ...
       ix.yield %q1, %kc1, %vc1 : ...
@@ -8,12 +8,13 @@
 
 The body is ordinary ix IR, so the reference interpreter runs a fused module exactly as it ran
 the unfused one: fusion is checked by comparing the two. ``template`` names the code template
-that will implement the body (``gemm``, ``attention``, ``gather``, ``pointwise``, ``reduction``,
-``mlp``, ``attention_o``); ``schedule`` (a dictionary, optional) holds the tile sizes the tuner or the heuristic
-chose.
+that will implement the body: a kernel family's name (``inferx.compiler.families``), or empty for a
+kernel that fuse made and bind-families has not bound yet.
 """
 
 from __future__ import annotations
+
+import re
 
 from xdsl.dialects.builtin import StringAttr
 from xdsl.irdl import (
@@ -30,7 +31,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from inferx.compiler.ir.types import TensorType
 
-TEMPLATES = ("gemm", "attention", "gather", "pointwise", "reduction", "mlp", "attention_o")
+# A family's name: lower-case words joined by underscores (which families exist is the registry's).
+TEMPLATE_NAME = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 
 
 @irdl_op_definition
@@ -56,9 +58,9 @@ class KernelOp(IRDLOperation):
     assembly_format = "$template `(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs) $body"
 
     def verify_(self) -> None:
-        if self.template.data not in TEMPLATES:
+        if self.template.data and not TEMPLATE_NAME.fullmatch(self.template.data):
             raise VerifyException(
-                f"ix.kernel: template {self.template.data!r} is not one of {', '.join(TEMPLATES)}"
+                f"ix.kernel: template {self.template.data!r} is not a family name (lower-case words joined by _)"
             )
         block = self.body.block
         arg_types = [a.type for a in block.args]

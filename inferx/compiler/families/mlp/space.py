@@ -1,7 +1,5 @@
-"""Schedule spaces of the fused decode kernels (see ``space`` for what a space is): ``MlpSpace``
-(the fused decode MLP: BI, BK, BN, warps, stages, with BM the bucket's rows) and
-``AttentionOSpace`` (the fused decode attention and o projection: keys a step, output tile width,
-tiles per program, warps, stages), with the geometry their constraints and cost models share.
+"""The fused decode MLP template's schedule space (``mlp.codegen``): BI, BK, BN, warps, stages,
+with BM the bucket's rows; the geometry its constraints and cost model share, and ``MlpSpace``.
 """
 
 from __future__ import annotations
@@ -10,13 +8,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from inferx.autotune.database import ScheduleError, attention_o_schedule, mlp_schedule
-from inferx.autotune.space import H200, Hopper, Knob, _p2, _WholeSchedule
-from inferx.autotune.task import AnyTask, AttentionOTask, MlpTask
-from inferx.compiler.codegen.gemm import GEMV_MAX_ROWS, HOPPER_SMS
-
-# --- the fused decode MLP ------------------------------------------------------------------------
-
+from inferx.compiler.families.common.hardware import H200, HOPPER_SMS, Hopper
+from inferx.compiler.families.common.space import Knob, WholeSchedule
+from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
+from inferx.compiler.families.interface import AnyTask, ScheduleError
+from inferx.compiler.families.mlp.schedule import mlp_schedule
+from inferx.compiler.families.mlp.task import MlpTask
 
 MLP_KNOBS: tuple[Knob, ...] = (
     Knob("bi", (64, 16, 32, 128, 256)),
@@ -34,9 +31,6 @@ MLP_KNOBS: tuple[Knob, ...] = (
 # without spills or with at most 88 bytes of them (BI 32 with BK 512, BI 128 with BK 128, on 16
 # warps), and spilled 80-1000 bytes at 256.
 MLP_VALUES_PER_THREAD = 128
-# The same limit for the fused attention and o projection's tiles (set before prefetch, at what
-# ptxas held without spills for the MLP then).
-ATTENTION_O_VALUES_PER_THREAD = 64
 # Programs per row block past which the partial sums' atomics (N per row per program) outweigh
 # the bandwidth more programs add: two waves of 132.
 MLP_MAX_PROGRAMS = 2 * HOPPER_SMS
@@ -76,8 +70,8 @@ def mlp_smem_bytes(task: MlpTask, s: Mapping[str, int]) -> int:
 
 
 @dataclass(frozen=True)
-class MlpSpace(_WholeSchedule):
-    """The schedules of the fused decode MLP template (``codegen.mlp``) for one target: BI, BK, BN,
+class MlpSpace(WholeSchedule):
+    """The schedules of the fused decode MLP template (``mlp.codegen``) for one target: BI, BK, BN,
     warps and stages, BM fixed by the task's rows. Every schedule it returns is accepted by
     ``mlp_schedule`` and fits ``MLP_VALUES_PER_THREAD``, ``MLP_MAX_PROGRAMS`` and the problem
     (no tile dim past the next power of two of its dim)."""
@@ -112,69 +106,4 @@ class MlpSpace(_WholeSchedule):
             return f"{mlp_smem_bytes(task, s)} bytes of shared memory (more than {self.hw.smem_per_block})"
         if mlp_programs(task, s) > MLP_MAX_PROGRAMS:
             return f"{mlp_programs(task, s)} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"
-        return None
-
-
-# --- the fused decode attention and o projection -------------------------------------------------
-
-
-ATTENTION_O_KNOBS: tuple[Knob, ...] = (
-    Knob("bn", (64, 16, 32, 128)),
-    Knob("bno", (64, 16, 32, 128, 256)),
-    Knob("tiles", (1, 2, 4, 8, 16)),
-    Knob("num_warps", (4, 2, 8)),
-    Knob("num_stages", (2, 1, 3)),
-)
-
-
-def attention_o_tiles(task: AttentionOTask, s: Mapping[str, int]) -> int:
-    """Output tiles of the projection."""
-    return math.ceil(task.n / s["bno"])
-
-
-def attention_o_programs(task: AttentionOTask, s: Mapping[str, int]) -> int:
-    return task.rows * task.kv_heads * math.ceil(attention_o_tiles(task, s) / s["tiles"])
-
-
-def attention_o_values_per_thread(task: AttentionOTask, s: Mapping[str, int]) -> float:
-    """Values each thread holds of the larger of a key step's K and V tiles and a W_o tile."""
-    bd, bdv = _p2(max(16, task.head_dim)), _p2(max(16, task.head_dim_v))
-    return max((bd + bdv) * s["bn"] / 2, s["bno"] * bdv) / (32 * s["num_warps"])
-
-
-@dataclass(frozen=True)
-class AttentionOSpace(_WholeSchedule):
-    """The schedules of the fused decode attention and o projection (``codegen.attention_o``):
-    keys a step, output tile width, tiles per program, warps, stages. Every schedule it returns is
-    accepted by ``attention_o_schedule``, holds at most ``ATTENTION_O_VALUES_PER_THREAD`` values per thread
-    in its largest tile, leaves at most ``MLP_MAX_PROGRAMS`` programs and no tile wider than the
-    problem."""
-
-    hw: Hopper = H200
-    knobs: tuple[Knob, ...] = ATTENTION_O_KNOBS
-    _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
-
-    template = "attention_o"
-
-    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
-        return self.knobs
-
-    def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
-        """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
-        if not isinstance(task, AttentionOTask):
-            return f"the attention_o space does not schedule {task.template} tasks"
-        try:
-            attention_o_schedule(self.emit(s))
-        except (ScheduleError, TypeError, KeyError) as e:
-            return str(e)
-        if s["bn"] > max(16, _p2(task.ctx)) or s["bno"] > max(16, _p2(task.n)):
-            return f"BN={s['bn']} or BNO={s['bno']} is wider than the problem (ctx {task.ctx}, N {task.n})"
-        if s["tiles"] > _p2(attention_o_tiles(task, s)):
-            return f"TILES={s['tiles']} is more than the {attention_o_tiles(task, s)} output tiles"
-        if attention_o_values_per_thread(task, s) > ATTENTION_O_VALUES_PER_THREAD:
-            return (f"{attention_o_values_per_thread(task, s):.0f} values per thread (more than "
-                    f"{ATTENTION_O_VALUES_PER_THREAD}: the tiles spill)")
-        n_programs = attention_o_programs(task, s)
-        if n_programs > MLP_MAX_PROGRAMS:
-            return f"{n_programs} programs (more than {MLP_MAX_PROGRAMS}: atomics outweigh bandwidth)"
         return None

@@ -2,8 +2,8 @@
 reads its only result become one ``ix.kernel "attention_o"``, so a decoder layer's attention and
 o projection are one launch.
 
-    %a = ix.kernel "attention" (%q, %k, %v, %pos, %lens) { attention, transpose, reshape; ix.yield }
-    %y = ix.kernel "gemm" (%a, %wo, %res) { ^bb0(%x, ...): linear %x, ...; add %res, ...; ix.yield }
+    %a = ix.kernel <attention> (%q, %k, %v, %pos, %lens) { attention, transpose, reshape; ix.yield }
+    %y = ix.kernel <GEMM> (%a, %wo, %res) { ^bb0(%x, ...): linear %x, ...; add %res, ...; ix.yield }
 becomes
     %y = ix.kernel "attention_o" (%q, %k, %v, %pos, %lens, %wo, %res) { attention, ..., linear, add; ix.yield }
 
@@ -25,7 +25,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 
-from inferx.compiler.codegen import attention, attention_o
+from inferx.compiler.families.attention_o import codegen as attention_o
+from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.passes.kernel_pairs import join, linear_reader
 
@@ -37,8 +38,8 @@ class FuseDecodeAttentionO(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [o for o in op.ops if isinstance(o, FuncOp)]:
             for first in [o for o in func.body.block.ops if isinstance(o, KernelOp)]:
-                if first.template.data != "attention" or attention.applies(first) is not None:
+                if not isinstance(first.body.block.first_op, nn.AttentionOp):
                     continue
-                second = linear_reader(first) if attention.is_decode(first) else None
+                second = linear_reader(first)  # the fused template's check says if it is decode
                 if second is not None:
                     join(first, second, "attention_o", attention_o.applies)

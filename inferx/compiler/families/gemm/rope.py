@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from inferx.compiler.codegen.errors import CodegenError
-from inferx.compiler.codegen.tile import Emitter
+from inferx.compiler.families.common.errors import CodegenError
+from inferx.compiler.families.common.tile import Emitter
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir.ops_base import get_int, get_ints, get_str

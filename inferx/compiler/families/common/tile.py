@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from inferx.compiler.codegen.errors import CodegenError
+from inferx.compiler.families.common.errors import CodegenError
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy

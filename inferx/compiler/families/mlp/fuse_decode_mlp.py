@@ -1,8 +1,8 @@
 """fuse-decode-mlp: a decode step's gate|up GEMM kernel and the down-projection kernel that reads
 its only result become one ``ix.kernel "mlp"``, so a decoder layer's MLP is one launch.
 
-    %h = ix.kernel "gemm" (%x, %g, %w1) { rmsnorm, linear, gate|up slices, silu, mul; ix.yield %m }
-    %y = ix.kernel "gemm" (%h, %w2, %res) { ^bb0(%a, ...): linear %a, ...; add %res, ...; ix.yield }
+    %h = ix.kernel <GEMM> (%x, %g, %w1) { rmsnorm, linear, gate|up slices, silu, mul; ix.yield %m }
+    %y = ix.kernel <GEMM> (%h, %w2, %res) { ^bb0(%a, ...): linear %a, ...; add %res, ...; ix.yield }
 becomes
     %y = ix.kernel "mlp" (%x, %g, %w1, %w2, %res) { rmsnorm, linear, ..., mul, linear, add; ix.yield }
 
@@ -24,7 +24,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 
-from inferx.compiler.codegen import mlp
+from inferx.compiler.families.mlp import codegen as mlp
+from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.passes.kernel_pairs import join, linear_reader
 
@@ -36,6 +37,7 @@ class FuseDecodeMlp(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [o for o in op.ops if isinstance(o, FuncOp)]:
             for first in [o for o in func.body.block.ops if isinstance(o, KernelOp)]:
-                second = linear_reader(first) if first.template.data == "gemm" else None
+                second = linear_reader(first) if any(isinstance(o, nn.LinearOp) for o in first.body.block.ops) \
+                    else None
                 if second is not None:
                     join(first, second, "mlp", mlp.applies)

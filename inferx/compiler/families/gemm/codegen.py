@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
-from inferx.compiler.codegen.gemm_rope import hoisted_rope, pairing, partner_expr, partner_swap, rope_regions
-from inferx.compiler.codegen.tile import GRID_WAIT, SIG_DTYPE, Emitter, Tile, attr_str, release_writes
+from inferx.compiler.families.common.tile import GRID_WAIT, SIG_DTYPE, Emitter, Tile, attr_str, release_writes
+from inferx.compiler.families.gemm.rope import hoisted_rope, pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
@@ -138,15 +138,12 @@ def applies(kernel: KernelOp) -> str | None:
     return None
 
 
-def generate(kernel: KernelOp, name: str, schedule: GemmSchedule | None = None, target: str = "sm_90",
+def generate(kernel: KernelOp, name: str, schedule: GemmSchedule, target: str = "sm_90",
              preload: bool = False, grid_wait: bool = False) -> KernelSource:
-    """The kernel's Triton source. ``preload``: a GEMV whose W is a stored weight loads its first
+    """The kernel's Triton source under ``schedule`` (the family object supplies the heuristic's
+    when there is no record). ``preload``: a GEMV whose W is a stored weight loads its first
     W tiles before anything else, and with ``grid_wait`` (a kernel made safe for PDL, see
     ``codegen.with_grid_dependency``) then waits for the kernel before it (``GRID_WAIT``)."""
-    if schedule is None:  # imported here: gemm_heuristic imports this module
-        from inferx.compiler.codegen.gemm_heuristic import heuristic_schedule
-
-        schedule = heuristic_schedule(kernel, target)
     sched = schedule
     gemv = sched.gemv  # decode: W streamed once per program of BM <= 8 rows, no dot
     em = Emitter(kernel, name)
@@ -592,7 +589,7 @@ def _idx(v: SSAValue) -> int:
 
 
 def _tl(dtype: DType) -> str:
-    from inferx.compiler.codegen.tile import TL_DTYPE
+    from inferx.compiler.families.common.tile import TL_DTYPE
 
     return TL_DTYPE[dtype]
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from xdsl.ir import Operation, SSAValue
 
-from inferx.compiler.codegen.tile import Emitter, Tile, release_writes
+from inferx.compiler.families.common.tile import Emitter, Tile, release_writes
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.types import TensorType
 from inferx.runtime.kernel_source import Param, Scratch

@@ -1,0 +1,112 @@
+"""The one compile pipeline: its phases as pass-pipeline strings, and the registry of every pass
+(the IR passes, bind-families, and the passes kernel families bring). ``compile``, ``tune``,
+``inferx opt`` and the tests all run it from here.
+
+    cleanup       canonicalize, cse, dce
+    merge-gemms   q/k/v and gate/up become one GEMM each (weights concatenated), gate|up with
+                  its rows interleaved (interleave-pairs); RMSNorm scales move into the weights of
+                  the GEMMs they feed (fold-norm-weights)
+    fuse          every run-time op into an ix.kernel bound to its kernel family (5 per decoder
+                  layer; in decode one fewer with each fused decode template asked for), the norm
+                  statistics computed by the kernels that produce their inputs
+    plan-memory   one arena per shape bucket
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.passes import ModulePass
+
+from inferx.compiler.families import families
+from inferx.compiler.families.bind_families import BindFamilies
+from inferx.compiler.ir.ops_base import get_int, get_str
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.ops_nn import ROPE_SCALINGS, RopeOp
+from inferx.compiler.options import CompileError, CompileOptions, batch_buckets
+from inferx.passes import registry as ir_passes
+from inferx.passes.pipeline import PassManager, parse
+from inferx.program import Program
+
+
+def registry() -> dict[str, type[ModulePass]]:
+    """Every pass by its pipeline name: the IR passes, bind-families, and each family's own."""
+    out = dict(ir_passes())
+    out[BindFamilies.name] = BindFamilies
+    for f in families():
+        for p in f.passes():
+            out[p.name] = p
+    return out
+
+
+# Option flags that ask for a fused decode template, and the pass that makes it.
+FUSED_DECODE = {"fuse_mlp": "fuse-decode-mlp", "fuse_attention_o": "fuse-decode-attention-o"}
+FUSE = "fuse,bind-families,norm-stats"
+
+
+def phases(options: CompileOptions) -> list[tuple[str, str]]:
+    """(name, pipeline) of each IR phase, in order."""
+    fused = "".join(f",{p}" for flag, p in FUSED_DECODE.items() if getattr(options, flag))
+    return [
+        ("cleanup", "canonicalize,cse,dce"),
+        ("merge-gemms", "merge-gemms,interleave-pairs,fold-norm-weights,dce"),
+        ("fuse", FUSE + fused),
+        ("plan-memory", plan_pipeline(options)),
+    ]
+
+
+def run(spec: str, program: Program) -> None:
+    PassManager(parse(spec, registry())).run(program.module)
+
+def plan_pipeline(options: CompileOptions) -> str:
+    batch = batch_buckets(options)
+    seq = sorted({s for s in (1, 512, 2048) if s < options.max_seq_len} | {options.max_seq_len})
+    return (f"plan-memory{{batch={','.join(map(str, batch))} seq={','.join(map(str, seq))} "
+            f"max-ctx={options.max_seq_len}}}")
+
+
+def check_fused(program: Program, options: CompileOptions) -> None:
+    """With a fused decode template asked for, the decode entry must have that fused kernel for
+    every decoder layer: else the model's layers are not ones the template implements, and the
+    compile stops saying so."""
+    info = program.info
+    assert info is not None
+    decode = next(f for f in program.module.ops if isinstance(f, FuncOp) and f.sym_name.data == "decode")
+    for flag, pass_name in FUSED_DECODE.items():
+        if not getattr(options, flag):
+            continue
+        fam = next(f for f in families() if any(p.name == pass_name for p in f.passes()))
+        fused = sum(1 for o in decode.body.block.ops if isinstance(o, KernelOp) and o.template.data == fam.name)
+        if fused != info.num_layers:
+            raise CompileError(f"{flag}: {fused} of the {info.num_layers} {fam.fuses} fused; the {fam.name} template "
+                               f"takes {fam.takes}")
+
+
+def import_program(src: Any, options: CompileOptions) -> Program:
+    """The Program of ``src`` (a path, a transformers model...) in the dtype ``options`` asks for."""
+    from inferx.compiler.frontend import import_model
+
+    dtype = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", None: None}.get(options.dtype, options.dtype)
+    return import_model(src, **({"dtype": dtype} if dtype else {}))
+
+
+def settle_dynamic_rope(program: Program, options: CompileOptions) -> None:
+    """Dynamic NTK RoPE raises theta only once a position reaches ``original_max_position``;
+    sessions keep positions below ``max_seq_len``, so up to that length it is plain RoPE."""
+    for op in program.module.walk():
+        if isinstance(op, RopeOp) and get_str(op.attributes, "scaling", ROPE_SCALINGS, "none") == "dynamic":
+            original = get_int(op.attributes, "original_max_position")
+            if options.max_seq_len > original:
+                raise CompileError(
+                    f"dynamic NTK RoPE is not generated past original_max_position {original}: "
+                    f"use max_seq_len <= {original} (got {options.max_seq_len})"
+                )
+            op.attributes["scaling"] = StringAttr("none")
+
+
+def dump(options: CompileOptions, name: str, program: Program) -> None:
+    if options.dump_ir is not None:
+        options.dump_ir.mkdir(parents=True, exist_ok=True)
+        (options.dump_ir / f"{name}.mlir").write_text(str(program.module) + "\n")

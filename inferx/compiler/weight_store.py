@@ -1,0 +1,126 @@
+"""The weights an artifact stores: each value a kernel reads that depends on weights alone, evaluated
+once (a concatenation, a norm scale folded into a GEMM weight) and named by how it is computed;
+and their bytes as stored."""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.ir import Operation, SSAValue
+
+from inferx.compiler.interpreter.context import KernelContext
+from inferx.compiler.interpreter.kernels import KERNELS
+from inferx.compiler.ir import ops_tensor as ts
+from inferx.compiler.ir.ops_tensor import WeightOp
+from inferx.compiler.ir.types import DType, TensorType
+from inferx.compiler.options import CompileError
+from inferx.program import Program
+
+FORMAT_NOTE = "weights are stored little-endian in the kernel dtype; bf16 as its 16 raw bits"
+
+
+def safe_name(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)
+
+
+def weight_bytes(arr: np.ndarray, dtype: str) -> np.ndarray:
+    """A weight as stored: little-endian, bf16 as the top 16 bits of its fp32 value rounded to
+    nearest even. Converted in chunks of 16M values, so an 8B model's weights pass through memory
+    once instead of as several full-size temporaries."""
+    if dtype != "bf16":
+        return np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False)
+    import torch  # its float -> bf16 cast rounds to nearest even, vectorized and threaded
+
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    out = np.empty(flat.size, dtype="<u2")
+    step = 1 << 24
+    for i in range(0, flat.size, step):
+        with warnings.catch_warnings():  # a read-only memory map; the tensor is only read
+            warnings.filterwarnings("ignore", message=".*not writable")
+            chunk = torch.from_numpy(flat[i : i + step].astype(np.float32, copy=False))
+        out[i : i + step] = chunk.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    return out.reshape(arr.shape)
+
+
+class WeightFolder:
+    """Evaluates the weight-only values kernels read, and names them: a leaf keeps its weight's
+    name; a derived value is named by the hash of how it is computed, so prefill and decode share
+    it and compiling twice gives the same names. Only values a kernel reads are kept (and
+    written): what they are computed from (the q, k and v weights of a concatenation, the
+    concatenation a norm scale multiplies) is evaluated when needed and let go."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.stored: dict[str, np.ndarray] = {}
+        self.dtypes: dict[str, str] = {}
+        self._names: dict[SSAValue, str] = {}
+
+    def name_of(self, v: SSAValue) -> str:
+        """The stored name of ``v``, a value a kernel reads (evaluated and kept on first use)."""
+        name = self._name(v)
+        if name not in self.stored:
+            self.stored[name] = self._value(v)
+            self.dtypes[name] = v.type.dtype.value  # type: ignore[attr-defined]
+        return name
+
+    def _name(self, v: SSAValue) -> str:
+        if v not in self._names:
+            owner = v.owner
+            assert isinstance(owner, Operation)
+            if isinstance(owner, WeightOp):
+                self._names[v] = owner.attributes["name"].data  # type: ignore[attr-defined]
+            else:
+                self._names[v] = "derived." + hashlib.sha256(_recipe(owner, self).encode()).hexdigest()[:16]
+        return self._names[v]
+
+    def _value(self, v: SSAValue) -> np.ndarray:
+        name = self._name(v)
+        if name in self.stored:
+            return self.stored[name]
+        owner = v.owner
+        ty = v.type
+        assert isinstance(owner, Operation) and isinstance(ty, TensorType)
+        if isinstance(owner, WeightOp):
+            return self._storage(np.asarray(self.program.weights[name]), ty.dtype)
+        ins = [self._value(x) for x in owner.operands]
+        narrow = _narrow_binary(owner, ins, ty.dtype)
+        if narrow is not None:
+            return narrow
+        outs = KERNELS[type(owner)](owner, ins, KernelContext(env={}, weights={}))
+        results: list[SSAValue] = list(owner.results)
+        return self._storage(np.asarray(outs[results.index(v)]), ty.dtype)
+
+    @staticmethod
+    def _storage(a: np.ndarray, dtype: DType) -> np.ndarray:
+        want = {DType.f32: np.float32, DType.bf16: np.float32, DType.f16: np.float16, DType.i32: np.int32,
+                DType.i64: np.int64, DType.i8: np.int8}.get(dtype)
+        if want is None:
+            raise CompileError(f"weights of dtype {dtype.value} are not stored yet")
+        return np.ascontiguousarray(a, dtype=want)
+
+
+_NARROW_BINARY: dict[type, Callable[..., np.ndarray]] = {ts.MulOp: np.multiply, ts.AddOp: np.add}
+
+
+def _narrow_binary(op: Operation, ins: list[np.ndarray], dtype: DType) -> np.ndarray | None:
+    """A weight-only product or sum (a norm scale folded into a GEMM weight) in float32, an
+    8B model's folds taking seconds instead of minutes in the interpreter's float64. The same
+    values once stored: a product or sum of two bf16 or fp16 values is exact in float32, and of
+    two float32 values float32 rounds once, as float64 then float32 does. None for other ops."""
+    fn = _NARROW_BINARY.get(type(op))
+    if fn is None or dtype not in (DType.f32, DType.bf16):
+        return None
+    a, b = ins
+    if a.dtype != np.float32 or b.dtype != np.float32:
+        return None
+    return np.ascontiguousarray(fn(a, b, dtype=np.float32))
+
+
+def _recipe(op: Operation, folder: WeightFolder) -> str:
+    attrs = ",".join(f"{k}={v}" for k, v in sorted(op.attributes.items()))
+    args = ",".join(folder._name(v) for v in op.operands)
+    types = ",".join(str(r.type) for r in op.results)
+    return f"{op.name}[{attrs}]({args})->{types}"

@@ -1,0 +1,20 @@
+"""What a session knows of the decoder LLM it runs: the metadata an artifact's manifest carries and
+a frontend's Program holds. In the runtime, which imports nothing of the compiler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Metadata of a decoder LLM that sessions and the compiler need."""
+
+    architecture: str
+    vocab_size: int
+    max_context: int
+    eos_token_ids: tuple[int, ...]
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    dtype: str = "f32"

@@ -1,0 +1,47 @@
+// RUN: inferx opt %s -p fuse,bind-families --split-input-file | filecheck %s
+
+// A norm feeding one linear is its prologue; the residual add is its epilogue: one gemm kernel.
+// Weights stay outside kernels.
+// CHECK-LABEL: func.func @norm_gemm_residual
+// CHECK:      %[[G:.*]] = ix.weight {name = "g"}
+// CHECK-NEXT: %[[W:.*]] = ix.weight {name = "w"}
+// CHECK-NEXT: %[[K:.*]] = ix.kernel "gemm"(%x, %[[G]], %[[W]]) {name = "k0"}
+// CHECK:        ix.rmsnorm
+// CHECK-NEXT:   ix.linear
+// CHECK-NEXT:   ix.add
+// CHECK-NEXT:   ix.yield
+// CHECK:      func.return %[[K]]
+func.func @norm_gemm_residual(%x: !ix.tensor<[batch, 16], f32>) -> !ix.tensor<[batch, 16], f32> {
+  %g = ix.weight {name = "g"} : !ix.tensor<[16], f32>
+  %n = ix.rmsnorm %x, %g {eps = 1.0e-06 : f64} : (!ix.tensor<[batch, 16], f32>, !ix.tensor<[16], f32>) -> !ix.tensor<[batch, 16], f32>
+  %w = ix.weight {name = "w"} : !ix.tensor<[16, 16], f32>
+  %y = ix.linear %n, %w : !ix.tensor<[batch, 16], f32>, !ix.tensor<[16, 16], f32> -> !ix.tensor<[batch, 16], f32>
+  %r = ix.add %y, %x : (!ix.tensor<[batch, 16], f32>, !ix.tensor<[batch, 16], f32>) -> !ix.tensor<[batch, 16], f32>
+  func.return %r : !ix.tensor<[batch, 16], f32>
+}
+
+// -----
+
+// Negative: a norm with two users is not a prologue (it starts its own reduction kernel, which
+// the neg joins), and an add whose other operand is computed after the gemm started does not
+// join the gemm: it becomes a pointwise kernel.
+// CHECK-LABEL: func.func @no_prologue
+// CHECK:      ix.kernel "reduction"
+// CHECK:        ix.rmsnorm
+// CHECK-NEXT:   ix.neg
+// CHECK:      ix.kernel "gemm"
+// CHECK-NEXT: ^{{.*}}:
+// CHECK-NEXT:   ix.linear
+// CHECK-NEXT:   ix.yield
+// CHECK:      ix.kernel "pointwise"
+// CHECK-NEXT: ^{{.*}}:
+// CHECK-NEXT:   ix.add
+func.func @no_prologue(%x: !ix.tensor<[batch, 16], f32>) -> (!ix.tensor<[batch, 16], f32>, !ix.tensor<[batch, 16], f32>) {
+  %g = ix.weight {name = "g"} : !ix.tensor<[16], f32>
+  %n = ix.rmsnorm %x, %g {eps = 1.0e-06 : f64} : (!ix.tensor<[batch, 16], f32>, !ix.tensor<[16], f32>) -> !ix.tensor<[batch, 16], f32>
+  %w = ix.weight {name = "w"} : !ix.tensor<[16, 16], f32>
+  %y = ix.linear %n, %w : !ix.tensor<[batch, 16], f32>, !ix.tensor<[16, 16], f32> -> !ix.tensor<[batch, 16], f32>
+  %m = ix.neg %n : (!ix.tensor<[batch, 16], f32>) -> !ix.tensor<[batch, 16], f32>
+  %r = ix.add %y, %m : (!ix.tensor<[batch, 16], f32>, !ix.tensor<[batch, 16], f32>) -> !ix.tensor<[batch, 16], f32>
+  func.return %r, %n : !ix.tensor<[batch, 16], f32>, !ix.tensor<[batch, 16], f32>
+}
