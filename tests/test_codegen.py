@@ -23,7 +23,7 @@ def _fused_kernels(hidden: int) -> dict[str, list[KernelOp]]:
     cfg = T.LlamaConfig(vocab_size=64, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=1,
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
     program = inferx.import_model(T.LlamaForCausalLM(cfg).eval())
-    PassManager(parse("merge-gemms,dce,fuse", registry())).run(program.module)
+    PassManager(parse("merge-gemms,dce,fuse,bind-families", registry())).run(program.module)
     return {f.sym_name.data: [o for o in f.body.block.ops if isinstance(o, KernelOp)] for f in program.module.ops}
 
 
@@ -43,7 +43,7 @@ def test_heuristic_schedules() -> None:
     cfg = T.LlamaConfig(vocab_size=64, hidden_size=192, intermediate_size=384, num_hidden_layers=1,
                         num_attention_heads=3, num_key_value_heads=1, max_position_embeddings=64)
     program = inferx.import_model(T.LlamaForCausalLM(cfg).eval())
-    PassManager(parse("merge-gemms,dce,fuse", registry())).run(program.module)
+    PassManager(parse("merge-gemms,dce,fuse,bind-families", registry())).run(program.module)
     prefill3 = next(f for f in program.module.ops if f.sym_name.data == "prefill")
     rope = [k for k in prefill3.body.block.ops if isinstance(k, KernelOp) and k.template.data == "gemm"
             and any(o.name == "ix.rope" for o in k.body.block.ops)]

@@ -36,7 +36,7 @@ def _model(family: str, layers: int):
 
 
 def _fuse(program) -> dict[str, collections.Counter]:
-    PassManager(parse("merge-gemms,dce,fuse", registry())).run(program.module)
+    PassManager(parse("merge-gemms,dce,fuse,bind-families", registry())).run(program.module)
     counts = {}
     for func in program.module.ops:
         kernels = [o for o in func.body.block.ops if isinstance(o, KernelOp)]

@@ -31,7 +31,8 @@ def _ops(func, kind: type) -> list:  # type: ignore[no-untyped-def]
 
 def test_prefill_norms_take_statistics_from_the_producing_gemm() -> None:
     program = inferx.import_model(_llama(3))
-    PassManager(parse("merge-gemms,fold-norm-weights,dce,fuse,norm-stats", registry())).run(program.module)
+    PassManager(parse("merge-gemms,fold-norm-weights,dce,fuse,bind-families,norm-stats",
+                      registry())).run(program.module)
     funcs = {f.sym_name.data: f for f in program.module.ops}
     prefill, decode = funcs["prefill"], funcs["decode"]
     # 3 layers: every norm takes precomputed statistics, the first qkv norm's from the embedding
@@ -60,7 +61,8 @@ def test_fused_module_with_norm_stats_computes_the_same() -> None:
     model = _llama(2)
     plain = inferx.import_model(model).reference_session()
     program = inferx.import_model(model)
-    PassManager(parse("merge-gemms,fold-norm-weights,dce,fuse,norm-stats", registry())).run(program.module)
+    PassManager(parse("merge-gemms,fold-norm-weights,dce,fuse,bind-families,norm-stats",
+                      registry())).run(program.module)
     fused = program.reference_session()
     rows = [[5, 9, 2, 7, 1], [3, 3, 60, 12, 8]]
     np.testing.assert_allclose(fused.prefill(rows), plain.prefill(rows), atol=1e-5,

@@ -19,7 +19,7 @@ from inferx.passes.pipeline import PassManager, parse
 from inferx.passes.plan_memory import ATTR, MemoryPlan, PlanError, module_report, plan_memory, read_plan
 
 BUCKETS = {"batch": (1, 4, 16), "seq": (1, 7, 512), "ctx": (64,)}
-PIPELINE = "merge-gemms,dce,fuse,plan-memory{batch=1,4,16 seq=1,7,512 max-ctx=64}"
+PIPELINE = "merge-gemms,dce,fuse,bind-families,plan-memory{batch=1,4,16 seq=1,7,512 max-ctx=64}"
 LAYERS = 2
 
 
@@ -121,7 +121,7 @@ def test_missing_bucket_names_the_symbol(module: ModuleOp) -> None:
     with pytest.raises(PlanError, match="@prefill: no bucket bounds for symbol 'seq'"):
         plan_memory(func, {"batch": [1], "ctx": [64]})
     with pytest.raises(IRError, match="bad extra-dims entry"):
-        _planned("fuse,plan-memory{extra-dims=\"n=1:x\"}")
+        _planned("fuse,bind-families,plan-memory{extra-dims=\"n=1:x\"}")
 
 
 def test_report_has_one_row_per_bucket(module: ModuleOp) -> None:

@@ -60,7 +60,7 @@ TOOLCHAIN = {"triton": "3.6.0", "torch": "2.11.0", "device": "NVIDIA H200"}
 def fused(raw: dict[str, Any], dtype: str = "bf16") -> ModuleOp:
     """A config-only decoder (no weights) through the driver's phases 2-4."""
     module = build_decoder_module(replace(decoder_config(raw), dtype=dtype))
-    PassManager(parse("canonicalize,cse,dce,merge-gemms,dce,fuse", registry())).run(module)
+    PassManager(parse("canonicalize,cse,dce,merge-gemms,dce,fuse,bind-families", registry())).run(module)
     return module
 
 
