@@ -1,6 +1,8 @@
 """`inferx bench` as a script: the same options (see `inferx bench --help`).
 
-    PYTHONPATH=. python benchmarks/bench.py --out benchmarks/results/bench.json
+    python3 benchmarks/bench.py --shape 8b --batch 1 --context 512 --prefill= --peers compile --out r.json
+
+The figures it measured, with their commands and result files: docs/performance.md.
 """
 
 from __future__ import annotations
