@@ -483,7 +483,7 @@ def event_times(fn: Callable[[], None], count: int, warmup: int, repeats: int,
     ``warmup``, CUDA events around each. With ``sustain_ms`` the warm-up goes on, calls back to
     back, until that much wall time has passed: the GPU then runs at the clocks its power cap
     allows under this very kernel (an H200 drops from 1980 to about 1515 MHz within seconds of
-    continuous matmuls; ``benchmarks/power_clock_probe.py``), as in a model's prefill, instead
+    continuous matmuls; docs/performance.md), as in a model's prefill, instead
     of the boost clocks of a short burst after idle."""
     import time
 

@@ -77,36 +77,6 @@ def replay_times(run: Callable[[], None], replays: int, per: int) -> list[float]
 LAYER_1B = "12.6,0,8.4,67.1,33.6"
 
 
-def add_chain_args(ap: Any) -> None:
-    """The stand-in chain's options shared by the probes (an argparse parser)."""
-    ap.add_argument("--layer", default=LAYER_1B, help="MB each kernel of a layer streams; 0: the latency stand-in")
-    ap.add_argument("--layers", type=int, default=16)
-    ap.add_argument("--head-mb", type=float, default=525.3, help="MB of the final stream (the lm_head)")
-    ap.add_argument("--steps", type=int, default=3, help="dependent loads per program of the latency stand-in")
-    ap.add_argument("--replays", type=int, default=40)
-    ap.add_argument("--out", default=None, help="write the measurements as JSON here")
-
-
-def chain_sizes(args: Any) -> list[float]:
-    """MB of each launch of the stand-in chain the probes' options (``add_chain_args``) describe."""
-    return [float(m) for m in args.layer.split(",")] * args.layers + [args.head_mb]
-
-
-def write_probe(path: str | None, args: Any, weight_bytes: int, rows: list[dict[str, Any]]) -> None:
-    """A probe's measurements as JSON at ``path`` (nothing when None), with the device and versions."""
-    if path is None:
-        return
-    import json
-    from pathlib import Path
-
-    import torch
-    import triton
-
-    Path(path).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                      "triton": triton.__version__, "sizes_mb": chain_sizes(args),
-                                      "steps": args.steps, "weight_bytes": weight_bytes, "rows": rows}, indent=1))
-
-
 def time_chain(mb: float, chunk_kb: int = CHUNK_KB, chain: int = 16, replays: int = 20) -> dict[str, Any]:
     """Seconds per launch of ``chain`` launches of ``read_sum`` over ``chain`` buffers of ``mb``
     MB each (0: an empty kernel on 132 programs), captured in one CUDA graph, median of

@@ -61,17 +61,3 @@ def read_phases(x, out, counter, n, PHASES: tl.constexpr, CHUNK: tl.constexpr, B
             gave_up += (seen < (p + 1) * g).to(tl.int32)
             tl.debug_barrier()
     tl.store(out + pid, tl.where(gave_up > 0, -1.0, tl.sum(acc)))
-
-
-@triton.jit
-def dependent_loads(x, out, pid, STEPS: tl.constexpr):  # type: ignore[no-untyped-def]
-    """STEPS loads of 8 KB (64 x 64 bf16) in a row, each address waiting on the last load's sum,
-    summed into out[pid]: the probes' stand-in for split-KV decode attention's round trips."""
-    dep = pid * 0
-    acc = tl.zeros((64, 64), dtype=tl.float32)
-    for s in range(STEPS):
-        offs = (pid * STEPS + s) * 4096 + dep + tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
-        t = tl.load(x + offs).to(tl.float32)
-        acc += t
-        dep = (tl.sum(tl.sum(t, 1), 0) * 0.0).to(tl.int32)
-    tl.store(out + pid, tl.sum(tl.sum(acc, 1), 0))

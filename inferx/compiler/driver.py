@@ -99,7 +99,6 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     weights = WeightFolder(program)
     target = TARGETS[options.target]
     sched_target = TARGETS[options.schedules] if options.schedules else target
-    pipeline.settle_dynamic_rope(program, options)
     db = tuning_database(options, say)
     kernels: dict[str, KernelSource] = {}
     choices: dict[str, ScheduleChoice] = {}

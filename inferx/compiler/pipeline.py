@@ -9,25 +9,23 @@
     fuse          every run-time op into an ix.kernel bound to its kernel family (5 per decoder
                   layer; in decode one fewer with each fused decode template asked for), the norm
                   statistics computed by the kernels that produce their inputs
-    plan-memory   one arena per shape bucket
+    plan-memory   dynamic RoPE settled for the compiled context; one arena per shape bucket
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 
 from inferx.compiler.families import families
 from inferx.compiler.families.bind_families import BindFamilies
-from inferx.compiler.ir.ops_base import get_int, get_str
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.ir.ops_nn import ROPE_SCALINGS, RopeOp
 from inferx.compiler.options import CompileError, CompileOptions, batch_buckets
 from inferx.passes import registry as ir_passes
 from inferx.passes.pipeline import PassManager, parse
+from inferx.passes.settle_dynamic_rope import RopeLengthError
 from inferx.program import Program
 
 
@@ -53,12 +51,16 @@ def phases(options: CompileOptions) -> list[tuple[str, str]]:
         ("cleanup", "canonicalize,cse,dce"),
         ("merge-gemms", "merge-gemms,interleave-pairs,fold-norm-weights,dce"),
         ("fuse", FUSE + fused),
-        ("plan-memory", plan_pipeline(options)),
+        ("plan-memory", f"settle-dynamic-rope{{max-seq-len={options.max_seq_len}}}," + plan_pipeline(options)),
     ]
 
 
 def run(spec: str, program: Program) -> None:
-    PassManager(parse(spec, registry())).run(program.module)
+    """Runs a pipeline string on the program's module; a model the passes refuse is a CompileError."""
+    try:
+        PassManager(parse(spec, registry())).run(program.module)
+    except RopeLengthError as e:
+        raise CompileError(str(e)) from None
 
 def plan_pipeline(options: CompileOptions) -> str:
     batch = batch_buckets(options)
@@ -90,20 +92,6 @@ def import_program(src: Any, options: CompileOptions) -> Program:
 
     dtype = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", None: None}.get(options.dtype, options.dtype)
     return import_model(src, **({"dtype": dtype} if dtype else {}))
-
-
-def settle_dynamic_rope(program: Program, options: CompileOptions) -> None:
-    """Dynamic NTK RoPE raises theta only once a position reaches ``original_max_position``;
-    sessions keep positions below ``max_seq_len``, so up to that length it is plain RoPE."""
-    for op in program.module.walk():
-        if isinstance(op, RopeOp) and get_str(op.attributes, "scaling", ROPE_SCALINGS, "none") == "dynamic":
-            original = get_int(op.attributes, "original_max_position")
-            if options.max_seq_len > original:
-                raise CompileError(
-                    f"dynamic NTK RoPE is not generated past original_max_position {original}: "
-                    f"use max_seq_len <= {original} (got {options.max_seq_len})"
-                )
-            op.attributes["scaling"] = StringAttr("none")
 
 
 def dump(options: CompileOptions, name: str, program: Program) -> None:

@@ -28,8 +28,8 @@ from xdsl.ir import BlockArgument
 
 from inferx.compiler.families.common.attention_loop import _kv_loop, _Loop, _padded, decode_queries
 from inferx.compiler.families.common.errors import CodegenError
+from inferx.compiler.families.common.source import module_source as _module
 from inferx.compiler.families.common.tile import Emitter, Tile, release_writes
-from inferx.compiler.families.gemm.codegen import _module
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.ops_base import get_flag, get_float, get_int, get_opt_float
 from inferx.compiler.ir.ops_kernel import KernelOp

@@ -26,9 +26,10 @@ from xdsl.ir import BlockArgument, Operation
 
 from inferx.compiler.families.common import partials
 from inferx.compiler.families.common.attention_loop import _kv_loop, _Loop, _padded, decode_queries
+from inferx.compiler.families.common.hardware import HOPPER_SMS
 from inferx.compiler.families.common.partials import add_partial, finish_tiles
+from inferx.compiler.families.common.source import module_source as _module
 from inferx.compiler.families.common.tile import TL_DTYPE, Emitter, attr_str
-from inferx.compiler.families.gemm.codegen import HOPPER_SMS, _module
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir.ops_base import get_flag, get_float, get_int, get_ints, get_opt_float

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
-from inferx.compiler.families.common.tile import GRID_WAIT, SIG_DTYPE, Emitter, Tile, attr_str, release_writes
+from inferx.compiler.families.common.hardware import HOPPER_SMS
+from inferx.compiler.families.common.source import module_source as _module
+from inferx.compiler.families.common.tile import GRID_WAIT, Emitter, Tile, attr_str, release_writes
 from inferx.compiler.families.gemm.rope import hoisted_rope, pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
@@ -59,9 +61,6 @@ def early_stats(bm: int, span: int, num_warps: int) -> bool:
             and bm * span <= EARLY_STATS_VALUES * 32 * num_warps)
 
 
-# The SMs of an H100 or H200: a persistent schedule's programs per unit, and the grid the
-# heuristic wants to fill.
-HOPPER_SMS = 132
 
 NORMS = (*nn.RMS_NORMS, nn.LayerNormOp)
 
@@ -662,11 +661,6 @@ def _row_inputs(epilogue: list[Operation], rows_shape: list[sy.Dim]) -> list[SSA
 
 # ON_GPU: the module is compiled for a GPU, not run by Triton's interpreter (which the runtime
 # selects with TRITON_INTERPRET while it loads the module): inline PTX only under it.
-HEADER = ("import os\n\nimport triton\nimport triton.language as tl\n"
-          "from triton.language.extra import libdevice  # noqa: F401\n\n"
-          'ON_GPU = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")\n\n')
-
-
 def tma_applies(sched: GemmSchedule, layout: str, gathered: bool, paired: str | None, norm: Operation | None,
                 k_dim: int, x_dtype: DType, lin: nn.LinearOp, pairs: bool = False) -> str | None:
     """Why TMA loads cannot feed this GEMM's dot, or None: they need the dot path, tile dims up to
@@ -693,18 +687,3 @@ def tma_applies(sched: GemmSchedule, layout: str, gathered: bool, paired: str | 
         if dt not in itemsize or (k_dim * itemsize[dt]) % 16:
             return f"rows of {what} ({k_dim} x {dt.value}) are not a multiple of 16 bytes"
     return None
-
-
-def _module(name: str, args: str, lines: list[str]) -> str:
-    body = "\n".join(lines)
-    return f"{HEADER}\n@triton.jit\ndef {name}({args}):\n{body}\n"
-
-
-def signature(ks: KernelSource) -> dict[str, str]:
-    """The Triton compile signature of a kernel (pointer dtypes, i32 symbols, constexprs)."""
-    sig: dict[str, str] = {}
-    for p in ks.params:
-        sig[p.name] = f"*{SIG_DTYPE[DType(p.dtype)]}" if p.kind in ("in", "out", "scratch") else "i32"
-    for c in ks.constexprs:
-        sig[c] = "constexpr"
-    return sig

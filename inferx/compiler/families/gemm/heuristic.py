@@ -6,7 +6,8 @@ which measures a task's heuristic schedule first."""
 
 from __future__ import annotations
 
-from inferx.compiler.families.gemm.codegen import HOPPER_SMS, PREFILL_ROW_BUCKETS, GemmSchedule, gated_split
+from inferx.compiler.families.common.hardware import HOPPER_SMS
+from inferx.compiler.families.gemm.codegen import PREFILL_ROW_BUCKETS, GemmSchedule, gated_split
 from inferx.compiler.families.gemm.rope import rope_head_dim
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from inferx.compiler.families.common.source import module_source as _module
 from inferx.compiler.families.common.tile import Emitter, Tile
-from inferx.compiler.families.gemm.codegen import _module
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float, get_int
