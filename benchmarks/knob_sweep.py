@@ -91,11 +91,11 @@ def main() -> None:
     except ValueError:
         sys.exit(f"knob_sweep: --batches {args.batches!r}: expected positive integers, e.g. 1,4,16")
 
-    from inferx.autotune.database import Database, Record, regime_of
     from inferx.autotune.extract import heuristic_baseline
     from inferx.autotune.runner import LocalRunner
     from inferx.autotune.space import dedupe, schedule_key, space_for
     from inferx.benchmark.shapes import shape_tasks
+    from inferx.compiler.database import Database, Record, regime_of
 
     if args.bases_from_model and (not args.plain or args.bases_from_rows):
         sys.exit("knob_sweep: --bases-from-model goes with --plain, and not with --bases-from-rows")

@@ -5,7 +5,7 @@ on which schedule.
 For a Llama shape at one decode batch: the unfused gate|up and down kernels, each on the tuning
 database's best record for its task (else its heuristic schedule), and the fused kernel on its
 heuristic schedule and on each schedule of a grid (BI, BK = BN, warps, stages) that the tuner's
-space accepts (``autotune.space.MlpSpace``). Each fused schedule, the heuristic included, is checked
+space accepts (``inferx.compiler.families.mlp.space.MlpSpace``). Each fused schedule, the heuristic included, is checked
 against torch on the same operands over six launches on one scratch (relative L2 within 2e-2,
 bf16: ``inferx.benchmark.fused_check``); every kernel is timed as the tuner times one (a CUDA
 graph of launches over rotated operand copies, so the L2 never holds the next launch's weights;

@@ -65,10 +65,10 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    from inferx.autotune.database import Database
     from inferx.autotune.runner import LocalRunner
     from inferx.autotune.space import dedupe, space_for
     from inferx.benchmark.shapes import shape_tasks
+    from inferx.compiler.database import Database
 
     batches = tuple(int(b) for b in args.batches.split(","))
     tasks = shape_tasks(args.shape, args.max_seq_len, batches, tuple(args.only), tuple(args.skip))

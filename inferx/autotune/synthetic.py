@@ -17,13 +17,8 @@ from collections.abc import Mapping, Sequence
 from inferx.autotune.cost_model import roofline_ms
 from inferx.autotune.space import Space, schedule_key, spaces_for
 from inferx.compiler.database import Record
-from inferx.compiler.families.attention.space import attention_smem_bytes
-from inferx.compiler.families.attention.task import AttentionTask
-from inferx.compiler.families.attention_o.task import AttentionOTask
-from inferx.compiler.families.gemm.space import smem_bytes
+from inferx.compiler.families import family
 from inferx.compiler.families.interface import AnyTask
-from inferx.compiler.families.mlp.space import mlp_smem_bytes
-from inferx.compiler.families.mlp.task import MlpTask
 
 TOOLCHAIN = {"triton": "synthetic", "torch": "synthetic", "device": "synthetic landscape"}
 
@@ -33,19 +28,27 @@ def _unit(*parts: str) -> float:
     return int(hashlib.sha256("|".join(parts).encode()).hexdigest()[:12], 16) / 16**12
 
 
+def tile_area(s: Mapping[str, int]) -> int:
+    """A program's tile as its schedule names it: BI x BK where a first loop's tile is BI wide
+    (a fused MLP), BNO x TILES where a program holds output columns in tiles (a fused attention
+    and projection), BN x SPLITS for split-context attention, BN x BM for tiles of queries by keys
+    (no BK), else BN x BK."""
+    if "bi" in s:
+        return s["bi"] * s["bk"]
+    if "bno" in s:
+        return s["bno"] * s["tiles"]
+    if "splits" in s:
+        return s["bn"] * s["splits"]
+    if "bk" not in s:
+        return s["bn"] * s.get("bm", 1)
+    return s["bn"] * s["bk"]
+
+
 def synthetic_ms(task: AnyTask, s: Mapping[str, int], floor_ms: float) -> float:
     """The landscape's time of ``s`` (inf for a synthetic out-of-resource failure); ``floor_ms``
-    is the best roofline time of the task. For attention the "area" is BN x SPLITS (decode) or
-    BN x BM (prefill), for the fused MLP BI x BK, for the fused attention BNO x TILES."""
+    is the best roofline time of the task. The "area" is a program's tile (``tile_area``)."""
     key = schedule_key(s)
-    if isinstance(task, AttentionTask):
-        smem, area_of = attention_smem_bytes(task, s), s["bn"] * s.get("splits", s.get("bm", 1))
-    elif isinstance(task, MlpTask):  # shared memory in the dot form only; the area is the first loop's tile
-        smem, area_of = mlp_smem_bytes(task, s), s["bi"] * s["bk"]
-    elif isinstance(task, AttentionOTask):  # the area is the output columns a program holds
-        smem, area_of = 0, s["bno"] * s["tiles"]
-    else:
-        smem, area_of = smem_bytes(task, s), s["bn"] * s["bk"]
+    smem, area_of = family(task.template).smem_bytes(task, s), tile_area(s)
     if smem > 160 * 1024 and _unit(task.key, key, "fail") < 0.5:
         return math.inf
     warps = 1 + int(_unit(task.key, "warps") * 4)  # log2 of the preferred warp count: 1..4

@@ -139,6 +139,10 @@ class KernelFamily:
     def features(self, task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
         raise ValueError(f"template {self.name} has no cost features")
 
+    def smem_bytes(self, task: AnyTask, s: Mapping[str, int]) -> int:
+        """Shared memory one program of schedule ``s`` takes."""
+        return 0
+
     def launch_cost(self) -> dict[str, Any]:
         """How the runtime counts a launch's bytes and FLOPs (written into the manifest):
         ``kv``: KV-cache positions read ("context") or written ("seq"); ``per_row``: inputs read a

@@ -65,6 +65,9 @@ class AttentionFamily(KernelFamily):
     def features(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
         return cost.features(t, s, hw)  # type: ignore[arg-type]
 
+    def smem_bytes(self, t: AnyTask, s: Mapping[str, int]) -> int:
+        return space.attention_smem_bytes(t, s)  # type: ignore[arg-type]
+
     def launch_cost(self) -> dict[str, Any]:
         return {"kv": "context", "per_row": False, "flops": "queries_by_context"}
 

@@ -76,6 +76,9 @@ class GemmFamily(KernelFamily):
     def features(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
         return cost.features(t, s, hw)  # type: ignore[arg-type]
 
+    def smem_bytes(self, t: AnyTask, s: Mapping[str, int]) -> int:
+        return space.smem_bytes(t, s)  # type: ignore[arg-type]
+
     def launch_cost(self) -> dict[str, Any]:
         return {"kv": "seq", "per_row": False, "flops": "largest_weight"}
 

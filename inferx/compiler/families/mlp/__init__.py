@@ -59,6 +59,9 @@ class MlpFamily(KernelFamily):
     def features(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
         return cost.features(t, s, hw)  # type: ignore[arg-type]
 
+    def smem_bytes(self, t: AnyTask, s: Mapping[str, int]) -> int:
+        return space.mlp_smem_bytes(t, s)  # type: ignore[arg-type]
+
     def launch_cost(self) -> dict[str, Any]:
         return {"kv": "seq", "per_row": False, "flops": "two_largest_weights"}
 
