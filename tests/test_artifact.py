@@ -94,7 +94,7 @@ def test_directory_layout_and_manifest_are_canonical(built: tuple[Path, Path]) -
     raw = (directory / "manifest.json").read_bytes()
     assert raw == canonical_json(json.loads(raw)) and raw.endswith(b"}\n")
     manifest = json.loads(raw)
-    assert manifest["magic"] == "inferx-artifact" and manifest["format_version"] == 2
+    assert manifest["magic"] == "inferx-artifact" and manifest["format_version"] == 3
     assert manifest["files"]["weights/w.bin"] == {"sha256": hashlib.sha256(WEIGHT.tobytes()).hexdigest(), "size": 1200}
 
 
@@ -159,7 +159,7 @@ def test_packed_header_layout(built: tuple[Path, Path]) -> None:
     directory, packed = built
     data = packed.read_bytes()
     magic, version, header_len, m_len, payload, total, reserved = struct.unpack("<8sIIQQQ24s", data[:64])
-    assert (magic, version, header_len, total, reserved) == (b"\x89IXA\r\n\x1a\n", 2, 64, len(data), bytes(24))
+    assert (magic, version, header_len, total, reserved) == (b"\x89IXA\r\n\x1a\n", 3, 64, len(data), bytes(24))
     manifest = json.loads(data[64:64 + m_len])
     assert payload == -(-(64 + m_len) // 64) * 64
     assert data == _encode_packed(manifest, _files())
@@ -211,7 +211,7 @@ def test_messages_name_what_failed(tmp_path: Path, built: tuple[Path, Path]) -> 
     manifest = json.loads((directory / "manifest.json").read_bytes())
     manifest["format_version"] = 7
     _write_manifest(directory, manifest)
-    with pytest.raises(ArtifactError, match="artifact format version 7 is newer than this runtime's 2: upgrade inferx"):
+    with pytest.raises(ArtifactError, match="artifact format version 7 is newer than this runtime's 3: upgrade inferx"):
         load_artifact(directory)
     with pytest.raises(ArtifactError, match=r"artifact format version 7 is newer"):
         load_artifact(_header_version(packed, tmp_path / "v7.ixa", 7))
@@ -413,7 +413,8 @@ def _raw(make: Callable[[bytes], bytes]) -> Edit:
 def _manifest_edits(packed: bool, sizes: dict[str, int]) -> Iterator[tuple[str, Edit, bool]]:
     """(description, edit, whether to fix the self-hash afterwards) for one form's manifest."""
     names = sorted(sizes)
-    for v in (1, FORMAT_VERSION + 1000, 0, -1, "2", 2.0, True, None, 10**30):
+    v_now = FORMAT_VERSION
+    for v in (1, v_now - 1, v_now + 1000, 0, -1, str(v_now), float(v_now), True, None, 10**30):
         yield f"format_version={v!r}", _set(("format_version",), v), True
     for v in ("inferx-artifacX", "", 1, None):
         yield f"magic={v!r}", _set(("magic",), v), True
@@ -553,7 +554,8 @@ def test_fuzz_corrupted_artifacts_are_all_refused(tmp_path: Path) -> None:
         packed_case(f"flip bit {bit} at byte {offset}", _flip(base_packed, offset, bit))
 
     # 3. Packed: header fields set to other values (the rest left intact).
-    for field, at, fmt, values in (("version", 8, "<I", (1, 3, 2**32 - 1)), ("header length", 12, "<I", (0, 65, 128)),
+    for field, at, fmt, values in (("version", 8, "<I", (1, FORMAT_VERSION - 1, FORMAT_VERSION + 1, 2**32 - 1)),
+                                   ("header length", 12, "<I", (0, 65, 128)),
                                    ("manifest length", 16, "<Q", (0, m_len - 1, m_len + 1, 2**63)),
                                    ("payload offset", 24, "<Q", (0, payload_at + 64, 2**64 - 1)),
                                    ("total length", 32, "<Q", (0, len(base_packed) + 1))):

@@ -17,15 +17,18 @@ A JSON object, written canonically: UTF-8, keys sorted, two-space indent, ``", "
 separators, no NaN or infinity, a trailing newline. Loading refuses bytes that are not the
 canonical rendering of what they parse to. Keys:
 
-- ``magic``: ``"inferx-artifact"``; ``format_version``: int, ``FORMAT_VERSION`` (2: launches list
-  their kernel variants by rows, ``by_rows``, where 1 listed them by batch);
+- ``magic``: ``"inferx-artifact"``; ``format_version``: int, ``FORMAT_VERSION`` (3: the sections
+  follow the schema of ``inferx.runtime.manifest``; 2 wrote them without one, its launches
+  listing their kernel variants by rows, ``by_rows``; 1 listed them by batch). A runtime reads
+  its own version alone: any other is refused, naming both;
 - ``compiler_version``, ``triton_version``, ``target`` (``"sm_90"``, ``"cpu"``): non-empty strings;
 - ``files``: ``{relative path: {"size": bytes, "sha256": lowercase hex}}`` for every file but the
   manifest; in the packed form each entry also has ``"offset"`` (see below);
 - ``manifest_sha256``: sha256 of the canonical manifest without this key, so that any change of
   the manifest, even one that parses, is caught (integrity against corruption, not a signature);
-- any other key is a caller's section (entry points, symbolic dims and buckets, memory plan,
-  launch plan), stored as given (as JSON: tuples come back as lists).
+- any other key is a caller's section, stored as given (as JSON: tuples come back as lists);
+  this module checks none of them but the three strings above. The compiler's sections and their
+  checks are ``inferx.runtime.manifest``'s.
 
 A path is relative, ``/``-separated, made of components of ``[A-Za-z0-9._+=@-]`` that are not
 ``.`` or ``..``; no two paths differ only in case, no path is a directory of another, and
@@ -83,7 +86,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 MAGIC = "inferx-artifact"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 PACKED_MAGIC = b"\x89IXA\r\n\x1a\n"
 PACKED_SUFFIX = ".ixa"
 HEADER_LEN = 64
