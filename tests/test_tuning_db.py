@@ -328,7 +328,7 @@ def test_long_prompt_buckets_borrow_the_nearest_bucket_record(tmp_path: Path) ->
     said as borrowed; short-prompt buckets and decode tasks never borrow."""
     from inferx.compiler.families.attention.codegen import AttentionSchedule
     from inferx.compiler.families.attention.task import attention_task
-    from inferx.compiler.schedules import schedules_json, tuning_line
+    from inferx.compiler.schedules import schedules_section, tuning_line
 
     module = fused(LLAMA_3_8B)
     qkv, o = kernels(module, "prefill")[:2]
@@ -354,14 +354,14 @@ def test_long_prompt_buckets_borrow_the_nearest_bucket_record(tmp_path: Path) ->
     assert own.origin == "tuned" and own.from_rows is None and own.schedule.bm == 64
     assert tuning_line({"a": own, "b": a, "c": select_schedule(qkv, db, 2048)}) == \
         "tuned 1 of 3 kernels; 1 on a record of another row bucket; fallbacks: 1 (no record)"
-    manifest = schedules_json({"a": own, "b": a}, db, CompileOptions(target="h200"), {})["tuned"]
-    assert manifest["b"]["from_rows"] == 4096 and "from_rows" not in manifest["a"]  # inspect says "borrowed"
+    tuned = schedules_section({"a": own, "b": a}, db, CompileOptions(target="h200"), {}).to_json()["tuned"]
+    assert tuned["b"]["from_rows"] == 4096 and "from_rows" not in tuned["a"]  # inspect says "borrowed"
     db.append(replace(record(gemm_task(o, 2048), 0.12, bm=128, bn=128, bk=64, num_warps=8, num_stages=3),
                       regime="sustained"))  # slower than the burst record, and the one chosen
     hot = select_schedule(o, Database.load(tmp_path, "h200"), 2048)
     assert hot.schedule.bm == 128 and hot.record.regime == "sustained"  # type: ignore[union-attr]
     assert tuning_line({"a": hot}) == "tuned 1 of 1 kernels; 1 on records timed at sustained clocks; fallbacks: none"
-    assert schedules_json({"a": hot}, db, CompileOptions(target="h200"), {})["tuned"]["a"]["regime"] == "sustained"
+    assert schedules_section({"a": hot}, db, CompileOptions(target="h200"), {}).tuned["a"].regime == "sustained"
 
 
 @pytest.mark.parametrize("shape", ["8b"])

@@ -11,8 +11,9 @@
                        fallback); the weights kernels read are evaluated as they are bound
     7. build           cubins for sm_90 targets (``inferx.compiler.build``); CPU keeps the source
     8. launch plan     per entry point: kernels, grids, argument bindings
-    9. write           the artifact, under a temporary name, then renamed into place; the
-                       program's tokenizer, where it has one, goes under ``tokenizer/``
+    9. write           the manifest (``inferx.runtime.manifest``, checked to read back as
+                       written) and the artifact, under a temporary name, then renamed into
+                       place; the program's tokenizer, where it has one, goes under ``tokenizer/``
 
 Each phase reports progress through ``options.progress``.
 """
@@ -42,7 +43,7 @@ from inferx.compiler.schedules import (
     ScheduleChoice,
     per_batch,
     row_buckets,
-    schedules_json,
+    schedules_section,
     select_schedule,
     tuning_database,
     tuning_line,
@@ -51,6 +52,22 @@ from inferx.compiler.weight_store import FORMAT_NOTE, WeightFolder, safe_name, w
 from inferx.passes.plan_memory import read_plan
 from inferx.program import Program
 from inferx.runtime.kernel_source import KernelSource
+from inferx.runtime.manifest import (
+    ArgSpec,
+    Binding,
+    BufferSpec,
+    CubinMeta,
+    EntryPlan,
+    KernelMeta,
+    LaunchOptions,
+    LaunchStep,
+    Limits,
+    Manifest,
+    MemoryPlan,
+    PlanBucket,
+    Tokenizer,
+    WeightMeta,
+)
 
 __all__ = ["TARGETS", "CompileError", "CompileOptions", "compile_model"]
 
@@ -139,42 +156,36 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     for name, arr in weights.stored.items():
         fname = f"weights/{safe_name(name)}.bin"
         files[fname] = weight_bytes(arr, weights.dtypes[name])
-        weight_index[name] = {"file": fname, "shape": list(arr.shape), "dtype": weights.dtypes[name]}
+        weight_index[name] = WeightMeta(fname, tuple(arr.shape), weights.dtypes[name])
     kernel_index = {}
     for name, ks in sorted(kernels.items()):
         files[f"kernels/{name}.py"] = ks.source.encode()
-        meta = ks.to_json()
-        del meta["source"]
-        meta["file"] = f"kernels/{name}.py"
+        cubin = None
         if name in binaries:
-            files[f"kernels/{name}.cubin"] = binaries[name]["cubin"]
-            meta["cubin"] = f"kernels/{name}.cubin"
-            for key in ("shared", "extra_params", "global_scratch", "global_scratch_align", "launch_warps"):
-                meta[key] = binaries[name][key]
-        kernel_index[name] = meta
+            built = binaries[name]
+            files[f"kernels/{name}.cubin"] = built["cubin"]
+            cubin = CubinMeta(f"kernels/{name}.cubin", built["shared"], built["extra_params"], built["global_scratch"],
+                              built["global_scratch_align"], built["launch_warps"])
+        kernel_index[name] = KernelMeta(replace(ks, source=""), f"kernels/{name}.py", cubin)
     tokenizer_files = _tokenizer_files(program, say)
     files.update(tokenizer_files)
-    sections = {
-        "compiler_version": _version("inferx"),
-        "triton_version": _version("triton"),
-        "target": target,
-        "model": {
-            "architecture": info.architecture, "vocab_size": info.vocab_size,
-            "max_context": info.max_context, "eos_token_ids": list(info.eos_token_ids),
-            "num_layers": info.num_layers, "num_kv_heads": info.num_kv_heads,
-            "head_dim": info.head_dim, "dtype": info.dtype,
-        },
-        "limits": {"max_batch": options.max_batch, "max_seq_len": options.max_seq_len},
-        "launch": {"pdl": bool(options.pdl and target != "cpu"), "overlap": options.overlap},
-        "entries": entries,
-        "kernels": kernel_index,
-        "weights": weight_index,
-        "memory_plan": {fname: _plan_json(func) for fname, func in funcs.items()},
-        "schedules": schedules_json(choices, db, options, bucket_ms),
-        "weights_format": FORMAT_NOTE,
-        "tokenizer": {"files": sorted(tokenizer_files)},
-    }
-    out = write_artifact(Path(output), sections, files)
+    manifest = Manifest(
+        compiler_version=_version("inferx"),
+        triton_version=_version("triton"),
+        target=target,
+        model=info,
+        limits=Limits(options.max_batch, options.max_seq_len),
+        launch=LaunchOptions(pdl=bool(options.pdl and target != "cpu"), overlap=options.overlap),
+        entries=entries,
+        kernels=kernel_index,
+        weights=weight_index,
+        memory_plan={fname: _memory_plan(func) for fname, func in funcs.items()},
+        schedules=schedules_section(choices, db, options, bucket_ms),
+        weights_format=FORMAT_NOTE,
+        tokenizer=Tokenizer(tuple(sorted(tokenizer_files))),
+    )
+    manifest.check(files, output)
+    out = write_artifact(Path(output), manifest.to_sections(), files)
     phase(9, f"wrote {out}")
     return out
 
@@ -241,38 +252,36 @@ def _version(pkg: str) -> str:
         return "unknown"
 
 
-def _binding(v: SSAValue, buffers: dict[SSAValue, str], weights: WeightFolder) -> dict[str, Any]:
+def _binding(v: SSAValue, buffers: dict[SSAValue, str], weights: WeightFolder) -> Binding:
     if isinstance(v, BlockArgument):
-        return {"kind": "arg", "index": v.index}
+        return Binding("arg", index=v.index)
     if v in buffers:
-        return {"kind": "buffer", "name": buffers[v]}
-    return {"kind": "weight", "name": weights.name_of(v)}
+        return Binding("buffer", name=buffers[v])
+    return Binding("weight", name=weights.name_of(v))
 
 
 def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: WeightFolder,
-                variants: Mapping[KernelOp, list[tuple[int, str]]]) -> dict[str, Any]:
-    """The launch plan of one entry. A launch whose kernel has per-bucket variants lists them as
-    ``by_rows``: [[rows, kernel], ...] ascending, rows counting batch x seq (a prompt's tokens),
-    or batch where the launch says ``"rows": "batch"`` (a decode kernel); a runtime takes the
-    first bucket that holds its rows, else the last (``kernel`` is the first's)."""
+                variants: Mapping[KernelOp, list[tuple[int, str]]]) -> EntryPlan:
+    """The launch plan of one entry. A launch whose kernel has per-bucket variants lists them in
+    ``by_rows``, ascending, its rows counting batch x seq (a prompt's tokens), or the batch where
+    the launch's ``rows`` is "batch" (a decode kernel); ``kernel`` is the first's."""
     buffers: dict[SSAValue, str] = {}
-    buffer_types: dict[str, dict[str, Any]] = {}
+    buffer_types: dict[str, BufferSpec] = {}
     launches = []
     for kop, name in kernels:
-        ins = [_binding(v, buffers, weights) for v in kop.operands]
+        ins = tuple(_binding(v, buffers, weights) for v in kop.operands)
         outs = []
         for i, r in enumerate(kop.results):
             bname = f"{kop.attributes['name'].data}#{i}"  # type: ignore[attr-defined]
             buffers[r] = bname
             ty = r.type
             assert isinstance(ty, TensorType)
-            buffer_types[bname] = {"shape": [dim_code(d) for d in ty.shape], "dtype": ty.dtype.value}
-            outs.append({"kind": "buffer", "name": bname})
-        launch: dict[str, Any] = {"kernel": name, "inputs": ins, "outputs": outs}
+            buffer_types[bname] = BufferSpec(tuple(dim_code(d) for d in ty.shape), ty.dtype.value)
+            outs.append(Binding("buffer", name=bname))
+        launch = LaunchStep(name, ins, tuple(outs))
         if len({n for _, n in variants.get(kop, [])}) > 1:
-            launch["by_rows"] = [[b, n] for b, n in variants[kop]]
-            if per_batch(kop):  # its rows are the batch's, also in a prefill entry's tail
-                launch["rows"] = "batch"
+            # a decode kernel's rows are the batch's, also in a prefill entry's tail
+            launch = replace(launch, by_rows=tuple(variants[kop]), rows="batch" if per_batch(kop) else None)
         launches.append(launch)
     ret = func.body.block.last_op
     assert isinstance(ret, ReturnOp)
@@ -280,22 +289,14 @@ def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: Weig
     for a in func.body.block.args:
         ty = a.type
         assert isinstance(ty, TensorType)
-        args.append({"name": a.name_hint or f"arg{a.index}", "shape": [dim_code(d) for d in ty.shape],
-                     "dtype": ty.dtype.value})
-    return {
-        "args": args,
-        "launches": launches,
-        "buffers": buffer_types,
-        "returns": [_binding(v, buffers, weights) for v in ret.operands],
-    }
+        args.append(ArgSpec(a.name_hint or f"arg{a.index}", tuple(dim_code(d) for d in ty.shape), ty.dtype.value))
+    return EntryPlan(tuple(args), tuple(launches), buffer_types,
+                     tuple(_binding(v, buffers, weights) for v in ret.operands))
 
 
-def _plan_json(func: FuncOp) -> dict[str, Any]:
+def _memory_plan(func: FuncOp) -> MemoryPlan | None:
     plan = read_plan(func)
     if plan is None:
-        return {}
-    return {
-        "text": str(plan.to_attr()),
-        "buckets": [{"dims": dict(b.dims), "peak_bytes": b.peak, "no_reuse_bytes": b.no_reuse, "kv_bytes": b.kv}
-                    for b in plan.buckets],
-    }
+        return None
+    return MemoryPlan(str(plan.to_attr()), tuple(PlanBucket(dict(b.dims), b.peak, b.no_reuse, b.kv)
+                                                 for b in plan.buckets))

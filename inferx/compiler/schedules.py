@@ -16,6 +16,7 @@ from inferx.compiler.families.common.space import complete
 from inferx.compiler.families.interface import AnyTask, TaskError
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.options import CompileOptions, batch_buckets
+from inferx.runtime.manifest import DatabaseInfo, Fallback, Schedules, TunedSchedule
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,8 @@ def tuning_line(choices: Mapping[str, ScheduleChoice]) -> str:
     return f"tuned {tuned} of {len(choices)} kernels{also}; fallbacks: {fallbacks}"
 
 
-def schedules_json(choices: Mapping[str, ScheduleChoice], db: Database | None, options: CompileOptions,
-                    bucket_ms: Mapping[str, Mapping[int, float | None]]) -> dict[str, Any]:
+def schedules_section(choices: Mapping[str, ScheduleChoice], db: Database | None, options: CompileOptions,
+                      bucket_ms: Mapping[str, Mapping[int, float | None]]) -> Schedules:
     """The manifest's account of schedules: each tuned kernel with its task and record (the
     first row bucket's; with ``by_rows``, each bucket's record time where the kernel serves
     several), each fallback with its task (None where the template has none) and the reason."""
@@ -150,18 +151,16 @@ def schedules_json(choices: Mapping[str, ScheduleChoice], db: Database | None, o
     for name, c in sorted(choices.items()):
         if c.record is not None and c.task is not None:
             by_rows = bucket_ms.get(name, {})
-            tuned[name] = {"task": c.task.key, "summary": str(c.task), "schedule": c.record.schedule,
-                           "median_ms": c.record.median_ms, "date": c.record.date, "source": c.record.source,
-                           **({"from_rows": c.from_rows} if c.from_rows is not None else {}),
-                           **({"regime": c.record.regime} if c.record.regime else {}),
-                           **({"by_rows": {str(b): ms for b, ms in sorted(by_rows.items())}}
-                              if len(by_rows) > 1 else {})}
+            tuned[name] = TunedSchedule(
+                task=c.task.key, summary=str(c.task), schedule=c.record.schedule, median_ms=c.record.median_ms,
+                date=c.record.date, source=c.record.source, from_rows=c.from_rows, regime=c.record.regime,
+                by_rows=dict(sorted(by_rows.items())) if len(by_rows) > 1 else {})
         else:
-            fallbacks[name] = {"task": c.task.key if c.task else None, "reason": c.reason}
+            fallbacks[name] = Fallback(c.task.key if c.task else None, c.reason)
     target = options.schedules or options.target
-    return {
-        "database": {"target": db.target, "records": len(db.records)} if db is not None else None,
-        "tuned": tuned,
-        "fallbacks": fallbacks,
-        "note": "" if db is not None else f"no tuning database for target {target}: every schedule is heuristic",
-    }
+    return Schedules(
+        database=DatabaseInfo(db.target, len(db.records)) if db is not None else None,
+        tuned=tuned,
+        fallbacks=fallbacks,
+        note="" if db is not None else f"no tuning database for target {target}: every schedule is heuristic",
+    )
