@@ -4,12 +4,13 @@ packing of kernel arguments for cuLaunchKernel."""
 from __future__ import annotations
 
 import ctypes
+from dataclasses import replace
 
 import pytest
 
 from inferx.runtime.cuda_driver import I32, PTR, pack_args
 from inferx.runtime.cuda_session import bucket_of, buckets_of
-from inferx.runtime.plan import kernel_for
+from inferx.runtime.manifest import LaunchStep, MemoryPlan, PlanBucket
 from inferx.runtime.session import SessionError
 
 
@@ -20,18 +21,17 @@ def test_bucket_of_takes_the_smallest_that_holds() -> None:
 
 
 def test_buckets_come_from_the_memory_plan() -> None:
-    manifest = {"memory_plan": {"decode": {"buckets": [{"dims": {"batch": 1, "ctx": 64}},
-                                                       {"dims": {"batch": 4, "ctx": 64}}]}}}
-    assert buckets_of(manifest, "batch", 6) == [1, 4, 6]
+    plan = MemoryPlan("", tuple(PlanBucket({"batch": b, "ctx": 64}, 0, 0, 0) for b in (1, 4)))
+    assert buckets_of({"decode": plan, "prefill": None}, "batch", 6) == [1, 4, 6]
     assert buckets_of({}, "batch", 20) == [1, 4, 16, 20]
 
 
 def test_kernel_for_picks_the_variant_of_the_batch_bucket() -> None:
-    step = {"kernel": "a", "by_rows": [[1, "a"], [4, "b"], [16, "c"]]}
-    assert [kernel_for(step, b, 1) for b in (1, 2, 4, 5, 16)] == ["a", "b", "b", "c", "c"]
-    assert kernel_for(step, 1, 4) == "b"  # a prefill launch's rows are batch x seq
-    assert kernel_for({**step, "rows": "batch"}, 1, 4) == "a"  # a decode kernel's the batch's alone
-    assert kernel_for({"kernel": "only"}, 7, 1) == "only"
+    step = LaunchStep("a", (), (), by_rows=((1, "a"), (4, "b"), (16, "c")))
+    assert [step.kernel_for(b, 1) for b in (1, 2, 4, 5, 16, 17)] == ["a", "b", "b", "c", "c", "c"]
+    assert step.kernel_for(1, 4) == "b"  # a prefill launch's rows are batch x seq
+    assert replace(step, rows="batch").kernel_for(1, 4) == "a"  # a decode kernel's the batch's alone
+    assert LaunchStep("only", (), ()).kernel_for(7, 1) == "only"
 
 
 def test_pack_args_points_at_each_value() -> None:

@@ -112,7 +112,8 @@ def test_time_kernels_lists_every_kernel_once(compiled) -> None:
     # a tuned kernel carries its record's time from the manifest
     artifact = load_artifact(art)
     name = rows[1]["kernel"]
-    artifact.manifest["schedules"]["tuned"][name] = {"median_ms": 0.0123, "schedule": {}}
+    artifact.manifest["schedules"]["tuned"][name] = {"task": "t", "summary": "", "median_ms": 0.0123,
+                                                    "schedule": {}, "date": "", "source": ""}
     tuned = CudaSession(artifact, driver=FakeDriver()).time_kernels("decode", 1, 1, 8, warmup=0, iters=1)  # type: ignore[arg-type]
     assert [r["record_ms"] for r in tuned] == [0.0123 if r["kernel"] == name else None for r in tuned]
     # a kernel that serves several row buckets shows the record of the bucket the step ran
@@ -199,7 +200,9 @@ def test_launches_take_the_manifest_warp_count(compiled) -> None:
     _, art = compiled
     a = load_artifact(art)
     name = sorted(a.manifest["kernels"])[0]
-    a.manifest["kernels"][name]["launch_warps"] = 12
+    meta = a.manifest["kernels"][name]  # a cubin's fields (the fake driver reads no cubin: any file of the artifact)
+    meta.update(cubin=meta["file"], shared=0, extra_params=2, global_scratch=0, global_scratch_align=1,
+                launch_warps=12)
     session = CudaSession(a, driver=FakeDriver())  # type: ignore[arg-type]
     assert {n: k.num_warps for n, (_, k) in session.kernels.items()} == \
         {n: 12 if n == name else m["num_warps"] for n, m in a.manifest["kernels"].items()}

@@ -427,7 +427,7 @@ def test_short_prompts_take_their_own_prefill_gemms(tmp_path: Path) -> None:
     prompts of up to 128 tokens (and one for up to 512 where prompts may be longer) and the large
     tiles beyond; the session picks by the prompt's
     rows, and both match HF."""
-    from inferx.runtime.plan import kernel_for
+    from inferx.runtime.manifest import Manifest
 
     torch.manual_seed(0)
     cfg = T.LlamaConfig(vocab_size=70, hidden_size=128, intermediate_size=128, num_hidden_layers=1,
@@ -443,7 +443,9 @@ def test_short_prompts_take_their_own_prefill_gemms(tmp_path: Path) -> None:
     assert all([b for b, _ in s["by_rows"]] == [128, 320] for s in gemms), gemms
     bm = {tuple(m["kernels"][n]["constexprs"]["BM"] for _, n in s["by_rows"]) for s in gemms}
     assert bm == {(64, 128)}, bm
-    assert {kernel_for(s, 1, 300) for s in gemms} == {s["by_rows"][1][1] for s in gemms}
+    launches = Manifest.from_sections(m, art).entries["prefill"].launches
+    variants = [s for s in launches if s.by_rows and m["kernels"][s.kernel]["template"] == "gemm"]
+    assert {s.kernel_for(1, 300) for s in variants} == {s["by_rows"][1][1] for s in gemms}
     session = inferx.load(art)
     repro = f"repro: pytest {__file__} -k short_prompts"
     for seq in (40, 290):

@@ -17,6 +17,7 @@ import transformers as T
 
 import inferx
 from inferx.runtime.artifact import FORMAT_VERSION, ArtifactError, canonical_json, load_artifact
+from inferx.runtime.artifact_write import write_artifact
 from inferx.runtime.kernel_source import KernelSource, Param
 from inferx.runtime.manifest import (
     ArgSpec,
@@ -174,6 +175,15 @@ def test_a_writer_checks_what_it_writes() -> None:
         bad.check(FILES, "out")
     with pytest.raises(ArtifactError, match="'weights/w.bin' is not a file of the artifact"):
         m.check(["kernels/k0.py"], "out")
+
+
+def test_loading_an_artifact_with_a_bad_manifest_names_the_field(tmp_path: Path) -> None:
+    d = _stored()
+    d["entries"]["decode"]["launches"][0]["kernel"] = "k9"
+    sections = {k: v for k, v in d.items() if k not in ("magic", "format_version", "files")}
+    art = write_artifact(tmp_path / "a", sections, {"kernels/k0.py": b"", "weights/w.bin": bytes(256)})
+    with pytest.raises(ArtifactError, match=r"a: manifest.json: entries.decode.launches\[0\].kernel: 'k9' names no"):
+        inferx.load(art, device="cpu")
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,18 @@ import numpy as np
 
 from inferx.runtime.artifact import Artifact
 from inferx.runtime.cuda_driver import I32, PTR, CudaError, Driver, Kernel, pack_args
-from inferx.runtime.kernel_source import KernelSource
-from inferx.runtime.plan import eval_dim, kernel_for
+from inferx.runtime.kernel_source import KernelSource, Scratch
+from inferx.runtime.manifest import (
+    ArgSpec,
+    BufferSpec,
+    CubinMeta,
+    EntryPlan,
+    LaunchStep,
+    Manifest,
+    MemoryPlan,
+    WeightMeta,
+)
+from inferx.runtime.plan import eval_dim, resolve
 from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 from inferx.runtime.triton_kernels import grid as grid_of
 
@@ -47,10 +57,10 @@ def bucket_of(n: int, buckets: Sequence[int], what: str) -> int:
     raise SessionError(f"{what} {n} exceeds the largest compiled bucket {max(buckets)}")
 
 
-def buckets_of(manifest: Mapping[str, Any], symbol: str, maximum: int) -> list[int]:
+def buckets_of(memory_plan: Mapping[str, MemoryPlan | None], symbol: str, maximum: int) -> list[int]:
     """The bucket bounds of ``symbol`` in the artifact's memory plan (or powers of 4 to ``maximum``)."""
-    found = {int(b["dims"][symbol]) for plan in manifest.get("memory_plan", {}).values()
-             for b in plan.get("buckets", ()) if symbol in b["dims"]}
+    found = {b.dims[symbol] for plan in memory_plan.values() if plan is not None
+             for b in plan.buckets if symbol in b.dims}
     if not found:
         found = {b for b in (1, 4, 16, 64, 256) if b < maximum}
     return sorted({b for b in found if b <= maximum} | {maximum})
@@ -90,7 +100,7 @@ class CudaSession(DecoderSession):
         if outputs not in ("numpy", "torch"):
             raise SessionError(f"outputs={outputs!r}: use 'numpy' or 'torch'")
         self.outputs = outputs
-        m = artifact.manifest
+        self.manifest = m = Manifest.from_sections(artifact.manifest, artifact.path)
         info, batch, max_context = manifest_limits(m, max_batch)
         super().__init__(info, max_batch=batch, max_context=max_context)
         try:
@@ -98,7 +108,7 @@ class CudaSession(DecoderSession):
         except CudaError as e:
             raise SessionError(f"device='cuda': no CUDA GPU is usable here ({e}); to run on the CPU, load with "
                                f"device='cpu' (this artifact targets {artifact.target})") from None
-        if driver is None and (artifact.target == "cpu" or not all("cubin" in k for k in m["kernels"].values())):
+        if driver is None and (artifact.target == "cpu" or any(k.cubin is None for k in m.kernels.values())):
             raise SessionError(f"{artifact.path}: compiled for {artifact.target}, it holds no cubins; "
                                "compile with --target h200 (or h100, sm_90) for a CUDA session")
         cc = self.drv.compute_capability()
@@ -110,35 +120,37 @@ class CudaSession(DecoderSession):
         # default as the artifact was compiled (``--pdl``, the default). With kernels that release
         # the next one at their end (as built), decode steps are faster with it than without; had
         # they released it at their start, slower (docs/performance.md).
-        wanted = bool(m.get("launch", {}).get("pdl", False)) if pdl is None else pdl
-        self.pdl = wanted and all(meta.get("grid_dependency", False) for meta in m["kernels"].values())
-        self.entries = m["entries"]
+        wanted = m.launch.pdl if pdl is None else pdl
+        self.pdl = wanted and all(meta.kernel.grid_dependency for meta in m.kernels.values())
+        self.entries = m.entries
         self.entry_points = frozenset(self.entries)
         # The tuning record each tuned kernel was compiled from: its time in the tuner, beside the
         # kernel's time in the step (``time_kernels``); none for a record borrowed from another
         # row bucket, whose time was measured at other rows. A kernel that serves several row
         # buckets has each bucket's (``by_rows``: the rows each bucket runs up to)
-        tuned = m.get("schedules", {}).get("tuned", {})
-        self.record_ms = {name: t["median_ms"] for name, t in tuned.items() if "from_rows" not in t}
-        self.record_by_rows = {name: sorted((int(b), ms) for b, ms in t["by_rows"].items())
-                               for name, t in tuned.items() if "by_rows" in t}
-        self.batch_buckets = buckets_of(m, "batch", m["limits"]["max_batch"])
-        self.seq_buckets = buckets_of(m, "seq", max_context)
+        tuned = m.schedules.tuned
+        self.record_ms = {name: t.median_ms for name, t in tuned.items() if t.from_rows is None}
+        self.record_by_rows = {name: sorted(t.by_rows.items()) for name, t in tuned.items() if t.by_rows}
+        self.batch_buckets = buckets_of(m.memory_plan, "batch", m.limits.max_batch)
+        self.seq_buckets = buckets_of(m.memory_plan, "seq", max_context)
         self.kernels: dict[str, tuple[KernelSource, Kernel]] = {}
-        for name, meta in sorted(m["kernels"].items()):
-            ks = KernelSource.from_json({**meta, "source": artifact.file_bytes(meta["file"]).decode()})
-            cubin = artifact.file_bytes(meta["cubin"]) if "cubin" in meta else b""
-            k = self.drv.load_kernel(cubin, ks, shared=meta.get("shared", 0), extra_params=meta.get("extra_params", 2))
-            k = replace(k, num_warps=int(meta.get("launch_warps", ks.num_warps)),  # as compiled
-                        global_scratch=int(meta.get("global_scratch", 0)),
-                        global_scratch_align=int(meta.get("global_scratch_align", 1) or 1))
+        for name, meta in sorted(m.kernels.items()):
+            ks = meta.with_source(artifact.file_bytes(meta.file).decode())
+            # a CPU artifact, on a driver that runs sources (tests), has no cubin: Triton's defaults
+            c = meta.cubin or CubinMeta("", shared=0, extra_params=2, global_scratch=0, global_scratch_align=1,
+                                        launch_warps=ks.num_warps)
+            cubin = artifact.file_bytes(c.file) if meta.cubin else b""
+            k = self.drv.load_kernel(cubin, ks, shared=c.shared, extra_params=c.extra_params)
+            k = replace(k, num_warps=c.launch_warps,  # as compiled
+                        global_scratch=c.global_scratch, global_scratch_align=c.global_scratch_align)
             self.kernels[name] = (ks, k)
         self.weights: dict[str, tuple[int, int]] = {}  # name -> (address, bytes)
-        for name, w in m["weights"].items():
-            arr = artifact.mmap(w["file"], np.uint8, _nbytes(w))
+        for name, w in m.weights.items():
+            arr = artifact.mmap(w.file, np.uint8, _nbytes(w))
             ptr = self.drv.alloc(arr.nbytes, f"weight {name}")
             self.drv.upload(ptr, arr)
             self.weights[name] = (ptr, arr.nbytes)
+        self._weight_ptrs = {name: ptr for name, (ptr, _) in self.weights.items()}
         self.cache_rows = 0
         self.caches: list[int] = []
         self._buffers: dict[tuple[str, int, int], dict[str, int]] = {}
@@ -203,59 +215,45 @@ class CudaSession(DecoderSession):
                  "ctx": self.max_context}
         env = {"batch": batch, "seq": seq, "ctx": self.max_context}
         akey = (entry, alloc["batch"], alloc["seq"])
-        buffers = self._buffers.setdefault(akey, {})
+        buffers = self._buffers.setdefault(akey, {})  # the bucket's, sized for it, kept across binds
         if akey not in self._inputs:
-            self._inputs[akey] = [self.drv.alloc(_size(a, alloc), f"{entry} input {a['name']}")
-                                  for a in plan["args"][:N_INPUTS]]
-        args = self._inputs[akey] + self.caches
+            self._inputs[akey] = [self.drv.alloc(_size(a, alloc), f"{entry} input {a.name}")
+                                  for a in plan.args[:N_INPUTS]]
+
+        def buffer(name: str, spec: BufferSpec) -> int:
+            return self.drv.alloc(_size(spec, alloc), name)
+
+        def scratch(name: str, sc: Scratch) -> int:
+            if name not in buffers:
+                nbytes = _size(sc, alloc)
+                buffers[name] = self.drv.alloc(nbytes, name)
+                self.drv.zero(buffers[name], nbytes)
+            return buffers[name]
+
+        resolved, returns = resolve(plan, self.kernels, (alloc["batch"], seq), self._inputs[akey] + self.caches,
+                                    self._weight_ptrs, buffer, scratch, buffers)
         launches: list[_Launch] = []
-        for step in plan["launches"]:
-            ks, k = self.kernels[kernel_for(step, alloc["batch"], seq)]
-            ins = [self._resolve(b, args, buffers) for b in step["inputs"]]
-            outs = []
-            for i, b in enumerate(step["outputs"]):
-                if i in ks.aliases:  # written in place into an input (a KV cache)
-                    buffers[b["name"]] = ins[ks.aliases[i]]
-                elif b["name"] not in buffers:
-                    buffers[b["name"]] = self.drv.alloc(_size(plan["buffers"][b["name"]], alloc), b["name"])
-                outs.append(buffers[b["name"]])
-            scratch = []
-            for j, sc in enumerate(ks.scratch):
-                nbytes = int(np.prod([eval_dim(d, alloc) for d in sc.shape])) * ITEM[sc.dtype]
-                sname = f"{step['kernel']}#scratch{j}@{len(launches)}"
-                if sname not in buffers:
-                    buffers[sname] = self.drv.alloc(nbytes, sname)
-                    self.drv.zero(buffers[sname], nbytes)
-                scratch.append(buffers[sname])
-            by_kind = {"in": ins, "out": outs, "scratch": scratch}
-            values = [by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in ks.params]
-            kinds = [PTR if p.kind in by_kind else I32 for p in ks.params]
+        for r in resolved:
+            ks, k = r.source, r.kernel
+            kinds = [I32 if p.kind == "sym" else PTR for p in ks.params]
             extra = [0] * k.extra_params
             if k.global_scratch and extra:  # the compiler's per-program scratch (TMA descriptors)
-                sname = f"{step['kernel']}#global_scratch@{len(launches)}"
+                sname = f"{r.step.kernel}#global_scratch@{r.index}"
                 nbytes = k.global_scratch * int(np.prod(grid_of(ks, alloc)))  # the bucket's largest grid
                 if sname not in buffers:
                     buffers[sname] = self.drv.alloc(nbytes + k.global_scratch_align, sname)
                 extra[0] = -(-buffers[sname] // k.global_scratch_align) * k.global_scratch_align
-            params, storage = pack_args(values + extra, kinds + [PTR] * k.extra_params)
-            moved, flops = self._cost(plan, step, ks, env, context if context is not None else self.max_context)
+            params, storage = pack_args(r.values(env) + extra, kinds + [PTR] * k.extra_params)
+            moved, flops = self._cost(plan, r.step, ks, env, context if context is not None else self.max_context)
             launches.append(_Launch(k, ks, grid_of(ks, env), params, storage, moved, flops))
-        ret = plan["returns"][0]
-        logits = self._resolve(ret, args, buffers)
-        dtype = plan["buffers"][ret["name"]]["dtype"] if ret["kind"] == "buffer" else self.info.dtype
-        bound = _Bound(launches, self._inputs[akey], logits, dtype)
+        ret = plan.returns[0]
+        dtype = plan.buffers[ret.name].dtype if ret.kind == "buffer" else self.info.dtype
+        bound = _Bound(launches, self._inputs[akey], returns[0], dtype)
         if context is None:
             self._bound[key] = bound
         return bound
 
-    def _resolve(self, b: Mapping[str, Any], args: list[int], buffers: Mapping[str, int]) -> int:
-        if b["kind"] == "arg":
-            return args[b["index"]]
-        if b["kind"] == "buffer":
-            return buffers[b["name"]]
-        return self.weights[b["name"]][0]
-
-    def _cost(self, plan: Mapping[str, Any], step: Mapping[str, Any], ks: KernelSource, env: Mapping[str, int],
+    def _cost(self, plan: EntryPlan, step: LaunchStep, ks: KernelSource, env: Mapping[str, int],
               context: int) -> tuple[int, int]:
         """Bytes a launch must move (weights read once, buffers at the true sizes, the KV cache:
         ``context`` positions read by attention, ``seq`` written elsewhere) and its FLOPs
@@ -270,34 +268,34 @@ class CudaSession(DecoderSession):
         aliased = set(ks.aliases.values())
         cost = ks.cost
         gathered = bool(cost.get("per_row"))
-        for j, b in enumerate(step["inputs"]):
-            if b["kind"] in ("weight", "buffer") and gathered:  # a row per output row (below)
+        for j, b in enumerate(step.inputs):
+            if b.kind in ("weight", "buffer") and gathered:  # a row per output row (below)
                 continue
-            if b["kind"] == "weight":
-                total += self.weights[b["name"]][1]
-            elif b["kind"] == "buffer":
-                total += _size(plan["buffers"][b["name"]], env)
-            elif b["index"] >= N_INPUTS:
+            if b.kind == "weight":
+                total += self.weights[b.name][1]
+            elif b.kind == "buffer":
+                total += _size(plan.buffers[b.name], env)
+            elif b.index >= N_INPUTS:
                 total += kv_row * (context if cost.get("kv") == "context" else env["seq"])
             elif j not in aliased:
-                total += _size(plan["args"][b["index"]], env)
-        for j, b in enumerate(step["outputs"]):
+                total += _size(plan.args[b.index], env)
+        for j, b in enumerate(step.outputs):
             if j not in ks.aliases:
-                total += _size(plan["buffers"][b["name"]], env) * (2 if gathered else 1)
+                total += _size(plan.buffers[b.name], env) * (2 if gathered else 1)
         rows = env["batch"] * env["seq"]
-        first = step["inputs"][0] if step["inputs"] else {}
-        x = plan["buffers"].get(first["name"]) if first.get("kind") == "buffer" else None
+        first = step.inputs[0] if step.inputs else None
+        x = plan.buffers[first.name] if first is not None and first.kind == "buffer" else None
         flops_kind = cost.get("flops", "none")
         if flops_kind in ("largest_weight", "two_largest_weights") and x is not None:
             # x's rows: batch, not batch x seq, in prefill_last's tail (the last tokens alone)
-            rows = int(np.prod([eval_dim(d, env) for d in x["shape"][:-1]]))
-        weights = [self.weights[b["name"]][1] for b in step["inputs"] if b["kind"] == "weight"]
+            rows = int(np.prod([eval_dim(d, env) for d in x.shape[:-1]]))
+        weights = [self.weights[b.name][1] for b in step.inputs if b.kind == "weight"]
         if flops_kind == "largest_weight" and weights:
             flops = 2 * rows * max(weights) // ITEM[i.dtype]
         elif flops_kind == "two_largest_weights":  # its two GEMMs' weights, the largest inputs (not the norm's scale)
             flops = 2 * rows * sum(sorted(weights)[-2:]) // ITEM[i.dtype]
-        elif flops_kind == "queries_by_context" and step["inputs"][0]["kind"] == "buffer":
-            q = _size(plan["buffers"][step["inputs"][0]["name"]], env) // ITEM[i.dtype]
+        elif flops_kind == "queries_by_context" and x is not None:
+            q = _size(x, env) // ITEM[i.dtype]
             flops = 4 * q * context + (2 * rows * max(weights) // ITEM[i.dtype] if weights else 0)
         return total, flops
 
@@ -402,9 +400,9 @@ class CudaSession(DecoderSession):
         self.drv.close()
 
 
-def _nbytes(w: Mapping[str, Any]) -> int:
-    return int(np.prod(w["shape"])) * ITEM[w["dtype"]]
+def _nbytes(w: WeightMeta) -> int:
+    return int(np.prod(w.shape)) * ITEM[w.dtype]
 
 
-def _size(spec: Mapping[str, Any], env: Mapping[str, int]) -> int:
-    return int(np.prod([eval_dim(d, env) for d in spec["shape"]])) * ITEM[spec["dtype"]]
+def _size(spec: BufferSpec | ArgSpec | Scratch, env: Mapping[str, int]) -> int:
+    return int(np.prod([eval_dim(d, env) for d in spec.shape])) * ITEM[spec.dtype]

@@ -27,6 +27,7 @@ import numpy as np
 
 from inferx.runtime.artifact import Artifact, load_artifact
 from inferx.runtime.kernel_source import KernelSource
+from inferx.runtime.manifest import Manifest
 from inferx.runtime.plan import Launch, bind, run
 from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 
@@ -69,7 +70,7 @@ class ArtifactSession(DecoderSession):
         _triton_mode(interpret=device == "cpu")
         from inferx.runtime.triton_kernels import load_kernel
 
-        m = artifact.manifest
+        self.manifest = m = Manifest.from_sections(artifact.manifest, artifact.path)
         info, batch, max_context = manifest_limits(m, max_batch)
         super().__init__(info, max_batch=batch, max_context=max_context)
         if device == "cpu" and info.dtype == "bf16":
@@ -80,16 +81,16 @@ class ArtifactSession(DecoderSession):
         self.use_graphs = graphs and device == "cuda"
         self.dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
                        "i64": torch.int64}
-        self.entries = m["entries"]
+        self.entries = m.entries
         self.entry_points = frozenset(self.entries)
         self.kernels: dict[str, tuple[KernelSource, Any]] = {}
-        for name, meta in m["kernels"].items():
-            ks = KernelSource.from_json({**meta, "source": artifact.file_bytes(meta["file"]).decode()})
+        for name, meta in m.kernels.items():
+            ks = meta.with_source(artifact.file_bytes(meta.file).decode())
             self.kernels[name] = (ks, load_kernel(ks, interpret=device == "cpu"))
         self.weights: dict[str, Any] = {}
-        for name, w in m["weights"].items():
-            arr = np.array(artifact.mmap(w["file"], NP_DTYPE[w["dtype"]], tuple(w["shape"])))
-            t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16) if w["dtype"] == "bf16" else \
+        for name, w in m.weights.items():
+            arr = np.array(artifact.mmap(w.file, NP_DTYPE[w.dtype], w.shape))
+            t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16) if w.dtype == "bf16" else \
                 torch.from_numpy(arr)
             self.weights[name] = t.to(self.device)
         self.caches: list[Any] = []

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from inferx.runtime.manifest import Manifest
 from inferx.runtime.model_info import ModelInfo
 
 
@@ -39,19 +40,14 @@ def _host(logits: Any) -> np.ndarray:
     return logits.float().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
 
 
-def manifest_limits(manifest: Any, max_batch: int | None) -> tuple[ModelInfo, int, int]:
+def manifest_limits(manifest: Manifest, max_batch: int | None) -> tuple[ModelInfo, int, int]:
     """What a session over an artifact needs from its manifest: the model, the batch it serves
     (``max_batch`` or the compiled maximum; SessionError above that) and the maximum context."""
-    model, limits = manifest["model"], manifest["limits"]
-    info = ModelInfo(
-        architecture=model["architecture"], vocab_size=model["vocab_size"], max_context=model["max_context"],
-        eos_token_ids=tuple(model["eos_token_ids"]), num_layers=model["num_layers"],
-        num_kv_heads=model["num_kv_heads"], head_dim=model["head_dim"], dtype=model["dtype"],
-    )
-    batch = limits["max_batch"] if max_batch is None else max_batch
-    if batch > limits["max_batch"]:
-        raise SessionError(f"max_batch {batch} exceeds the artifact's compiled maximum {limits['max_batch']}")
-    return info, batch, int(limits["max_seq_len"])
+    limits = manifest.limits
+    batch = limits.max_batch if max_batch is None else max_batch
+    if batch > limits.max_batch:
+        raise SessionError(f"max_batch {batch} exceeds the artifact's compiled maximum {limits.max_batch}")
+    return manifest.model, batch, limits.max_seq_len
 
 
 class DecoderSession(ABC):
