@@ -12,9 +12,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from inferx.runtime.artifact import Artifact
+    from inferx.runtime.manifest import EntryPlan, Manifest
 
 
 class UserError(click.ClickException):
@@ -299,6 +303,7 @@ def run_command(artifact: str, prompt_ids: tuple[str, ...], prompts: tuple[str, 
     artifact carries a tokenizer."""
     from inferx.runtime.artifact import load_artifact
     from inferx.runtime.loaded import load
+    from inferx.runtime.manifest import Manifest
 
     if bool(prompt_ids) == bool(prompts):
         raise UserError("give the prompt as --prompt-ids 1,2,3 or as --prompt TEXT (one of the two)")
@@ -307,7 +312,7 @@ def run_command(artifact: str, prompt_ids: tuple[str, ...], prompts: tuple[str, 
     clock = time.perf_counter()
     with _user_errors(errors):
         art = load_artifact(artifact, verify="structure")
-        names = list(art.manifest.get("tokenizer", {}).get("files", []))
+        names = list(Manifest.from_sections(art.manifest, art.path).tokenizer.files)
         if prompts and not names:
             raise UserError(f"{artifact}: the artifact carries no tokenizer: give --prompt-ids instead of --prompt")
         session = load(artifact, device)  # before transformers can import Triton (see runtime.loaded)
@@ -423,29 +428,27 @@ def inspect_command(artifact: str, as_json: bool) -> None:
     """Summarize ARTIFACT: target, versions, model, limits, kernels per entry and per layer, each
     kernel's schedule and where it came from, the memory plan per bucket, and schedule fallbacks.
     Verifies every file's hash first."""
-    from inferx.runtime.artifact import ArtifactError, load_artifact
+    from inferx.runtime.artifact import load_artifact
+    from inferx.runtime.manifest import Manifest
 
     with _user_errors(_runtime_errors()):
         art = load_artifact(artifact)
-        try:
-            summary = _summary(art)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ArtifactError(f"{artifact}: manifest.json: malformed compiler section: {e!r}") from None
+        summary = _summary(art, Manifest.from_sections(art.manifest, art.path))
     click.echo(json.dumps(summary, indent=2) if as_json else _render(summary))
 
 
-def _summary(art: Any) -> dict[str, Any]:
-    m = art.manifest
-    kernels: Mapping[str, Any] = m["kernels"]
-    num_layers = int(m["model"]["num_layers"])
+def _summary(art: Artifact, m: Manifest) -> dict[str, Any]:
+    """What ``inspect`` shows: the artifact's files and versions, and what its manifest says."""
+    kernels = {name: meta.kernel for name, meta in m.kernels.items()}
+    num_layers = m.model.num_layers
     entries = {}
     uses: dict[str, Counter[str]] = {name: Counter() for name in kernels}
-    for ename, entry in m["entries"].items():
-        names = [step["kernel"] for step in entry["launches"]]
-        for step in entry["launches"]:  # a launch with per-bucket variants counts in each
-            for bound, n in step.get("by_rows", [[None, step["kernel"]]]):
+    for ename, entry in m.entries.items():
+        names = [step.kernel for step in entry.launches]
+        for step in entry.launches:  # a launch with per-bucket variants counts in each
+            for bound, n in step.by_rows or ((None, step.kernel),):
                 uses[n][ename if bound is None else f"{ename}@rows<={bound}"] += 1
-        templates = [kernels[n]["template"] for n in names]
+        templates = [kernels[n].template for n in names]
         span = _layer_span(entry, num_layers)
         if span is None:
             layers: dict[str, Any] | None = None
@@ -460,26 +463,27 @@ def _summary(art: Any) -> dict[str, Any]:
                 "non_layer": len(outside),
                 "non_layer_by_template": _count(outside),
             }
-        plan = m.get("memory_plan", {}).get(ename, {})
+        plan = m.memory_plan.get(ename)
         entries[ename] = {
             "launches": len(names),
             "distinct_kernels": len(set(names)),
             "by_template": _count(templates),
             "layers": layers,
-            "memory_plan": plan.get("buckets", []),
+            "memory_plan": [b.to_json() for b in plan.buckets] if plan is not None else [],
         }
     kernel_rows = {}
     for name, k in sorted(kernels.items()):
+        cubin = m.kernels[name].cubin
         kernel_rows[name] = {
-            "template": k["template"],
-            "grid": list(k["grid"]),
-            "schedule": {**k.get("constexprs", {}), "num_warps": k.get("num_warps"), "num_stages": k.get("num_stages")},
-            "schedule_origin": k.get("schedule_origin", "unknown"),
+            "template": k.template,
+            "grid": list(k.grid),
+            "schedule": {**k.constexprs, "num_warps": k.num_warps, "num_stages": k.num_stages},
+            "schedule_origin": k.schedule_origin,
             "launches": dict(sorted(uses[name].items())),
-            **({"cubin": k["cubin"], "shared_bytes": k.get("shared")} if "cubin" in k else {}),
+            **({"cubin": cubin.file, "shared_bytes": cubin.shared} if cubin is not None else {}),
         }
-    schedules = m.get("schedules", {})
-    fallbacks = schedules.get("fallbacks", [])
+    sections = m.to_sections()  # the model, limits and tuning records shown as stored
+    fallbacks = m.schedules.fallbacks
     return {
         "artifact": str(art.path),
         "packed": art.packed,
@@ -487,15 +491,14 @@ def _summary(art: Any) -> dict[str, Any]:
         "bytes": sum(f.size for f in art.files.values()),
         "target": art.target,
         "versions": {"format": art.format_version, "inferx": art.compiler_version, "triton": art.triton_version},
-        "model": dict(m["model"]),
-        "limits": dict(m["limits"]),
-        "tokenizer": list(m.get("tokenizer", {}).get("files", [])),
+        "model": sections["model"],
+        "limits": sections["limits"],
+        "tokenizer": list(m.tokenizer.files),
         "entries": entries,
         "kernels": kernel_rows,
-        "tuned": {name: dict(t) for name, t in sorted(schedules.get("tuned", {}).items())},
-        "fallbacks": {"kernels": list(fallbacks), "note": schedules.get("note", ""),
-                      "reasons": {n: f.get("reason", "") for n, f in fallbacks.items()} if isinstance(fallbacks, dict)
-                      else {}},
+        "tuned": dict(sorted(sections["schedules"]["tuned"].items())),
+        "fallbacks": {"kernels": list(fallbacks), "note": m.schedules.note,
+                      "reasons": {n: f.reason for n, f in fallbacks.items()}},
     }
 
 
@@ -503,26 +506,26 @@ def _count(items: list[str]) -> dict[str, int]:
     return dict(sorted(Counter(items).items()))
 
 
-def _layer_span(entry: Mapping[str, Any], num_layers: int) -> tuple[int, int] | None:
+def _layer_span(entry: EntryPlan, num_layers: int) -> tuple[int, int] | None:
     """The [start, end) range of an entry's launches that belong to decoder layers, or None.
 
     Layer i begins at the first launch that reads its KV cache (the arguments named ``k{i}`` and
     ``v{i}``). Layers are alike, so each spans the distance between the first two starts; a lone
     layer ends at the launch that produces the logits. What is outside (embedding, final norm and
     LM head) are the non-layer launches."""
-    index = {a["name"]: i for i, a in enumerate(entry["args"])}
-    launches = entry["launches"]
+    index = {a.name: i for i, a in enumerate(entry.args)}
+    launches = entry.launches
     starts = []
     for layer in range(num_layers):
         cache = {index.get(f"k{layer}"), index.get(f"v{layer}")} - {None}
         first = next((n for n, step in enumerate(launches)
-                      if any(b["kind"] == "arg" and b["index"] in cache for b in step["inputs"])), None)
+                      if any(b.kind == "arg" and b.index in cache for b in step.inputs)), None)
         if first is None:
             return None
         starts.append(first)
     if num_layers == 1:
-        logits = entry["returns"][0].get("name")
-        end = next((n for n, step in enumerate(launches) if any(b.get("name") == logits for b in step["outputs"])),
+        logits = entry.returns[0]
+        end = next((n for n, step in enumerate(launches) if logits.kind == "buffer" and logits in step.outputs),
                    len(launches))
         return (starts[0], end) if end > starts[0] else None
     period = starts[1] - starts[0]

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from click.testing import CliRunner, Result
 import inferx
 from inferx.cli import _layer_span, main
 from inferx.compiler.options import TARGETS
+from inferx.runtime.manifest import ArgSpec, Binding, EntryPlan, LaunchStep
 
 CPU_FLAGS = ["--target", "cpu", "--dtype", "fp32", "--max-seq-len", "32", "--max-batch", "2"]
 VOCAB = 96
@@ -226,15 +228,14 @@ def test_inspect_text(compiled: tuple[Path, Result]) -> None:
 
 
 def test_layer_span_of_one_layer_and_of_no_cache() -> None:
-    def step(*args: int, out: str) -> dict[str, Any]:
-        return {"inputs": [{"kind": "arg", "index": i} for i in args],
-                "outputs": [{"kind": "buffer", "name": out}]}
+    def step(*args: int, out: str) -> LaunchStep:
+        return LaunchStep("k", tuple(Binding("arg", index=i) for i in args), (Binding("buffer", name=out),))
 
-    args = [{"name": n} for n in ("input_ids", "positions", "kv_lens", "k0", "v0")]
-    launches = [step(0, out="a"), step(1, 3, 4, out="b"), step(out="c"), step(out="logits")]
-    entry = {"args": args, "launches": launches, "returns": [{"kind": "buffer", "name": "logits"}]}
+    args = tuple(ArgSpec(n, (), "i32") for n in ("input_ids", "positions", "kv_lens", "k0", "v0"))
+    launches = (step(0, out="a"), step(1, 3, 4, out="b"), step(out="c"), step(out="logits"))
+    entry = EntryPlan(args, launches, {}, (Binding("buffer", name="logits"),))
     assert _layer_span(entry, 1) == (1, 3)
-    assert _layer_span({**entry, "args": args[:3]}, 1) is None
+    assert _layer_span(replace(entry, args=args[:3]), 1) is None
 
 
 # --- the installed console scripts ----------------------------------------------------------
