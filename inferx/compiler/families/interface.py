@@ -24,7 +24,7 @@ outside a family's folder and the registry names one.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
@@ -49,14 +49,24 @@ class TaskError(ValueError):
 
 
 class AnyTask(Protocol):
-    """A tuning task: what a measured schedule is a measurement *of*. ``key`` is its canonical
-    JSON text (what the database matches on); ``rows`` the row bucket it was keyed at."""
+    """A tuning task (a frozen dataclass): what a measured schedule is a measurement *of*.
+    ``key`` is its canonical JSON text (what the database matches on); ``rows`` the row bucket
+    it was keyed at; ``shape`` "decode" (rows are sequences) or "prefill" (rows are tokens);
+    ``out_dtype`` the kernel's result dtypes joined by "+"."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @property
     def template(self) -> str: ...
 
     @property
     def rows(self) -> int: ...
+
+    @property
+    def shape(self) -> str: ...
+
+    @property
+    def out_dtype(self) -> str: ...
 
     @property
     def key(self) -> str: ...
