@@ -27,11 +27,14 @@ ARCHITECTURES = {
 
 def decoder_config(raw: Mapping[str, Any], source: str = "config.json") -> DecoderConfig:
     """Maps an HF config dict onto a DecoderConfig, or names what is missing or unsupported."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: expected a JSON object, found {type(raw).__name__}")
     model_type = raw.get("model_type")
-    family = model_type if model_type in FAMILIES else None
-    if family is None:
-        for arch in raw.get("architectures") or ():
-            family = ARCHITECTURES.get(arch)
+    family = model_type if isinstance(model_type, str) and model_type in FAMILIES else None
+    archs = raw.get("architectures")
+    if family is None and isinstance(archs, (list, tuple)):
+        for arch in archs:
+            family = ARCHITECTURES.get(arch) if isinstance(arch, str) else None
             if family:
                 break
     if family is None:
@@ -44,5 +47,5 @@ def decoder_config(raw: Mapping[str, Any], source: str = "config.json") -> Decod
         return FAMILIES[family](raw)
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
         raise ConfigError(f"{source}: {family} config: {e}") from None

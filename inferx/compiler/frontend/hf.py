@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -37,10 +37,7 @@ def import_hf_dir(path: Path, *, dtype: str | None = None) -> Program:
     config_path = path / "config.json"
     if not config_path.is_file():
         raise ModelImportError(f"{path}: no config.json (is this a HuggingFace model directory?)")
-    try:
-        raw = json.loads(config_path.read_text())
-    except json.JSONDecodeError as e:
-        raise ModelImportError(f"{config_path}: not valid JSON: {e}") from None
+    raw = read_json_object(config_path)
     cfg = with_dtype(decoder_config(raw, str(config_path)), dtype)
     store = SafetensorsStore.open(_weight_files(path))
     return decoder_program(cfg, store, str(path))
@@ -64,24 +61,72 @@ def with_dtype(cfg: DecoderConfig, dtype: str | None) -> DecoderConfig:
     return replace(cfg, dtype=dtype)
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (config.json, the shard index): anything else names the file."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ModelImportError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ModelImportError(f"{path}: not valid JSON: {e}") from None
+    except RecursionError:
+        raise ModelImportError(f"{path}: not valid JSON: nested too deeply") from None
+    if not isinstance(raw, dict):
+        raise ModelImportError(f"{path}: expected a JSON object, found {_json_kind(raw)}")
+    return raw
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
 def _weight_files(path: Path) -> list[Path]:
     index = path / "model.safetensors.index.json"
     if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError) as e:
-            raise ModelImportError(f"{index}: malformed index ({e})") from None
-        files = sorted({path / f for f in weight_map.values()})
-        for f in files:
-            if not f.is_file():
-                raise ModelImportError(f"{index}: names shard {f.name}, which is missing")
-        return files
+        return _index_shards(path, index)
     files = sorted(path.glob("*.safetensors"))
     if not files:
         other = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt")]
         hint = f" (found {', '.join(other)}: re-save with safe_serialization=True)" if other else ""
         raise ModelImportError(f"{path}: no .safetensors weights{hint}")
     return files
+
+
+def _index_shards(path: Path, index: Path) -> list[Path]:
+    """The shard files a sharded checkpoint's index names. The index is data: each name must be a
+    relative path without ``..`` to an existing file that stays inside the model directory once
+    symlinks are followed (or, for a snapshot of the HuggingFace hub cache, inside its ``blobs``)."""
+    weight_map = read_json_object(index).get("weight_map")
+    if not isinstance(weight_map, dict):
+        raise ModelImportError(f"{index}: 'weight_map' must be an object of tensor name -> shard file")
+    root = path.resolve()
+    inside = [root]
+    if root.parent.name == "snapshots":  # <cache>/models--org--name/snapshots/<revision>
+        inside.append(root.parent.parent / "blobs")
+    files: set[Path] = set()
+    for tensor, shard in weight_map.items():
+        where = f"{index}: tensor '{tensor}' names shard {shard!r}"
+        if not isinstance(shard, str) or not shard:
+            raise ModelImportError(f"{where}: not a file name")
+        name = PurePosixPath(shard)
+        if name.is_absolute() or ".." in name.parts:
+            raise ModelImportError(f"{where}: shard names must be relative paths inside the model directory")
+        file = path / name
+        try:
+            real = file.resolve()
+        except (OSError, RuntimeError) as e:  # a symlink loop
+            raise ModelImportError(f"{where}, which cannot be resolved: {e}") from None
+        if not any(real.is_relative_to(d) for d in inside):
+            raise ModelImportError(f"{where}, which leads outside the model directory (to {real})")
+        if not real.is_file():
+            raise ModelImportError(f"{where}, which is missing")
+        files.add(file)
+    if not files:
+        raise ModelImportError(f"{index}: 'weight_map' names no shard")
+    return sorted(files)
 
 
 def decoder_program(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source: str) -> Program:

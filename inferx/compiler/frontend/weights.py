@@ -46,8 +46,10 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
             raise WeightError(f"{path}: truncated or corrupt safetensors file (header of {n} bytes, file of {size})")
         try:
             header = json.loads(f.read(n))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             raise WeightError(f"{path}: corrupt safetensors header: {e}") from None
+    if not isinstance(header, dict):
+        raise WeightError(f"{path}: corrupt safetensors header: not a JSON object")
     entries: dict[str, TensorEntry] = {}
     base = 8 + n
     for key, info in header.items():
@@ -57,6 +59,8 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
             dtype, shape, (begin, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
         except (KeyError, TypeError, ValueError):
             raise WeightError(f"{path}: malformed header entry for '{key}'") from None
+        if not (_naturals(shape) and _naturals((begin, end)) and begin <= end and isinstance(dtype, str)):
+            raise WeightError(f"{path}: malformed header entry for '{key}'")
         if dtype not in _NP:
             raise WeightError(f"{path}: tensor '{key}' has unsupported dtype {dtype}")
         itemsize = 2 if dtype == "BF16" else np.dtype(_NP[dtype]).itemsize
@@ -68,6 +72,10 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
             )
         entries[key] = TensorEntry(path, dtype, shape, base + begin, end - begin)
     return entries
+
+
+def _naturals(values: tuple[object, ...]) -> bool:
+    return all(type(v) is int and v >= 0 for v in values)
 
 
 class SafetensorsStore(Mapping[str, np.ndarray]):

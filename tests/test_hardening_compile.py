@@ -1,0 +1,197 @@
+"""Compiling what users hand over, at its edges: a sharded checkpoint's index that names files
+outside the model directory, config files that are not JSON objects, the default ``max_seq_len``
+of a model with a short context, float32 checkpoints for GPU targets, and compiling from a script
+read on stdin (kernel build workers must never run the caller's ``__main__``).
+
+Every refusal is one error naming the file, field or value at fault: a ``ValueError`` subclass from
+the Python API, one ``error:`` line and exit 1 from the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import transformers as T
+from click.testing import CliRunner, Result
+
+import inferx
+from inferx.cli import main
+from inferx.compiler.frontend.weights import SafetensorsStore
+
+INDEX = "model.safetensors.index.json"
+
+
+def _llama(max_position: int = 64, seed: int = 0) -> T.LlamaForCausalLM:
+    torch.manual_seed(seed)
+    cfg = T.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_position)
+    return T.LlamaForCausalLM(cfg).eval()
+
+
+def invoke(args: list[str]) -> Result:
+    return CliRunner().invoke(main, args, catch_exceptions=False)
+
+
+def assert_user_error(result: Result, *names: str) -> str:
+    """Exit 1, one ``error:`` line on stderr naming each of ``names``, no traceback; the line."""
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("error: "), result.stderr
+    assert all(not line.startswith("error") for line in lines[:-1]), result.stderr
+    assert "Traceback" not in result.output
+    for name in names:
+        assert name in lines[-1], (name, lines[-1])
+    return lines[-1]
+
+
+# --- 1. shard names stay inside the model directory; config files are JSON objects ------------
+
+
+@pytest.fixture(scope="module")
+def sharded_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sharded") / "model"
+    _llama().save_pretrained(path, max_shard_size="40KB")
+    assert (path / INDEX).is_file() and len(list(path.glob("*.safetensors"))) > 1
+    return path
+
+
+@pytest.fixture
+def sharded(sharded_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh copy of a good sharded checkpoint to break; reading any weight fails the test."""
+
+    def no_reads(self: SafetensorsStore, key: str) -> object:
+        raise AssertionError(f"weight '{key}' was read before the checkpoint was validated")
+
+    monkeypatch.setattr(SafetensorsStore, "__getitem__", no_reads)
+    return Path(shutil.copytree(sharded_dir, tmp_path / "ckpt"))
+
+
+def _remap(path: Path, shard: object) -> str:
+    """Points the index's first tensor at ``shard``; the tensor's name."""
+    index = json.loads((path / INDEX).read_text())
+    tensor = sorted(index["weight_map"])[0]
+    index["weight_map"][tensor] = shard
+    (path / INDEX).write_text(json.dumps(index))
+    return tensor
+
+
+def _import_error(path: Path) -> str:
+    with pytest.raises(ValueError) as info:
+        inferx.import_model(path)
+    return str(info.value)
+
+
+def _outside_shard(sharded: Path) -> Path:
+    """A real safetensors file (a copy of one shard) outside the model directory."""
+    outside = sharded.parent / "elsewhere"
+    outside.mkdir()
+    return Path(shutil.copy(sorted(sharded.glob("*.safetensors"))[0], outside / "secret.safetensors"))
+
+
+def test_index_naming_an_absolute_path_is_refused(sharded: Path) -> None:
+    target = _outside_shard(sharded)
+    tensor = _remap(sharded, str(target))
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and f"'{tensor}'" in msg and str(target) in msg
+
+
+def test_index_naming_a_parent_component_is_refused(sharded: Path) -> None:
+    _outside_shard(sharded)
+    tensor = _remap(sharded, "../elsewhere/secret.safetensors")
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and f"'{tensor}'" in msg and "../elsewhere/secret.safetensors" in msg
+
+
+def test_index_naming_a_symlink_out_of_the_directory_is_refused(sharded: Path) -> None:
+    target = _outside_shard(sharded)
+    (sharded / "link.safetensors").symlink_to(target)
+    tensor = _remap(sharded, "link.safetensors")
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and f"'{tensor}'" in msg and "link.safetensors" in msg
+    assert "outside the model directory" in msg
+
+
+def test_index_naming_a_missing_file_is_refused(sharded: Path) -> None:
+    tensor = _remap(sharded, "model-99999-of-99999.safetensors")
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and f"'{tensor}'" in msg and "model-99999-of-99999.safetensors" in msg
+    assert "missing" in msg
+
+
+def test_index_naming_a_directory_is_refused(sharded: Path) -> None:
+    (sharded / "sub").mkdir()
+    tensor = _remap(sharded, "sub")
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and f"'{tensor}'" in msg and "'sub'" in msg
+
+
+def test_index_naming_a_non_string_is_refused(sharded: Path) -> None:
+    tensor = _remap(sharded, ["a", "b"])
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and f"'{tensor}'" in msg
+
+
+def test_symlinks_inside_the_directory_and_to_the_hub_cache_blobs_import(sharded_dir: Path, tmp_path: Path) -> None:
+    """The HuggingFace hub cache keeps a snapshot's files as symlinks into the repository's blobs."""
+    repo = tmp_path / "models--org--tiny"
+    snapshot = repo / "snapshots" / "0123abc"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    for f in sharded_dir.iterdir():
+        blob = repo / "blobs" / f"blob-{f.name}"
+        shutil.copy(f, blob)
+        (snapshot / f.name).symlink_to(Path("../..") / "blobs" / blob.name)
+    assert inferx.import_model(snapshot).info.num_layers == 1
+
+
+@pytest.mark.parametrize("text, kind", [("[1, 2]", "a list"), ('"llama"', "a string"), ("null", "null")])
+def test_config_that_is_not_an_object(sharded: Path, text: str, kind: str) -> None:
+    (sharded / "config.json").write_text(text)
+    msg = _import_error(sharded)
+    assert str(sharded / "config.json") in msg and "JSON object" in msg and kind in msg
+
+
+@pytest.mark.parametrize("text, kind", [("[1, 2]", "a list"), ('"weights"', "a string")])
+def test_index_that_is_not_an_object(sharded: Path, text: str, kind: str) -> None:
+    (sharded / INDEX).write_text(text)
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and "JSON object" in msg and kind in msg
+
+
+def test_index_whose_weight_map_is_not_an_object(sharded: Path) -> None:
+    (sharded / INDEX).write_text('{"weight_map": ["model-00001-of-00002.safetensors"]}')
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and "weight_map" in msg
+
+
+@pytest.mark.parametrize("name", ["config.json", INDEX])
+def test_file_that_is_not_utf8(sharded: Path, name: str) -> None:
+    (sharded / name).write_bytes(b'{"model_type": "llama\xff\xfe"}')
+    msg = _import_error(sharded)
+    assert str(sharded / name) in msg and "UTF-8" in msg
+
+
+def test_safetensors_header_that_is_not_an_object(sharded: Path) -> None:
+    file = sorted(sharded.glob("*.safetensors"))[0]
+    header = b"[1, 2, 3]"
+    file.write_bytes(len(header).to_bytes(8, "little") + header)
+    msg = _import_error(sharded)
+    assert str(file) in msg and "header" in msg
+
+
+@pytest.mark.parametrize("edit, names", [
+    (lambda p: _remap(p, "/etc/hostname"), [INDEX, "/etc/hostname"]),
+    (lambda p: _remap(p, "../x.safetensors"), [INDEX, "../x.safetensors"]),
+    (lambda p: (p / "config.json").write_text("[]"), ["config.json", "JSON object"]),
+    (lambda p: (p / "config.json").write_bytes(b"\xff\xfe{}"), ["config.json", "UTF-8"]),
+    (lambda p: (p / INDEX).write_text('"x"'), [INDEX, "JSON object"]),
+], ids=["absolute", "parent", "config-list", "config-not-utf8", "index-string"])
+def test_cli_names_the_file_at_fault(sharded: Path, tmp_path: Path, edit: object, names: list[str]) -> None:
+    edit(sharded)  # type: ignore[operator]
+    out = tmp_path / "x.ixa"
+    result = invoke(["compile", str(sharded), "-o", str(out), "--target", "cpu", "--dtype", "fp32"])
+    assert_user_error(result, *names)
+    assert not out.exists()
