@@ -184,8 +184,9 @@ FUSE_ATTENTION_O_HELP = ("Each decode layer's attention and o projection as one 
               help="sm_90 cubins for Hopper GPUs, or cpu (Triton source run by the interpreter; fp32/fp16).")
 @click.option("--dtype", default=None, metavar=f"[{'|'.join(DTYPE_CHOICES)}]",
               help="Weight and activation dtype (default: the checkpoint's).")
-@click.option("--max-seq-len", type=int, default=2048, show_default=True,
-              help="Longest context a sequence may reach.")
+@click.option("--max-seq-len", type=int, default=None,
+              help="Longest context a sequence may reach (default: 2048, or the model's context where that "
+                   "is shorter).")
 @click.option("--max-batch", type=int, default=8, show_default=True, help="Most sequences per step.")
 @click.option("--dump-ir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Write the IR after each of the first five phases into DIR.")
@@ -199,8 +200,8 @@ FUSE_ATTENTION_O_HELP = ("Each decode layer's attention and o projection as one 
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
 @click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
               help=FUSE_ATTENTION_O_HELP)
-def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int, max_batch: int,
-                    dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool, fuse_mlp: bool,
+def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int | None,
+                    max_batch: int, dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool, fuse_mlp: bool,
                     fuse_attention_o: bool) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 

@@ -195,3 +195,64 @@ def test_cli_names_the_file_at_fault(sharded: Path, tmp_path: Path, edit: object
     result = invoke(["compile", str(sharded), "-o", str(out), "--target", "cpu", "--dtype", "fp32"])
     assert_user_error(result, *names)
     assert not out.exists()
+
+
+# --- 2. max_seq_len: by default the smaller of 2048 and the model's context -------------------
+
+
+class _Stop(Exception):
+    pass
+
+
+def _progress_until(stop_at: str, lines: list[str]) -> object:
+    def say(line: str) -> None:
+        lines.append(line)
+        if line.startswith(stop_at):
+            raise _Stop
+
+    return say
+
+
+@pytest.mark.parametrize("context, want, why", [(64, 64, "the model's context"), (4096, 2048, "the default")])
+def test_default_max_seq_len_is_2048_or_the_models_context(tmp_path: Path, context: int, want: int, why: str) -> None:
+    lines: list[str] = []
+    with pytest.raises(_Stop):
+        inferx.compile(_llama(max_position=context), target="cpu", output=tmp_path / "a", dtype="fp32",
+                       max_batch=2, progress=_progress_until("[2/9]", lines))
+    assert f"        max_seq_len {want} ({why})" in lines, lines
+    assert not (tmp_path / "a").exists()
+
+
+def test_short_context_model_compiles_with_the_default(tmp_path: Path) -> None:
+    from inferx.runtime.artifact import load_artifact
+
+    art = inferx.compile(_llama(max_position=48), target="cpu", output=tmp_path / "a", dtype="fp32", max_batch=1)
+    assert load_artifact(art).sections()["limits"]["max_seq_len"] == 48
+
+
+def test_explicit_max_seq_len_over_the_context_is_refused(tmp_path: Path) -> None:
+    from inferx.compiler.options import CompileError
+
+    with pytest.raises(CompileError, match="max_seq_len 65 exceeds the model's 64"):
+        inferx.compile(_llama(max_position=64), target="cpu", output=tmp_path / "a", dtype="fp32", max_seq_len=65)
+    assert not (tmp_path / "a").exists()
+
+
+def test_cli_default_max_seq_len(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    _llama(max_position=40).save_pretrained(model)
+    out = tmp_path / "x.ixa"
+    result = invoke(["compile", str(model), "-o", str(out), "--target", "cpu", "--dtype", "fp32", "--max-batch", "1"])
+    assert result.exit_code == 0, result.output
+    assert "        max_seq_len 40 (the model's context)" in result.stderr.splitlines()
+    shown = invoke(["inspect", str(out), "--json"])
+    assert json.loads(shown.stdout)["limits"]["max_seq_len"] == 40
+    result = invoke(["compile", str(model), "-o", str(tmp_path / "y.ixa"), "--target", "cpu", "--dtype", "fp32",
+                     "--max-seq-len", "41"])
+    assert_user_error(result, "max_seq_len 41", "40")
+    assert not (tmp_path / "y.ixa").exists()
+
+
+def test_cli_help_says_the_max_seq_len_default() -> None:
+    result = invoke(["compile", "--help"])
+    assert "2048" in result.output and "model's context" in result.output

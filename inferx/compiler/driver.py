@@ -38,7 +38,7 @@ from inferx.compiler.families.common.tile import dim_code
 from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import TensorType
-from inferx.compiler.options import TARGETS, CompileError, CompileOptions
+from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, TARGETS, CompileError, CompileOptions
 from inferx.compiler.schedules import (
     ScheduleChoice,
     per_batch,
@@ -78,8 +78,10 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
 
     if options.target not in TARGETS:
         raise CompileError(f"unknown target {options.target!r}; the targets are {', '.join(TARGETS)}")
-    if options.max_batch < 1 or options.max_seq_len < 1:
-        raise CompileError("max_batch and max_seq_len must be positive")
+    if options.max_batch < 1:
+        raise CompileError(f"max_batch must be positive, got {options.max_batch}")
+    if options.max_seq_len is not None and options.max_seq_len < 1:
+        raise CompileError(f"max_seq_len must be positive, got {options.max_seq_len}")
     for flag, on in (("fuse_mlp", options.fuse_mlp), ("fuse_attention_o", options.fuse_attention_o)):
         if on and options.max_batch > GEMV_MAX_ROWS:
             raise CompileError(f"{flag}: the fused decode kernel runs at most {GEMV_MAX_ROWS} rows per step "
@@ -97,8 +99,13 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     if program.info is None:
         raise CompileError("only decoder LLMs (prefill/decode entry points) compile to artifacts for now")
     info = program.info
-    if options.max_seq_len > info.max_context:
+    if options.max_seq_len is None:
+        options = replace(options, max_seq_len=min(DEFAULT_MAX_SEQ_LEN, info.max_context))
+        why = "the default" if options.max_seq_len == DEFAULT_MAX_SEQ_LEN else "the model's context"
+        say(f"        max_seq_len {options.max_seq_len} ({why})")
+    elif options.max_seq_len > info.max_context:
         raise CompileError(f"max_seq_len {options.max_seq_len} exceeds the model's {info.max_context}")
+    assert options.max_seq_len is not None  # resolved: every phase below reads this
     if options.target == "cpu" and info.dtype == "bf16":
         raise CompileError(
             "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"

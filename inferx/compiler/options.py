@@ -10,6 +10,7 @@ from pathlib import Path
 from inferx.compiler.database import DEFAULT_ROOT
 
 TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
+DEFAULT_MAX_SEQ_LEN = 2048
 
 
 class CompileError(ValueError):
@@ -20,7 +21,9 @@ class CompileError(ValueError):
 class CompileOptions:
     target: str = "h200"
     dtype: str | None = None
-    max_seq_len: int = 2048
+    # The longest context a sequence may reach; None: the smaller of DEFAULT_MAX_SEQ_LEN and the
+    # model's context (compile_model resolves it after import: every phase after reads an int).
+    max_seq_len: int | None = None
     max_batch: int = 8
     dump_ir: Path | None = None
     progress: Callable[[str], None] | None = None
@@ -52,3 +55,11 @@ class CompileOptions:
 def batch_buckets(options: CompileOptions) -> list[int]:
     """The batch buckets a compile plans and generates decode kernels for."""
     return sorted({b for b in (1, 4, 16, 64) if b < options.max_batch} | {options.max_batch})
+
+
+def resolved_max_seq_len(options: CompileOptions) -> int:
+    """``options.max_seq_len`` once ``compile_model`` has resolved it from the model's context: the
+    phases after import read it through here."""
+    if options.max_seq_len is None:
+        raise TypeError("max_seq_len is read before compile_model resolved it from the model's context")
+    return options.max_seq_len

@@ -22,7 +22,7 @@ from xdsl.passes import ModulePass
 from inferx.compiler.families import families
 from inferx.compiler.families.bind_families import BindFamilies
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.options import CompileError, CompileOptions, batch_buckets
+from inferx.compiler.options import CompileError, CompileOptions, batch_buckets, resolved_max_seq_len
 from inferx.passes import registry as ir_passes
 from inferx.passes.pipeline import PassManager, parse
 from inferx.passes.settle_dynamic_rope import RopeLengthError
@@ -45,14 +45,19 @@ FUSE = "fuse,bind-families,norm-stats"
 
 
 def phases(options: CompileOptions) -> list[tuple[str, str]]:
-    """(name, pipeline) of each IR phase, in order."""
+    """(name, pipeline) of each IR phase, in order. plan-memory plans for ``max_seq_len``, so it is
+    there once that is resolved (``compile_model`` resolves it after import; the tuner's task
+    extraction stops before plan-memory)."""
     fused = "".join(f",{p}" for flag, p in FUSED_DECODE.items() if getattr(options, flag))
-    return [
+    out = [
         ("cleanup", "canonicalize,cse,dce"),
         ("merge-gemms", "merge-gemms,interleave-pairs,fold-norm-weights,dce"),
         ("fuse", FUSE + fused),
-        ("plan-memory", f"settle-dynamic-rope{{max-seq-len={options.max_seq_len}}}," + plan_pipeline(options)),
     ]
+    if options.max_seq_len is not None:
+        rope = f"settle-dynamic-rope{{max-seq-len={options.max_seq_len}}}"
+        out.append(("plan-memory", f"{rope},{plan_pipeline(options)}"))
+    return out
 
 
 def run(spec: str, program: Program) -> None:
@@ -64,9 +69,9 @@ def run(spec: str, program: Program) -> None:
 
 def plan_pipeline(options: CompileOptions) -> str:
     batch = batch_buckets(options)
-    seq = sorted({s for s in (1, 512, 2048) if s < options.max_seq_len} | {options.max_seq_len})
-    return (f"plan-memory{{batch={','.join(map(str, batch))} seq={','.join(map(str, seq))} "
-            f"max-ctx={options.max_seq_len}}}")
+    n = resolved_max_seq_len(options)
+    seq = sorted({s for s in (1, 512, 2048) if s < n} | {n})
+    return f"plan-memory{{batch={','.join(map(str, batch))} seq={','.join(map(str, seq))} max-ctx={n}}}"
 
 
 def check_fused(program: Program, options: CompileOptions) -> None:

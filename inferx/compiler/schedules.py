@@ -15,7 +15,7 @@ from inferx.compiler.families.common.hardware import H200, HARDWARE
 from inferx.compiler.families.common.space import complete
 from inferx.compiler.families.interface import AnyTask, TaskError
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.options import CompileOptions, batch_buckets
+from inferx.compiler.options import CompileOptions, batch_buckets, resolved_max_seq_len
 from inferx.runtime.manifest import DatabaseInfo, Fallback, Schedules, TunedSchedule
 
 
@@ -57,7 +57,7 @@ def row_buckets(kop: KernelOp, options: CompileOptions) -> list[int | None]:
     (one kernel for every shape) for the cpu target."""
     if (options.schedules or options.target) == "cpu":
         return [None]
-    return kernel_row_buckets(kop, batch_buckets(options), options.max_seq_len)
+    return kernel_row_buckets(kop, batch_buckets(options), resolved_max_seq_len(options))
 
 
 def kernel_row_buckets(kop: KernelOp, batches: Sequence[int], max_seq_len: int) -> list[int | None]:
