@@ -1,13 +1,10 @@
 """Sessions over a compiled artifact, on the CPU or a CUDA GPU.
 
 ``device="cpu"`` runs the artifact's own Triton kernels in Triton's interpreter (fp32/fp16):
-the same kernels the GPU runs, so CPU tests check them. ``device="cuda"`` JIT-compiles the same
-kernel sources with Triton on the GPU and launches them through torch. With ``graphs=True`` each
-decode step of a batch size is one CUDA Graph replay (captured on that batch size's first step,
-per-step values copied into the graph's static input buffers); that path has a known bug (from
-the second replay on the logits differ from plain launches: tests/test_gpu.py), so plain launches
-are the default. Loading the artifact's prebuilt cubins through the CUDA driver API, without
-torch, is not done yet.
+the same kernels the GPU runs, so CPU tests check them. ``device="cuda"`` loads the artifact's
+prebuilt cubins through the CUDA driver API (``CudaSession``: one CUDA graph per shape bucket);
+``backend="triton"`` instead JIT-compiles the same kernel sources with Triton and launches them
+through torch (a check of the cubins against Triton's own build).
 
 Nothing here imports the compiler (no xDSL, no frontend): an artifact is self-contained.
 Triton's interpreter mode is chosen when Triton is first imported, so one process runs either
