@@ -183,7 +183,8 @@ FUSE_ATTENTION_O_HELP = ("Each decode layer's attention and o projection as one 
 @click.option("--target", default="h200", metavar=f"[{TARGET_CHOICES}]", show_default=True,
               help="sm_90 cubins for Hopper GPUs, or cpu (Triton source run by the interpreter; fp32/fp16).")
 @click.option("--dtype", default=None, metavar=f"[{'|'.join(DTYPE_CHOICES)}]",
-              help="Weight and activation dtype (default: the checkpoint's).")
+              help="Weight and activation dtype (default: the checkpoint's, but bf16 for a float32 checkpoint on a "
+                   "GPU target, whose kernels run bf16 and fp16).")
 @click.option("--max-seq-len", type=int, default=None,
               help="Longest context a sequence may reach (default: 2048, or the model's context where that "
                    "is shorter).")

@@ -256,3 +256,65 @@ def test_cli_default_max_seq_len(tmp_path: Path) -> None:
 def test_cli_help_says_the_max_seq_len_default() -> None:
     result = invoke(["compile", "--help"])
     assert "2048" in result.output and "model's context" in result.output
+
+
+# --- 3. float32 checkpoints for GPU targets ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fp32_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("fp32") / "model"
+    _llama().save_pretrained(path)
+    assert json.loads((path / "config.json").read_text())["dtype"] == "float32"
+    return path
+
+
+def test_float32_checkpoint_compiles_in_bf16_for_the_gpu(fp32_dir: Path, tmp_path: Path) -> None:
+    from inferx.runtime.artifact import load_artifact
+
+    lines: list[str] = []
+    art = inferx.compile(fp32_dir, target="h200", output=tmp_path / "a", max_batch=2, progress=lines.append)
+    assert "        dtype bf16 (the checkpoint is float32; --dtype to choose)" in lines, lines
+    sections = load_artifact(art).sections()
+    assert sections["model"]["dtype"] == "bf16"
+    assert all(k["cubin"] for k in sections["kernels"].values())
+
+
+@pytest.mark.parametrize("target, dtype, model_dtype", [("cpu", None, torch.float32), ("h200", None, torch.float16),
+                                                        ("h200", "fp16", torch.float32)])
+def test_other_dtypes_are_kept(tmp_path: Path, target: str, dtype: str | None, model_dtype: torch.dtype) -> None:
+    path = tmp_path / "model"
+    _llama().to(model_dtype).save_pretrained(path)
+    lines: list[str] = []
+    options = {"dtype": dtype} if dtype else {}
+    with pytest.raises(_Stop):
+        inferx.compile(path, target=target, output=tmp_path / "a", max_batch=2,
+                       progress=_progress_until("[2/9]", lines), **options)
+    assert not any("dtype" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "f32"])
+def test_fp32_for_a_gpu_target_is_refused(fp32_dir: Path, tmp_path: Path, dtype: str) -> None:
+    from inferx.compiler.options import CompileError
+
+    lines: list[str] = []
+    with pytest.raises(CompileError, match=rf"dtype {dtype} does not run on target h200: .*bf16 and fp16"):
+        inferx.compile(fp32_dir, target="h200", output=tmp_path / "a", dtype=dtype, progress=lines.append)
+    assert lines == []  # refused before the import starts
+    assert not (tmp_path / "a").exists()
+
+
+def test_float32_program_for_a_gpu_target_is_refused(fp32_dir: Path, tmp_path: Path) -> None:
+    from inferx.compiler.options import CompileError
+
+    program = inferx.import_model(fp32_dir)
+    with pytest.raises(CompileError, match="float32.*target h200.*bf16 and fp16"):
+        inferx.compile(program, target="h200", output=tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+
+
+def test_cli_refuses_fp32_for_a_gpu_target(fp32_dir: Path, tmp_path: Path) -> None:
+    result = invoke(["compile", str(fp32_dir), "-o", str(tmp_path / "x.ixa"), "--target", "h100", "--dtype", "fp32"])
+    line = assert_user_error(result, "fp32", "h100", "bf16", "fp16")
+    assert "[1/9]" not in result.stderr, line
+    assert not (tmp_path / "x.ixa").exists()

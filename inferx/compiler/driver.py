@@ -78,6 +78,9 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
 
     if options.target not in TARGETS:
         raise CompileError(f"unknown target {options.target!r}; the targets are {', '.join(TARGETS)}")
+    if TARGETS[options.target] != "cpu" and options.dtype in ("fp32", "f32"):
+        raise CompileError(f"dtype {options.dtype} does not run on target {options.target}: its kernels run bf16 "
+                           "and fp16 (--dtype bf16 or fp16; the cpu target runs fp32)")
     if options.max_batch < 1:
         raise CompileError(f"max_batch must be positive, got {options.max_batch}")
     if options.max_seq_len is not None and options.max_seq_len < 1:
@@ -106,6 +109,9 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
     elif options.max_seq_len > info.max_context:
         raise CompileError(f"max_seq_len {options.max_seq_len} exceeds the model's {info.max_context}")
     assert options.max_seq_len is not None  # resolved: every phase below reads this
+    if TARGETS[options.target] != "cpu" and info.dtype == "f32":  # a Program imported in float32
+        raise CompileError(f"the program is float32, which does not run on target {options.target}: its kernels "
+                           "run bf16 and fp16 (import it with dtype='bf16' or 'f16')")
     if options.target == "cpu" and info.dtype == "bf16":
         raise CompileError(
             "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"

@@ -22,7 +22,7 @@ from xdsl.passes import ModulePass
 from inferx.compiler.families import families
 from inferx.compiler.families.bind_families import BindFamilies
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.options import CompileError, CompileOptions, batch_buckets, resolved_max_seq_len
+from inferx.compiler.options import TARGETS, CompileError, CompileOptions, batch_buckets, resolved_max_seq_len
 from inferx.passes import registry as ir_passes
 from inferx.passes.pipeline import PassManager, parse
 from inferx.passes.settle_dynamic_rope import RopeLengthError
@@ -92,11 +92,19 @@ def check_fused(program: Program, options: CompileOptions) -> None:
 
 
 def import_program(src: Any, options: CompileOptions) -> Program:
-    """The Program of ``src`` (a path, a transformers model...) in the dtype ``options`` asks for."""
+    """The Program of ``src`` (a path, a transformers model...) in the dtype ``options`` asks for; with
+    none asked, the checkpoint's, except that a float32 model for a GPU target imports in bf16 (its
+    kernels run bf16 and fp16), which the progress output says."""
     from inferx.compiler.frontend import import_model
 
     dtype = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", None: None}.get(options.dtype, options.dtype)
-    return import_model(src, **({"dtype": dtype} if dtype else {}))
+    program = import_model(src, **({"dtype": dtype} if dtype else {}))
+    gpu = TARGETS.get(options.target, "cpu") != "cpu"
+    if dtype is None and gpu and program.info is not None and program.info.dtype == "f32":
+        if options.progress is not None:
+            options.progress("        dtype bf16 (the checkpoint is float32; --dtype to choose)")
+        program = import_model(src, dtype="bf16")
+    return program
 
 
 def dump(options: CompileOptions, name: str, program: Program) -> None:
