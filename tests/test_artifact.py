@@ -502,6 +502,7 @@ def _flip(data: bytes, offset: int, bit: int) -> bytes:
     return bytes(out)
 
 
+@pytest.mark.slow
 def test_fuzz_corrupted_artifacts_are_all_refused(tmp_path: Path) -> None:
     """Over a thousand corruptions of a small artifact, in both forms: every one raises
     ArtifactError naming the artifact (and the file, where one file is at fault), fast."""

@@ -167,6 +167,7 @@ def test_default_schedule_generates_todays_source_and_a_wrong_shape_is_refused()
 # --- tuned schedules against HF in Triton's interpreter -------------------------------------------
 
 
+@pytest.mark.slow
 def test_tuned_split_kv_decode_and_prefill_match_hf(tmp_path: Path) -> None:
     """Decode attention at 4 slices (batch 1) and 8 slices (the batch-2 bucket) of 16-key blocks,
     prefill at BM=16, BN=64, all from tuning records, compiled with the GPU's schedules and run
@@ -205,6 +206,7 @@ def test_tuned_split_kv_decode_and_prefill_match_hf(tmp_path: Path) -> None:
 # --- tuning over a recorded landscape ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_guided_search_finds_a_near_best_attention_schedule() -> None:
     tasks = [att(rows=1, ctx=4096), att("prefill", 1024, ctx=1024)]
     records = landscape(tasks)
@@ -219,6 +221,7 @@ def test_guided_search_finds_a_near_best_attention_schedule() -> None:
         assert st.best_ms <= 1.05 * best[st.tt.task.key], st.tt.task
 
 
+@pytest.mark.slow
 def test_tune_cli_tunes_attention_and_inspect_shows_it(tmp_path: Path) -> None:
     model = llama()
     hf = tmp_path / "hf"

@@ -38,6 +38,7 @@ def test_spearman() -> None:
     assert spearman([1, 1, 1], [1, 2, 3]) == 0.0
 
 
+@pytest.mark.slow
 def test_roofline_ranks_schedules_sensibly(landscape_of: LandscapeOf) -> None:
     decode, prefill = gemm(4096, 4096, 1, "decode"), gemm(4096, 4096, 4096, "prefill")
     t = lambda task, s: roofline_ms(task, s)  # noqa: E731
@@ -72,6 +73,7 @@ def test_gbdt_fits_a_synthetic_function() -> None:
         GBDT().fit(np.zeros((3, 2)), np.zeros(4))
 
 
+@pytest.mark.slow
 def test_learned_model_ranks_held_out_records(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     tasks = [gemm(4096, 4096, 1, "decode"), gemm(4096, 6144, 16, "decode", "kv_write+rope"),
              gemm(4096, 4096, 4096, "prefill"), gemm(14336, 4096, 256, "prefill")]
@@ -98,6 +100,7 @@ def test_learned_model_ranks_held_out_records(tmp_path: Path, landscape_of: Land
         LearnedModel.load(tmp_path / "roofline.json")
 
 
+@pytest.mark.slow
 def test_learned_model_answers_with_the_roofline_until_it_has_records(landscape_of: LandscapeOf) -> None:
     task = gemm(4096, 4096, 1, "decode")
     schedules = GemmSpace().sample(task, random.Random(0), 20)
@@ -107,6 +110,7 @@ def test_learned_model_answers_with_the_roofline_until_it_has_records(landscape_
     assert np.array_equal(model.predict(task, schedules), RooflineModel().predict(task, schedules))
 
 
+@pytest.mark.slow
 def test_learned_model_ranks_held_out_h200_measurements() -> None:
     """Records measured by ``inferx tune`` on an H200 (tuning_logs/h200; Llama-3-8B and 1B shapes):
     fitted on 80% of each template's records, the model ranks the other 20% (pooled over tasks)

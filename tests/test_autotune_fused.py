@@ -149,6 +149,7 @@ def test_cost_models_rank_mlp_schedules() -> None:
     assert rank > 0.8, f"Spearman {rank:.2f} on the training landscape"
 
 
+@pytest.mark.slow
 def test_tune_fused_then_compile_takes_the_records(tmp_path: Path) -> None:
     model_dir = _model_dir(tmp_path)
     # fp32, so that the compiled artifact runs in Triton's interpreter on the tuned records

@@ -74,6 +74,7 @@ def measurements_to_95(task: Task, records: list[Record], guided: bool, seed: in
     return limit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", [gemm(4096, 6144, 16, "decode", "kv_write+rope"), gemm(4096, 4096, 4096, "prefill")],
                          ids=["decode16", "prefill4096"])
 def test_guided_search_needs_far_fewer_measurements_than_random(task: Task, landscape_of: LandscapeOf) -> None:
@@ -194,6 +195,7 @@ def test_no_schedule_removes_the_fixed_cost_of_a_launch() -> None:
     assert GradientScheduler(epsilon=0.0).gain(replace(states[0], tt=without)) > sched.gain(states[1])
 
 
+@pytest.mark.slow
 def test_tuning_resumes_from_the_database(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     tasks = [gemm(4096, 4096, 1, "decode"), gemm(14336, 4096, 1, "decode")]
     runner = ReplayRunner(landscape_of(tasks))
@@ -280,6 +282,7 @@ def _tiny_with_replay(tmp_path: Path, recorded: int, landscape_of: LandscapeOf) 
     return model, ex, replay
 
 
+@pytest.mark.slow
 def test_tune_cli_with_the_replay_runner(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     model, ex, replay = _tiny_with_replay(tmp_path, 4, landscape_of)
     out = tmp_path / "logs"
@@ -310,6 +313,7 @@ def test_tune_cli_with_the_replay_runner(tmp_path: Path, landscape_of: Landscape
     assert res.exit_code == 0, res.output
 
 
+@pytest.mark.slow
 def test_tune_cli_only_narrows_the_tasks(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     """``--only`` keeps the tasks whose line contains every given text (here the decode GEMMs
     with the RMSNorm prologue); a text no task has is refused with the task list."""
@@ -454,6 +458,7 @@ def test_a_time_budget_starts_no_round_that_would_outlast_it(tmp_path: Path) -> 
     assert result.stopped.startswith("budget spent")
 
 
+@pytest.mark.slow
 def test_sigterm_ends_a_tune_with_its_summary_and_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           landscape_of: LandscapeOf) -> None:
     """SIGTERM in the middle of a round (``timeout`` on a tuning job): the round under way is

@@ -52,6 +52,7 @@ def test_invalid_schedules_are_pruned_with_their_reason(task: Task, changes: dic
     assert reason in (GemmSpace().why_invalid(task, {**S, **changes}) or "")
 
 
+@pytest.mark.slow
 def test_valid_schedules_pass_and_the_template_accepts_every_one() -> None:
     space = GemmSpace()
     assert space.why_invalid(PREFILL, dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=3)) is None
@@ -74,6 +75,7 @@ def test_new_knobs_are_emitted_only_when_off() -> None:
     assert all(set(x) == knobs | {"swizzle"} for x in space.sample(PREFILL, random.Random(0), 20))
 
 
+@pytest.mark.slow
 def test_split_k_is_a_knob_of_the_dot_path() -> None:
     space = GemmSpace()
     on = {**S, "bm": 16, "bn": 32, "bk": 128, "split_k": 4}
@@ -91,6 +93,7 @@ def test_split_k_is_a_knob_of_the_dot_path() -> None:
                                                                       "split_k": 8}) or "")
 
 
+@pytest.mark.slow
 def test_unroll_is_a_knob_of_decode_gemvs_with_their_weights_in_registers() -> None:
     space = GemmSpace()
     on = dict(bm=1, bn=4, bk=1024, num_warps=8, num_stages=1, unroll=1)
@@ -105,6 +108,7 @@ def test_unroll_is_a_knob_of_decode_gemvs_with_their_weights_in_registers() -> N
     assert any(s.get("unroll") == 1 for s in space.all_valid(down))
 
 
+@pytest.mark.slow
 def test_defer_is_a_knob_of_one_row_decode_gemvs() -> None:
     space = GemmSpace()
     on = dict(bm=1, bn=4, bk=1024, num_warps=8, num_stages=5, defer=1)
@@ -120,6 +124,7 @@ def test_defer_is_a_knob_of_one_row_decode_gemvs() -> None:
     assert any(s.get("defer") == 1 for s in space.all_valid(down))
 
 
+@pytest.mark.slow
 def test_tma_is_a_knob_of_dot_path_tiles_of_contiguous_rows() -> None:
     space = GemmSpace()
     on = dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=4, tma=1)

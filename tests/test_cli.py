@@ -143,6 +143,7 @@ def test_run_prints_the_sessions_tokens(compiled: tuple[Path, Result]) -> None:
     assert text.stdout == f"tokens: {' '.join(map(str, row['tokens']))}\n"
 
 
+@pytest.mark.slow
 def test_run_with_the_artifacts_tokenizer(with_tokenizer: Path) -> None:
     result = invoke(["run", str(with_tokenizer), "--prompt", "w1 w5 w7", "--prompt", "w9 w3",
                      "--max-new-tokens", "3", "--json"])
@@ -241,6 +242,7 @@ def test_layer_span_of_one_layer_and_of_no_cache() -> None:
 # --- the installed console scripts ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_console_scripts(model_dir: Path, tmp_path: Path) -> None:
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "TRITON_INTERPRET": "1", "HF_HUB_OFFLINE": "1"}

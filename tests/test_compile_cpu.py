@@ -32,6 +32,8 @@ TOL = 1e-4
 # have HF top-2 logit margins of 1e-2 or more, so fp16 greedy tokens must match too.
 FP16_TOL = 2e-3
 FP16_CASES = ("llama-gqa2-hd40", "qwen2-layer-types-window6-tied", "gpt2-hd24")
+# The fast tier (-m "not slow") compiles one case of each dtype; the full run every case.
+FAST_FP32, FAST_FP16 = "llama-biases-gqa4", "qwen2-layer-types-window6-tied"
 STEPS = 8
 PROMPT_LEN = 11
 BATCH_LENS = (10, 3, 7)
@@ -79,13 +81,17 @@ def _compile(case: Case, dtype: str, out: Path) -> Compiled:
     return Compiled(case, model, dtype, path, session, prompt, hf_greedy(model, prompt, STEPS))
 
 
-@pytest.fixture(scope="module", params=CASES, ids=[c.name for c in CASES])
+def _params(names: list[str], fast: str) -> list[Any]:
+    return [pytest.param(n, id=n, marks=() if n == fast else pytest.mark.slow) for n in names]
+
+
+@pytest.fixture(scope="module", params=_params([c.name for c in CASES], FAST_FP32))
 def fp32(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Compiled:
-    case: Case = request.param
+    case = CASES_BY_NAME[request.param]
     return _compile(case, "fp32", tmp_path_factory.mktemp(case.name) / "artifact")
 
 
-@pytest.fixture(scope="module", params=FP16_CASES)
+@pytest.fixture(scope="module", params=_params(list(FP16_CASES), FAST_FP16))
 def fp16(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Compiled:
     case = CASES_BY_NAME[request.param]
     return _compile(case, "fp16", tmp_path_factory.mktemp(case.name + "-fp16") / "artifact")

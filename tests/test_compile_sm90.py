@@ -66,6 +66,7 @@ def test_prefill_gemms_use_wgmma(sm90_artifact: Path, tmp_path: Path) -> None:
         assert "HGMMA" in sass, f"{name}: no HGMMA in its SASS (repro: pytest {__file__} -k wgmma)"
 
 
+@pytest.mark.slow
 def test_tma_kernels_build_and_get_their_global_scratch(tmp_path: Path) -> None:
     """Prefill GEMMs on persistent and TMA schedules (from tuning records) build for sm_90, with
     tensor-memory copies and wgmma where TMA applies; the manifest says how much global scratch
@@ -119,6 +120,7 @@ def test_tma_kernels_build_and_get_their_global_scratch(tmp_path: Path) -> None:
             assert not scratch, ln.source.name
 
 
+@pytest.mark.slow
 def test_pdl_artifacts_launch_with_pdl(tmp_path: Path) -> None:
     """By default (``pdl``) the manifest says to launch with PDL and a CUDA session does so unless
     told otherwise; compiled without it, the kernels are the same (each waits for the one before

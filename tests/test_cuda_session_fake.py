@@ -73,7 +73,7 @@ def test_launch_plan_has_per_bucket_variants(compiled) -> None:
     assert {kernels[v[1][1]]["constexprs"]["BM"] for v in variants} == {16}
 
 
-@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("batch", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_graph_replay_matches_plain_launches_and_hf(compiled, batch: int) -> None:
     model, art = compiled
     replayed, plain = _session(art), _session(art, graphs=False)
@@ -95,6 +95,7 @@ def test_graph_replay_matches_plain_launches_and_hf(compiled, batch: int) -> Non
     assert [b.graph is not None for b in decode_graphs] == [True]
 
 
+@pytest.mark.slow
 def test_time_kernels_lists_every_kernel_once(compiled) -> None:
     _, art = compiled
     s = _session(art)
@@ -136,6 +137,7 @@ def test_inspect_shows_each_variant_with_its_bucket(compiled) -> None:
     assert {"decode@rows<=1"} in uses and {"decode@rows<=4"} in uses
 
 
+@pytest.mark.slow
 def test_torch_outputs_equal_numpy_outputs_and_generate_works(compiled) -> None:
     _, art = compiled
     a, b = _session(art), _session(art, outputs="torch")

@@ -72,14 +72,15 @@ def test_each_layer_fuses_and_computes_the_same(family: str, option: str) -> Non
                                err_msg=f"repro: pytest {__file__} -k '{family} and {option}'")
 
 
-CASES = [  # family, schedules, intermediate size, options
-    ("llama", "cpu", 40, ("fuse_mlp",)),
-    ("llama", "sm_90", 40, ("fuse_mlp",)),
-    ("phi3", "sm_90", 72, ("fuse_mlp",)),
-    ("qwen2", "cpu", 48, ("fuse_mlp",)),
-    ("llama", "cpu", 40, ("fuse_attention_o",)),
-    ("mistral", "sm_90", 40, ("fuse_attention_o",)),
-    ("phi3", "cpu", 40, BOTH),
+SLOW = pytest.mark.slow
+CASES = [  # family, schedules, intermediate size, options (the fast tier: both fusions, the GPU's schedules)
+    pytest.param("llama", "cpu", 40, ("fuse_mlp",), marks=SLOW),
+    pytest.param("llama", "sm_90", 40, ("fuse_mlp",), marks=SLOW),
+    pytest.param("phi3", "sm_90", 72, ("fuse_mlp",), marks=SLOW),
+    pytest.param("qwen2", "cpu", 48, ("fuse_mlp",), marks=SLOW),
+    pytest.param("llama", "cpu", 40, ("fuse_attention_o",), marks=SLOW),
+    pytest.param("mistral", "sm_90", 40, ("fuse_attention_o",), marks=SLOW),
+    pytest.param("phi3", "cpu", 40, BOTH, marks=SLOW),
     ("qwen2", "sm_90", 40, BOTH),
 ]
 
@@ -111,6 +112,7 @@ def test_fused_kernels_match_hf(family: str, schedules: str, intermediate: int, 
                                    err_msg=f"{repro}, step {step}")
 
 
+@pytest.mark.slow
 def test_graph_replay_equals_plain_launches(tmp_path: Path) -> None:
     """CUDA sessions on the fake driver (kernels interpreted on the CPU): a replayed decode graph
     reuses its scratch, so each launch must leave its sums and arrival counters zeroed; replayed
@@ -161,7 +163,7 @@ def _schedules(option: str) -> list:
             *(MlpSchedule(1, 16, 16, 16, prefetch=pf, defer=1) for pf in (0, 1))]
 
 
-@pytest.mark.parametrize("option", sorted(FUSIONS))
+@pytest.mark.parametrize("option", ["fuse_attention_o", pytest.param("fuse_mlp", marks=SLOW)])
 def test_fused_schedules_agree(option: str, tmp_path: Path) -> None:
     """Each fused kernel on schedules that split its output columns and its programs differently
     gives the same outputs on the same operands (the tuner's reference check, in Triton's

@@ -105,6 +105,7 @@ def test_tokenizer_is_built_on_first_use(path: Path) -> None:
     assert tok is not None and tok._tokenizer is None, "importing must not build the tokenizer"
 
 
+@pytest.mark.slow
 def test_compiles_for_the_h200(path: Path, tmp_path: Path) -> None:
     """The file compiled as the GPU tier runs it (bf16, sm_90 cubins built here without a GPU):
     every kernel has its cubin, a decode step is 5 launches per layer and 2 more, and the compile
@@ -119,6 +120,7 @@ def test_compiles_for_the_h200(path: Path, tmp_path: Path) -> None:
     assert any(f"of {len(m['kernels'])} kernels" in x for x in lines), lines
 
 
+@pytest.mark.slow
 def test_greedy_says_paris(program: Program) -> None:
     tok = program.tokenizer
     prompt = tok("The capital of France is")["input_ids"]
@@ -128,6 +130,7 @@ def test_greedy_says_paris(program: Program) -> None:
     assert "Paris" in text, f"greedy continuation {text!r} (ids {out[0].tolist()}) lacks 'Paris'"
 
 
+@pytest.mark.slow
 def test_logits_match_hf(program: Program, hf_model: Any, tokens: np.ndarray) -> None:
     import torch
 
@@ -143,6 +146,7 @@ def test_logits_match_hf(program: Program, hf_model: Any, tokens: np.ndarray) ->
     assert cos.min() >= COSINE, f"cosine {cos.min():.6f} < {COSINE} at position {worst}; max abs error {err:.3g}"
 
 
+@pytest.mark.slow
 def test_rotate_half_on_gguf_rows_is_wrong(path: Path, program: Program, hf_model: Any,
                                            tokens: np.ndarray) -> None:
     """The interleaved rope is what makes GGUF's permuted q/k rows right: HF's rotate_half on the

@@ -36,7 +36,8 @@ CASES = {
 OVERLAP = {"llama-mlp-bias", "phi3-window", "gpt2"}
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == "llama-gqa4" else pytest.mark.slow)
+                                  for c in sorted(CASES)])
 def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
     cfg_cls, model_cls, extra = CASES[case]
     torch.manual_seed(0)
@@ -76,6 +77,7 @@ def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
         np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows", [2, 4])
 def test_multi_row_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> None:
     """Decode GEMMs of the batch-4 bucket on a GEMV schedule of ``rows`` rows per program (taken
@@ -98,6 +100,7 @@ def test_multi_row_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> N
     np.testing.assert_allclose(session.decode(nxt), want, atol=1e-4, err_msg=repro)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows", [1, 4])
 def test_unrolled_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> None:
     """Decode GEMMs of the batch-4 bucket on unrolled GEMV schedules (the K loop as straight-line
@@ -159,6 +162,7 @@ def test_prefill_attention_skips_key_blocks_no_query_sees(family: str, tmp_path:
     np.testing.assert_allclose(inferx.load(art).prefill(ids), want, atol=1e-4, err_msg=repro)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hidden,bn", [(32, 16), (64, 32)])
 def test_rope_tiles_of_two_heads(hidden: int, bn: int, tmp_path: Path) -> None:
     """qkv GEMMs (RoPE in the epilogue) on tiles of two whole heads in their natural column order:
@@ -180,6 +184,7 @@ def test_rope_tiles_of_two_heads(hidden: int, bn: int, tmp_path: Path) -> None:
     _compile_and_match_hf(model, tmp_path, 1, f"repro: pytest {__file__} -k 'two_heads and {bn}'")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("defer", [0, 1])
 def test_rope_gemvs_of_two_heads(defer: int, tmp_path: Path) -> None:
     """Decode qkv GEMVs (one row per program) whose BN weight rows are two whole heads in natural
@@ -193,6 +198,7 @@ def test_rope_gemvs_of_two_heads(defer: int, tmp_path: Path) -> None:
     assert any("tl.reshape(acc, (BM * 2, 2, 4))" in src for src in srcs)  # head_dim 8: two per 16 rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split,tma", [(2, 0), (4, 0), (2, 1)])
 def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) -> None:
     """Every GEMM (RMSNorm + qkv + RoPE + KV write, o + residual, gated gate/up, down + residual,
@@ -231,6 +237,7 @@ def test_early_statistics_only_over_short_k_ranges() -> None:
     assert not early_stats(64, 512, 4)  # 256 values a thread
 
 
+@pytest.mark.slow
 def test_deferred_gemv_reductions_from_the_tuning_database(tmp_path: Path) -> None:
     """Every decode GEMM at batch 1 in GEMV mode with its reduction over K deferred to after the
     loop ([8, 16] sums of products a step; x's squares for the RMSNorm of qkv, gate/up and
@@ -422,6 +429,7 @@ def test_a_candidate_that_fails_to_assemble_leaves_one_line() -> None:
     assert _compile_error(ValueError("bad   tile\nsize"), "") == "ValueError: bad tile size"
 
 
+@pytest.mark.slow
 def test_short_prompts_take_their_own_prefill_gemms(tmp_path: Path) -> None:
     """Where prompts may exceed 128 tokens, each prefill GEMM has a variant of 64-row tiles for
     prompts of up to 128 tokens (and one for up to 512 where prompts may be longer) and the large
@@ -456,6 +464,7 @@ def test_short_prompts_take_their_own_prefill_gemms(tmp_path: Path) -> None:
         np.testing.assert_allclose(session.prefill(ids), want, atol=1e-4, err_msg=f"{seq} tokens; {repro}")
 
 
+@pytest.mark.slow
 def test_tma_loads_from_the_tuning_database(tmp_path: Path) -> None:
     """Prefill GEMMs on TMA schedules from tuning records: x and W tiles through tensor
     descriptors, rows past M and N read as zeros; qkv on one-head tiles with RoPE and KV writes,
@@ -490,6 +499,7 @@ def test_tma_is_refused_where_tiles_gather_rows() -> None:
         generate(rope.kernel, "k", "sm_90", GemmSchedule(16, 32, 16, tma=1))  # head_dim 64
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tma", [0, 1])
 def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Prefill GEMMs on persistent schedules (every one, the gated split and the row statistics
@@ -507,6 +517,7 @@ def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, mon
     assert len(persistent) == 5 and all(k["grid"][0].endswith(", 2)") and len(k["grid"]) == 1 for k in persistent)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [{"group_m": 1, "split_k": 2}, {"group_m": 4, "persistent": 1}])
 def test_grouped_tile_orders_from_the_tuning_database(extra: dict, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:

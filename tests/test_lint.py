@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -17,6 +19,7 @@ def test_ruff_clean() -> None:
     assert proc.returncode == 0, proc.stdout[-5000:]
 
 
+@pytest.mark.slow
 def test_mypy_clean() -> None:
     """The package type-checks (settings in pyproject.toml's [tool.mypy])."""
     proc = subprocess.run([sys.executable, "-m", "mypy", "inferx"], cwd=ROOT, capture_output=True, text=True)

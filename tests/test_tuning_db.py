@@ -364,6 +364,7 @@ def test_long_prompt_buckets_borrow_the_nearest_bucket_record(tmp_path: Path) ->
     assert schedules_section({"a": hot}, db, CompileOptions(target="h200"), {}).tuned["a"].regime == "sustained"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["8b"])
 def test_shipped_records_cover_every_task_of_llama_3_8b(shape: str, tmp_path: Path) -> None:
     """Compiling the Llama-3-8B shape for the H200 at the tuner's defaults (batch 1, prompts up to
