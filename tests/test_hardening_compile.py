@@ -9,7 +9,11 @@ the Python API, one ``error:`` line and exit 1 from the CLI."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,7 +23,10 @@ from click.testing import CliRunner, Result
 
 import inferx
 from inferx.cli import main
+from inferx.compiler.build import build_cubins
 from inferx.compiler.frontend.weights import SafetensorsStore
+from inferx.compiler.options import CompileError
+from inferx.runtime.kernel_source import KernelSource, Param
 
 INDEX = "model.safetensors.index.json"
 
@@ -318,3 +325,99 @@ def test_cli_refuses_fp32_for_a_gpu_target(fp32_dir: Path, tmp_path: Path) -> No
     line = assert_user_error(result, "fp32", "h100", "bf16", "fp16")
     assert "[1/9]" not in result.stderr, line
     assert not (tmp_path / "x.ixa").exists()
+
+
+# --- 4. kernel build workers never run the caller's __main__ ----------------------------------
+
+COPY = textwrap.dedent('''\
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def {name}(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + i, {value}, mask=i < n)
+''')
+
+
+def _kernel(name: str, value: str = "tl.load(x_ptr + i, mask=i < n)", prologue: str = "") -> KernelSource:
+    return KernelSource(
+        name=name, template="copy", source=prologue + COPY.format(name=name, value=value),
+        params=(Param("x_ptr", "in", 0, dtype="f32"), Param("y_ptr", "out", 0, dtype="f32"),
+                Param("n", "sym", symbol="n")),
+        grid=("cdiv(S_n, 64)",), constexprs={"BLOCK": 64})
+
+
+def _run_python(args: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def test_compile_from_a_script_on_stdin(fp32_dir: Path, tmp_path: Path) -> None:
+    """``python -`` has no __main__ file for a spawned process to import: the build must not need one."""
+    out = tmp_path / "a.ixa"
+    script = (f"import inferx\n"
+              f"print(inferx.compile({str(fp32_dir)!r}, target='h200', output={str(out)!r}, max_batch=2))\n")
+    result = _run_python(["-"], tmp_path, stdin=script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(out) and out.is_file()
+
+
+def test_compile_from_a_script_without_a_main_guard(fp32_dir: Path, tmp_path: Path) -> None:
+    """The script's top level runs once: workers import InferX's own entry point, not the script."""
+    runs = tmp_path / "runs.txt"
+    script = tmp_path / "build.py"
+    script.write_text(textwrap.dedent(f'''\
+        import inferx
+        with open({str(runs)!r}, "a") as f:
+            f.write("ran\\n")
+        inferx.compile({str(fp32_dir)!r}, target="h200", output={str(tmp_path / "a")!r}, max_batch=2, jobs=2)
+    '''))
+    result = _run_python([str(script)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert runs.read_text() == "ran\n"
+
+
+def test_build_names_the_kernel_that_does_not_compile() -> None:
+    lines: list[str] = []
+    kernels = {"k_good": _kernel("k_good"), "k_bad": _kernel("k_bad", value="no_such_name")}
+    with pytest.raises(CompileError, match=r"(?s)kernel k_bad failed to compile for sm_90: .*no_such_name"):
+        build_cubins(kernels, "sm_90", 2, lines.append)
+
+
+def test_build_names_the_kernel_whose_worker_died() -> None:
+    kernels = {"k_dead": _kernel("k_dead", prologue="import os\nos._exit(3)\n")}
+    with pytest.raises(CompileError, match=r"a kernel build worker died while building k_dead for sm_90: exit code 3"):
+        build_cubins(kernels, "sm_90", 1, lambda line: None)
+
+
+def test_build_runs_jobs_workers_and_reports_each_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    from inferx.compiler import build
+
+    started: list[object] = []
+    real_init = build._Worker.__init__
+
+    def counting_init(self: object) -> None:
+        started.append(self)
+        real_init(self)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build._Worker, "__init__", counting_init)
+    lines: list[str] = []
+    names = ["k_a", "k_b", "k_c"]
+    built = build_cubins({n: _kernel(n) for n in names}, "sm_90", 2, lines.append)
+    assert len(started) == 2
+    assert sorted(built) == names and all(b["cubin"][:4] == b"\x7fELF" for b in built.values())
+    assert lines == [f"        built {i}/3: {n}" for i, n in enumerate(names, 1)]
+
+
+def test_the_tuners_build_still_compiles_in_its_own_worker(tmp_path: Path) -> None:
+    """The tuner's runner builds each candidate with ``compile_one`` in a worker of its own; without
+    a GPU its JIT warm-up fails quietly and the build answers "" (built)."""
+    ks = json.dumps(_kernel("k_tuned").to_json())
+    code = ("import sys; from inferx.autotune.runner import _build_one; "
+            "print(repr(_build_one(sys.stdin.read(), 90, {'n': 64}, 232448)))")
+    result = _run_python(["-c", code], tmp_path, stdin=ks)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "''"

@@ -2,11 +2,11 @@
 gives it.
 
 Runs the compile pipeline's IR phases up to fuse (``inferx.compiler.pipeline``: the kernels the
-codegen phase generates) and asks ``schedules.select_schedule`` for each kernel's task, so a task here is exactly the key the
-compiler will look up in the tuning database (decode at each batch bucket asked for, prefill GEMMs
-at short prompts and at ``max_seq_len``, prefill attention at ``max_seq_len``; attention at the
-context of ``max_seq_len``). Kernels of tunable families have tasks; the others (families with
-no schedule) are counted, not tuned.
+codegen phase generates) and asks ``schedules.select_schedule`` for each kernel's task, so a task
+here is exactly the key the compiler will look up in the tuning database (decode at each batch
+bucket asked for, prefill GEMMs at short prompts and at ``max_seq_len``, prefill attention at
+``max_seq_len``; attention at the context of ``max_seq_len``). Kernels of tunable families have
+tasks; the others (families with no schedule) are counted, not tuned.
 
 A task's weight is its expected time per token: launches per token (launches per call of its
 entry point divided by the tokens that call processes: 1 for a batch-1 decode step, the row

@@ -1,12 +1,22 @@
 """Cubins from kernel sources, in worker processes: what the compiler's build phase and the tuner's
-runner share. Triton's interpreter mode (used by CPU sessions) is process-wide, so compilation
-never runs in the caller's process."""
+runner share (``compile_one``). Compilation never runs in the caller's process: Triton's
+interpreter mode (used by CPU sessions) is process-wide.
+
+``build_cubins`` runs ``jobs`` workers, each ``python -m inferx.compiler.build_worker`` (requests
+and answers as JSON lines): a process started by module name never imports the caller's
+``__main__``, so compiling from a notebook, a REPL or ``python -`` works as from a script."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import IO, Any
 
 from inferx.compiler.families.common.tile import SIG_DTYPE
 from inferx.compiler.ir.types import DType
@@ -15,31 +25,115 @@ from inferx.runtime.kernel_source import KernelSource
 
 
 def build_cubins(kernels: Mapping[str, KernelSource], target: str, jobs: int,
-           say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
-    """Compiles every kernel to a cubin in worker processes (Triton's interpreter mode, used by
-    CPU sessions, is process-wide, so compilation never runs in the caller's process)."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+                 say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """Every kernel's cubin (``compile_one``'s answer), built by up to ``jobs`` workers at once; the
+    first kernel that does not build stops the build with a CompileError naming it."""
+    from concurrent.futures import ThreadPoolExecutor
 
     arch = int(target.removeprefix("sm_"))
+    names = sorted(kernels)
     out: dict[str, dict[str, Any]] = {}
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as pool:
-        futures = {name: pool.submit(compile_one, json.dumps(ks.to_json()), arch) for name, ks in kernels.items()}
-        for i, (name, fut) in enumerate(sorted(futures.items()), 1):
+    if not names:
+        return out
+    workers: list[_Worker] = []
+    idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+
+    def build(name: str) -> dict[str, Any]:
+        worker = idle.get()
+        try:
+            return worker.build(kernels[name], arch)
+        finally:
+            idle.put(worker)
+
+    n = min(max(1, jobs), len(names))
+    threads = ThreadPoolExecutor(max_workers=n)
+    try:
+        for _ in range(n):
+            workers.append(_Worker())
+            idle.put(workers[-1])
+        futures = {name: threads.submit(build, name) for name in names}
+        for i, name in enumerate(names, 1):
             try:
-                out[name] = fut.result()
-            except BrokenProcessPool:
-                raise CompileError(
-                    f"a kernel build worker died while building {name} for {target}. Kernels are built in "
-                    "worker processes that import your __main__ module: a script that calls inferx.compile must "
-                    "do so under `if __name__ == '__main__':`"
-                ) from None
-            except Exception as e:  # a kernel that does not compile is a compiler bug: name it
+                out[name] = futures[name].result()
+            except _WorkerDied as e:
+                raise CompileError(f"a kernel build worker died while building {name} for {target}: {e}") from None
+            except _BuildFailed as e:  # a kernel that does not compile is a compiler bug: name it
                 raise CompileError(f"kernel {name} failed to compile for {target}: {e}") from None
-            say(f"        built {i}/{len(futures)}: {name}")
+            say(f"        built {i}/{len(names)}: {name}")
+    finally:
+        for w in workers:
+            w.stop(now=len(out) < len(names))  # after an error, those still building too
+        threads.shutdown(wait=True, cancel_futures=True)
+        for w in workers:
+            w.close()
     return out
+
+
+class _BuildFailed(Exception):
+    """The worker answered that the kernel does not compile (the message is Triton's)."""
+
+
+class _WorkerDied(Exception):
+    """The worker ended without answering (the message is the end of its stderr)."""
+
+
+class _Worker:
+    """One ``inferx.compiler.build_worker`` process: a request line in, an answer line out. It sees
+    the caller's module search path, and its stderr is kept to say why it died."""
+
+    def __init__(self) -> None:
+        self.log: IO[bytes] = tempfile.TemporaryFile()
+        env = {**os.environ, "TRITON_INTERPRET": "0",
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-P", "-m", "inferx.compiler.build_worker"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env)
+        except OSError as e:
+            self.log.close()
+            raise CompileError(f"cannot start a kernel build worker with {sys.executable!r}: {e}") from None
+
+    def build(self, ks: KernelSource, arch: int) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps({"kernel": ks.to_json(), "arch": arch}).encode() + b"\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, ValueError):  # ValueError: closed after another kernel failed
+            line = b""
+        if not line:
+            raise _WorkerDied(self._why())
+        answer = json.loads(line)
+        if "error" in answer:
+            raise _BuildFailed(answer["error"])
+        built: dict[str, Any] = answer["built"]
+        built["cubin"] = base64.b64decode(built["cubin"])
+        return built
+
+    def _why(self) -> str:
+        code = self.proc.wait()
+        self.log.seek(0)
+        lines = [ln for ln in self.log.read().decode(errors="replace").splitlines() if ln.strip()]
+        return f"exit code {code}" + (f": {lines[-1].strip()}" if lines else "")
+
+    def stop(self, now: bool) -> None:
+        """Ends the process: at once, or at the end of its stdin (it is idle)."""
+        assert self.proc.stdin is not None
+        if now:
+            self.proc.kill()
+        try:
+            self.proc.stdin.close()
+        except OSError:  # a broken pipe: it has ended
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self) -> None:
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        self.log.close()
 
 
 def compile_one(ks_json: str, arch: int) -> dict[str, Any]:
