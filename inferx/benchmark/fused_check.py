@@ -29,7 +29,7 @@ def mlp_reference(kop: KernelOp, named: Mapping[str, Any]) -> Any:
     form."""
     import torch
 
-    from inferx.compiler.families.gemm.codegen import norm_scale
+    from inferx.compiler.families.common.rows import norm_scale
     from inferx.compiler.families.mlp import codegen as mlp
     from inferx.compiler.ir.ops_base import get_float
 

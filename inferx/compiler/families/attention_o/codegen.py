@@ -1,5 +1,5 @@
 """The fused decode attention and output projection: ``y = epilogue(attention(q, K, V) @ W_o)`` as
-one launch, for decode steps of up to 8 sequences (``codegen.gemm.GEMV_MAX_ROWS``).
+one launch, for decode steps of up to 8 sequences (``common.rows.GEMV_MAX_ROWS``).
 
 A program owns one (sequence, KV head) and one chunk of the projection's output columns: it runs
 that KV head's attention for the query heads that share it (GQA packing) over the whole context,

@@ -32,9 +32,9 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from inferx.compiler.families.common import partials
 from inferx.compiler.families.common.hardware import HOPPER_SMS
 from inferx.compiler.families.common.partials import add_partial, finish_tiles
+from inferx.compiler.families.common.rows import GEMV_MAX_ROWS, gated_split, norm_scale
 from inferx.compiler.families.common.source import module_source as _module
 from inferx.compiler.families.common.tile import BINARY, TL_DTYPE, UNARY, Emitter, Tile, attr_str
-from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS, gated_split, norm_scale
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
+from inferx.compiler.families.common.rows import GEMV_MAX_ROWS
 from inferx.compiler.families.interface import ScheduleError, pow2
 from inferx.compiler.families.mlp.codegen import MlpSchedule
 

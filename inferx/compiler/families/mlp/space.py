@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from inferx.compiler.families.common.hardware import H200, HOPPER_SMS, Hopper
+from inferx.compiler.families.common.rows import GEMV_MAX_ROWS
 from inferx.compiler.families.common.space import Knob, WholeSchedule
-from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.compiler.families.interface import AnyTask, ScheduleError
 from inferx.compiler.families.mlp.schedule import mlp_schedule
 from inferx.compiler.families.mlp.task import MlpTask
