@@ -144,11 +144,17 @@ def compile_one(ks_json: str, arch: int) -> dict[str, Any]:
     a program runs (``launch_warps``, from the compiled metadata, as Triton's own launcher takes
     it: a pass such as warp specialization may change it). Every
     pointer parameter is declared 16-byte aligned (runtimes allocate every buffer separately with
-    at least that alignment), so loads vectorize as they do under Triton's JIT."""
+    at least that alignment), so loads vectorize as they do under Triton's JIT.
+
+    Cubins carry no source line information: it names absolute paths (the kernel's source file,
+    Triton's installation), so with it the same kernel built on two machines, or from two
+    virtual environments, gave different bytes. Without it an artifact's bytes depend only on
+    the model, the options and the toolchain's versions."""
     import os
     import re
 
     os.environ["TRITON_INTERPRET"] = "0"
+    os.environ["TRITON_DISABLE_LINE_INFO"] = "1"  # a cache-key variable: Triton's cache keeps the two apart
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
