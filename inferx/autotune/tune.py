@@ -40,7 +40,7 @@ from inferx.autotune.search import (
 from inferx.autotune.space import spaces_for
 from inferx.compiler.database import DEFAULT_ROOT, NO_DATABASE, Database, regime_of
 from inferx.compiler.families.common.hardware import HARDWARE
-from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
+from inferx.compiler.families.common.rows import GEMV_MAX_ROWS
 from inferx.signals import raising_on
 
 RUNNERS = ("local", "replay")
