@@ -3,13 +3,19 @@ one ``.ixa`` file and unpacking it again.
 
 Writing (``write_artifact``) goes to a hidden temporary sibling and renames it into place, so
 ``output`` is at all times absent, the old artifact or the new one, and an exception (including
-KeyboardInterrupt) leaves no temporary files. The same inputs give byte-identical output.
+KeyboardInterrupt, and SIGTERM or SIGHUP: ``inferx.signals.terminating``) leaves no temporary
+files. Writing replaces only what is not the user's: an empty file or directory, or an earlier
+artifact of the same form, recognised by its parsed, intact manifest and the files it lists
+(``check_output``); anything else at ``output`` is refused and left as it was. The same inputs
+give byte-identical output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -43,6 +49,7 @@ from inferx.runtime.artifact import (  # the format's own helpers, shared with l
     canonical_json,
     load_artifact,
 )
+from inferx.signals import held, terminating
 
 # --- writing --------------------------------------------------------------------------------
 
@@ -84,8 +91,9 @@ def _source_size(name: str, src: _Source) -> int:
         if not stat.S_ISREG(st.st_mode):
             raise ArtifactError(f"file {name!r}: its source {src} is not a regular file")
         return st.st_size
-    raise ArtifactError(f"file {name!r}: content must be bytes, a numpy array or a pathlib.Path, "
-                        f"got {type(src).__name__}")
+    raise ArtifactError(
+        f"file {name!r}: content must be bytes, a numpy array or a pathlib.Path, got {type(src).__name__}"
+    )
 
 
 def _chunks(name: str, src: _Source, size: int) -> Iterator[bytes | memoryview]:
@@ -93,7 +101,7 @@ def _chunks(name: str, src: _Source, size: int) -> Iterator[bytes | memoryview]:
     if isinstance(src, bytes | bytearray | memoryview | np.ndarray):
         view = _as_bytes_view(name, src)
         for i in range(0, size, _CHUNK):
-            yield view[i:i + _CHUNK]
+            yield view[i : i + _CHUNK]
         return
     path, start = (src.path, src.offset) if isinstance(src, _Slice) else (src, 0)
     got = 0
@@ -173,22 +181,122 @@ def _remove(path: Path) -> None:
             pass
 
 
-def _is_artifact_or_empty(path: Path, packed: bool) -> bool:
-    """Whether ``path`` may be replaced: an artifact of the same form, or empty."""
-    if path.is_symlink():
-        return False
-    if packed:
-        if not path.is_file():
-            return False
-        with path.open("rb") as f:
-            head = f.read(len(PACKED_MAGIC))
-        return head in (b"", PACKED_MAGIC)
-    if not path.is_dir():
-        return False
+_MAX_MANIFEST = 256 << 20  # far above any compiled model's manifest; a bound on what is read
+
+
+def _manifest_problem(raw: bytes, packed: bool) -> tuple[str | None, dict[str, Any]]:
+    """Why ``raw`` is not the manifest of an inferx artifact (of any format version), or None and
+    the files it lists: canonical JSON with the magic and a matching self-hash, valid paths."""
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return "its manifest is not JSON", {}
+    if not isinstance(manifest, dict) or manifest.get("magic") != MAGIC:
+        return "its manifest has no inferx magic", {}
+    try:
+        intact = canonical_json(manifest) == raw and _with_self_hash(manifest) == manifest
+    except (TypeError, ValueError, RecursionError):
+        intact = False
+    files = manifest.get("files")
+    if not intact or not isinstance(files, dict):
+        return "its manifest was edited or is corrupted", {}
+    keys = {"offset", "size"} if packed else {"size"}
+    for name, entry in files.items():
+        if _path_problem(name) or not isinstance(entry, dict) or any(type(entry.get(k)) is not int for k in keys):
+            return f"its manifest lists {name!r} wrongly", {}
+    return None, files
+
+
+def _dir_problem(path: Path) -> str | None:
+    """Why the directory ``path`` is neither empty nor an artifact directory: a parsed, intact
+    manifest and exactly the files it lists, of their sizes (the contents are not hashed: a
+    damaged artifact is still one to replace)."""
+    entries = {p.name for p in path.iterdir()}
+    if not entries:
+        return None
     manifest = path / MANIFEST_NAME
-    if manifest.is_file() and not manifest.is_symlink():
-        return f'"magic": "{MAGIC}"'.encode() in manifest.read_bytes()
-    return not any(path.iterdir())
+    if MANIFEST_NAME not in entries:
+        return f"it holds {sorted(entries)[0]!r} and no {MANIFEST_NAME}"
+    st = manifest.lstat()
+    if not stat.S_ISREG(st.st_mode):
+        return f"its {MANIFEST_NAME} is not a regular file"
+    if st.st_size > _MAX_MANIFEST:
+        return f"its {MANIFEST_NAME} has {st.st_size} bytes"
+    problem, files = _manifest_problem(manifest.read_bytes(), packed=False)
+    if problem:
+        return problem
+    dirs = {"/".join(n.split("/")[:i]) for n in files for i in range(1, n.count("/") + 1)}
+    seen = set()
+    for root, dirnames, filenames in os.walk(path, onerror=_raise, followlinks=False):
+        prefix = Path(root).relative_to(path).as_posix() + "/"
+        for name in [*dirnames, *filenames]:
+            rel = (prefix + name).removeprefix("./")
+            st = (Path(root) / name).lstat()
+            if stat.S_ISDIR(st.st_mode) and rel in dirs:
+                continue
+            if rel == MANIFEST_NAME:
+                continue
+            if rel not in files or not stat.S_ISREG(st.st_mode):
+                return f"it holds {rel!r}, which its manifest does not list"
+            if st.st_size != files[rel]["size"]:
+                return f"its file {rel!r} is not of the size its manifest says"
+            seen.add(rel)
+    missing = sorted(set(files) - seen)
+    return f"its file {missing[0]!r} is missing" if missing else None
+
+
+def _packed_problem(path: Path, size: int) -> str | None:
+    """Why the regular file ``path`` of ``size`` bytes is neither empty nor a packed artifact: the
+    packed header, and a manifest as ``_manifest_problem`` asks whose files end where the file does."""
+    if size == 0:
+        return None
+    with path.open("rb") as f:
+        head = f.read(HEADER_LEN)
+        if len(head) < HEADER_LEN or head[: len(PACKED_MAGIC)] != PACKED_MAGIC:
+            return "it does not start as a packed artifact does"
+        _, _, header_len, m_len, payload, total, _ = _HEADER.unpack(head)
+        if header_len != HEADER_LEN or total != size or m_len > min(size - HEADER_LEN, _MAX_MANIFEST):
+            return "its header does not match the file"
+        problem, files = _manifest_problem(f.read(m_len), packed=True)
+    if problem:
+        return problem
+    end = payload + max((e["offset"] + e["size"] for e in files.values()), default=0)
+    return None if end == size else "its manifest does not match the file"
+
+
+def _raise(e: OSError) -> None:
+    raise e
+
+
+def _not_replaceable(path: Path, packed: bool) -> str | None:
+    """Why an artifact written to ``path`` (which exists) may not replace what is there, or None:
+    only an empty file or directory or an earlier artifact of the same form is replaced, so
+    nothing else a user keeps there is ever deleted."""
+    try:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            return "it is a symbolic link"
+        if packed:
+            return _packed_problem(path, st.st_size) if stat.S_ISREG(st.st_mode) else "it is not a regular file"
+        return _dir_problem(path) if stat.S_ISDIR(st.st_mode) else "it is not a directory"
+    except OSError as e:
+        return f"it cannot be read ({e.strerror or e})"
+
+
+def check_output(output: Path | str) -> None:
+    """Raises ArtifactError, naming ``output`` and why, unless an artifact may be written there:
+    absent, an empty file or directory, or an earlier artifact of the same form (packed when
+    the name ends in ``.ixa``). A compile asks before its work, the writer again before it renames."""
+    output = Path(output)
+    if output.name in ("", ".", ".."):
+        raise ArtifactError(f"{output}: not a usable artifact name")
+    if not os.path.lexists(output):
+        return
+    packed = output.name.endswith(PACKED_SUFFIX)
+    problem = _not_replaceable(output, packed)
+    if problem:
+        form = "packed artifact" if packed else "artifact directory"
+        raise ArtifactError(f"{output}: exists and is not an inferx {form}: refusing to overwrite it ({problem})")
 
 
 _RENAME_EXCHANGE = 2
@@ -206,17 +314,12 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _install(tmp: Path, output: Path, packed: bool) -> Path | None:
-    """Renames ``tmp`` to ``output`` atomically; returns where the replaced artifact now lies."""
+    """Renames ``tmp`` to ``output`` atomically; returns where the replaced artifact now lies. What
+    is at ``output`` is checked again here: it may have changed while the artifact was written."""
     if not os.path.lexists(output):
         os.rename(tmp, output)
         return None
-    try:
-        replaceable = _is_artifact_or_empty(output, packed)
-    except OSError:
-        replaceable = False
-    if not replaceable:
-        form = "packed artifact" if packed else "artifact directory"
-        raise ArtifactError(f"exists and is not an inferx {form}: refusing to overwrite it")
+    check_output(output)
     if packed:
         os.replace(tmp, output)
         return None
@@ -233,8 +336,21 @@ def _install(tmp: Path, output: Path, packed: bool) -> Path | None:
     return old
 
 
-def _write_dir(tmp: Path, sections: dict[str, Any], sources: Mapping[str, _Source],
-               sizes: Mapping[str, int]) -> dict[str, str]:
+def _make_parents(parent: Path, created: list[Path]) -> None:
+    """Creates ``parent`` and its missing ancestors, each put first in ``created`` once made."""
+    missing = []
+    for d in [parent, *parent.parents]:
+        if os.path.lexists(d):
+            break
+        missing.append(d)
+    for d in reversed(missing):
+        d.mkdir()
+        created.insert(0, d)
+
+
+def _write_dir(
+    tmp: Path, sections: dict[str, Any], sources: Mapping[str, _Source], sizes: Mapping[str, int]
+) -> dict[str, str]:
     hashes: dict[str, str] = {}
     for name in sorted(sources):
         dest = tmp / name
@@ -260,8 +376,9 @@ def _write_dir(tmp: Path, sections: dict[str, Any], sources: Mapping[str, _Sourc
     return hashes
 
 
-def _write_packed(f: BinaryIO, sections: dict[str, Any], sources: Mapping[str, _Source],
-                  sizes: Mapping[str, int]) -> dict[str, str]:
+def _write_packed(
+    f: BinaryIO, sections: dict[str, Any], sources: Mapping[str, _Source], sizes: Mapping[str, int]
+) -> dict[str, str]:
     offsets = _packed_offsets(sizes)
 
     def render(hashes: Mapping[str, str]) -> bytes:
@@ -290,53 +407,73 @@ def _write_packed(f: BinaryIO, sections: dict[str, Any], sources: Mapping[str, _
     return hashes
 
 
-def _write(output: Path, sections: Mapping[str, Any], sources: Mapping[str, _Source],
-           expect: Mapping[str, str] | None = None) -> Path:
+def _write(
+    output: Path, sections: Mapping[str, Any], sources: Mapping[str, _Source], expect: Mapping[str, str] | None = None
+) -> Path:
     packed = output.name.endswith(PACKED_SUFFIX)
     tmp: Path | None = None
     replaced: Path | None = None
+    created: list[Path] = []
+    done = False
     try:
-        if output.name in ("", ".", ".."):
-            raise ArtifactError("not a usable artifact name")
-        checked = _check_sections(sections)
-        _check_names(list(sources))
-        sizes = {n: _source_size(n, sources[n]) for n in sources}
-        output.parent.mkdir(parents=True, exist_ok=True)
-        if packed:
-            fd, tmp_name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-            tmp = Path(tmp_name)
-            os.fchmod(fd, 0o644)
-            with os.fdopen(fd, "wb") as f:
-                hashes = _write_packed(f, checked, sources, sizes)
-        else:
-            tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
-            hashes = _write_dir(tmp, checked, sources, sizes)
-        changed = sorted(n for n, h in (expect or {}).items() if hashes.get(n) != h)
-        if changed:
-            raise ArtifactError(f"file {changed[0]!r} changed while being copied")
-        replaced = _install(tmp, output, packed)
-        _fsync_dir(output.parent)
+        with terminating():
+            try:
+                check_output(output)
+                checked = _check_sections(sections)
+                _check_names(list(sources))
+                sizes = {n: _source_size(n, sources[n]) for n in sources}
+                with held():
+                    _make_parents(output.parent, created)
+                    if packed:
+                        fd, tmp_name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+                        tmp = Path(tmp_name)
+                        f = os.fdopen(fd, "wb")
+                    else:
+                        tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
+                if packed:
+                    with f:
+                        os.fchmod(f.fileno(), 0o644)
+                        hashes = _write_packed(f, checked, sources, sizes)
+                else:
+                    hashes = _write_dir(tmp, checked, sources, sizes)
+                changed = sorted(n for n, h in (expect or {}).items() if hashes.get(n) != h)
+                if changed:
+                    raise ArtifactError(f"file {changed[0]!r} changed while being copied")
+                with held():
+                    replaced = _install(tmp, output, packed)
+                    done = True
+                _fsync_dir(output.parent)
+            finally:
+                with held():
+                    if tmp is not None and os.path.lexists(tmp):
+                        _remove(tmp)
+                    if replaced is not None:
+                        _remove(replaced)
+                    for d in created if not done else []:
+                        with contextlib.suppress(OSError):
+                            d.rmdir()
     except ArtifactError as e:
+        if str(e).startswith(f"{output}: "):
+            raise
         raise ArtifactError(f"{output}: {e}") from e
-    finally:
-        if tmp is not None and os.path.lexists(tmp):
-            _remove(tmp)
-        if replaced is not None:
-            _remove(replaced)
     return output
 
 
-def write_artifact(output: Path | str, sections: Mapping[str, Any],
-                   files: Mapping[str, bytes | bytearray | memoryview | np.ndarray | Path]) -> Path:
+def write_artifact(
+    output: Path | str,
+    sections: Mapping[str, Any],
+    files: Mapping[str, bytes | bytearray | memoryview | np.ndarray | Path],
+) -> Path:
     """Writes an artifact at ``output`` (packed when its name ends in ``.ixa``) and returns it.
 
     ``sections`` must hold ``compiler_version``, ``triton_version`` and ``target`` (non-empty
     strings) and may hold any other JSON-serializable sections; ``files`` maps relative paths to
     contents (bytes, or a C-contiguous numpy array whose bytes are stored) or to files to copy.
     The write is atomic (an existing artifact is replaced in one step; anything at ``output``
-    that is not an artifact of the same form, or empty, is refused) and deterministic. Bad input
-    and unreadable sources raise ArtifactError; other errors (a full disk, KeyboardInterrupt)
-    propagate; either way nothing is left behind.
+    that is not an artifact of the same form, or empty, is refused: ``check_output``) and
+    deterministic. Bad input and unreadable sources raise ArtifactError; other errors (a full
+    disk, KeyboardInterrupt, SIGTERM) propagate; either way nothing is left behind, not even the
+    missing parent directories it created.
     """
     return _write(Path(output), sections, dict(files))
 
