@@ -15,7 +15,10 @@
                        written) and the artifact, under a temporary name, then renamed into
                        place; the program's tokenizer, where it has one, goes under ``tokenizer/``
 
-Each phase reports progress through ``options.progress``.
+Each phase reports progress through ``options.progress``. The options are checked when they are
+made (``CompileOptions``); the output before phase 1 (an existing path that is not an earlier
+artifact is refused, never overwritten). SIGINT, SIGTERM and SIGHUP during a compile unwind it like
+an exception, so no temporary is left beside the output (``inferx.signals.terminating``).
 """
 
 from __future__ import annotations
@@ -68,27 +71,34 @@ from inferx.runtime.manifest import (
     Tokenizer,
     WeightMeta,
 )
+from inferx.signals import terminating
 
 __all__ = ["TARGETS", "CompileError", "CompileOptions", "compile_model"]
 
 
 def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path:
     """Compiles ``src`` (a path, a transformers model or a Program) into an artifact at ``output``."""
-    from inferx.runtime.artifact_write import write_artifact
+    from inferx.runtime.artifact_write import check_output
 
-    if options.target not in TARGETS:
-        raise CompileError(f"unknown target {options.target!r}; the targets are {', '.join(TARGETS)}")
     if TARGETS[options.target] != "cpu" and options.dtype in ("fp32", "f32"):
-        raise CompileError(f"dtype {options.dtype} does not run on target {options.target}: its kernels run bf16 "
-                           "and fp16 (--dtype bf16 or fp16; the cpu target runs fp32)")
-    if options.max_batch < 1:
-        raise CompileError(f"max_batch must be positive, got {options.max_batch}")
-    if options.max_seq_len is not None and options.max_seq_len < 1:
-        raise CompileError(f"max_seq_len must be positive, got {options.max_seq_len}")
+        raise CompileError(
+            f"dtype {options.dtype} does not run on target {options.target}: its kernels run bf16 "
+            "and fp16 (--dtype bf16 or fp16; the cpu target runs fp32)"
+        )
     for flag, on in (("fuse_mlp", options.fuse_mlp), ("fuse_attention_o", options.fuse_attention_o)):
         if on and options.max_batch > GEMV_MAX_ROWS:
-            raise CompileError(f"{flag}: the fused decode kernel runs at most {GEMV_MAX_ROWS} rows per step "
-                               f"(max_batch {options.max_batch})")
+            raise CompileError(
+                f"{flag}: the fused decode kernel runs at most {GEMV_MAX_ROWS} rows per step "
+                f"(max_batch {options.max_batch})"
+            )
+    check_output(output)  # before any work: an output that would be refused at the end
+    with terminating():  # SIGTERM, SIGHUP and Ctrl-C unwind: the writer's temporaries are removed
+        return _compile(src, Path(output), options)
+
+
+def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
+    from inferx.runtime.artifact_write import write_artifact
+
     say = options.progress or (lambda msg: None)
     clock = time.perf_counter()
 
@@ -97,8 +107,9 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
 
     phase(1, "import")
     # The passes rewrite the module in place: never the caller's Program.
-    program = (replace(src, module=src.module.clone()) if isinstance(src, Program)
-               else pipeline.import_program(src, options))
+    program = (
+        replace(src, module=src.module.clone()) if isinstance(src, Program) else pipeline.import_program(src, options)
+    )
     if program.info is None:
         raise CompileError("only decoder LLMs (prefill/decode entry points) compile to artifacts for now")
     info = program.info
@@ -110,8 +121,10 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         raise CompileError(f"max_seq_len {options.max_seq_len} exceeds the model's {info.max_context}")
     assert options.max_seq_len is not None  # resolved: every phase below reads this
     if TARGETS[options.target] != "cpu" and info.dtype == "f32":  # a Program imported in float32
-        raise CompileError(f"the program is float32, which does not run on target {options.target}: its kernels "
-                           "run bf16 and fp16 (import it with dtype='bf16' or 'f16')")
+        raise CompileError(
+            f"the program is float32, which does not run on target {options.target}: its kernels "
+            "run bf16 and fp16 (import it with dtype='bf16' or 'f16')"
+        )
     if options.target == "cpu" and info.dtype == "bf16":
         raise CompileError(
             "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"
@@ -150,8 +163,9 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
                 bound = rows if rows is not None else options.max_batch * options.max_seq_len
                 variants.setdefault(kop, []).append((bound, name))
                 if choice.record is not None:
-                    bucket_ms.setdefault(name, {})[bound] = (choice.record.median_ms if choice.from_rows is None
-                                                             else None)
+                    bucket_ms.setdefault(name, {})[bound] = (
+                        choice.record.median_ms if choice.from_rows is None else None
+                    )
             named.append((kop, variants[kop][0][1]))
         per_func_kernels[fname] = named
     say(f"        {sum(len(v) for v in per_func_kernels.values())} launches, {len(kernels)} distinct kernels")
@@ -177,8 +191,14 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         if name in binaries:
             built = binaries[name]
             files[f"kernels/{name}.cubin"] = built["cubin"]
-            cubin = CubinMeta(f"kernels/{name}.cubin", built["shared"], built["extra_params"], built["global_scratch"],
-                              built["global_scratch_align"], built["launch_warps"])
+            cubin = CubinMeta(
+                f"kernels/{name}.cubin",
+                built["shared"],
+                built["extra_params"],
+                built["global_scratch"],
+                built["global_scratch_align"],
+                built["launch_warps"],
+            )
         kernel_index[name] = KernelMeta(replace(ks, source=""), f"kernels/{name}.py", cubin)
     tokenizer_files = _tokenizer_files(program, say)
     files.update(tokenizer_files)
@@ -198,13 +218,20 @@ def compile_model(src: Any, output: Path | str, options: CompileOptions) -> Path
         tokenizer=Tokenizer(tuple(sorted(tokenizer_files))),
     )
     manifest.check(files, output)
-    out = write_artifact(Path(output), manifest.to_sections(), files)
+    out = write_artifact(output, manifest.to_sections(), files)
     phase(9, f"wrote {out}")
     return out
 
 
-def _generate(kop: KernelOp, name: str, choice: ScheduleChoice, sched_target: str, target: str,
-              rows: int | None = None, overlap: bool = False) -> KernelSource:
+def _generate(
+    kop: KernelOp,
+    name: str,
+    choice: ScheduleChoice,
+    sched_target: str,
+    target: str,
+    rows: int | None = None,
+    overlap: bool = False,
+) -> KernelSource:
     schedule = choice.schedule or heuristic_schedule(kop, sched_target, rows)
     ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", overlap=overlap)
     return ks if choice.schedule is None else replace(ks, schedule_origin=choice.origin)
@@ -273,8 +300,12 @@ def _binding(v: SSAValue, buffers: dict[SSAValue, str], weights: WeightFolder) -
     return Binding("weight", name=weights.name_of(v))
 
 
-def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: WeightFolder,
-                variants: Mapping[KernelOp, list[tuple[int, str]]]) -> EntryPlan:
+def _entry_plan(
+    func: FuncOp,
+    kernels: list[tuple[KernelOp, str]],
+    weights: WeightFolder,
+    variants: Mapping[KernelOp, list[tuple[int, str]]],
+) -> EntryPlan:
     """The launch plan of one entry. A launch whose kernel has per-bucket variants lists them in
     ``by_rows``, ascending, its rows counting batch x seq (a prompt's tokens), or the batch where
     the launch's ``rows`` is "batch" (a decode kernel); ``kernel`` is the first's."""
@@ -303,13 +334,15 @@ def _entry_plan(func: FuncOp, kernels: list[tuple[KernelOp, str]], weights: Weig
         ty = a.type
         assert isinstance(ty, TensorType)
         args.append(ArgSpec(a.name_hint or f"arg{a.index}", tuple(dim_code(d) for d in ty.shape), ty.dtype.value))
-    return EntryPlan(tuple(args), tuple(launches), buffer_types,
-                     tuple(_binding(v, buffers, weights) for v in ret.operands))
+    return EntryPlan(
+        tuple(args), tuple(launches), buffer_types, tuple(_binding(v, buffers, weights) for v in ret.operands)
+    )
 
 
 def _memory_plan(func: FuncOp) -> MemoryPlan | None:
     plan = read_plan(func)
     if plan is None:
         return None
-    return MemoryPlan(str(plan.to_attr()), tuple(PlanBucket(dict(b.dims), b.peak, b.no_reuse, b.kv)
-                                                 for b in plan.buckets))
+    return MemoryPlan(
+        str(plan.to_attr()), tuple(PlanBucket(dict(b.dims), b.peak, b.no_reuse, b.kv) for b in plan.buckets)
+    )

@@ -10,7 +10,14 @@ from pathlib import Path
 from inferx.compiler.database import DEFAULT_ROOT
 
 TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
+DTYPES = ("fp32", "fp16", "bf16")
+_DTYPE_ALIASES = ("f32", "f16")  # the IR's spellings, accepted from the Python API
 DEFAULT_MAX_SEQ_LEN = 2048
+# Bounds on what a compile plans for, far above any real deployment: a typo such as an extra
+# digit is refused at once instead of sizing memory plans and buffers from it.
+MAX_BATCH = 1 << 16
+MAX_SEQ_LEN = 1 << 24
+MAX_JOBS = 1024
 
 
 class CompileError(ValueError):
@@ -50,6 +57,51 @@ class CompileOptions:
     # attention_o template: no split of the context; tuned by ``inferx tune --fuse-attention-o``),
     # for decode buckets of up to 8 rows. Off: slower than the two kernels on Hopper (docs/performance.md).
     fuse_attention_o: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("dump_ir", "tuning_logs"):  # a path given as a string
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, Path(getattr(self, name)))
+        problem = _problem(self)
+        if problem:
+            raise CompileError(problem)
+
+
+def _int_problem(name: str, value: object, bound: int, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if type(value) is not int:
+        return f"{name} must be an integer, got {value!r}"
+    if not 1 <= value <= bound:
+        return f"{name} must be between 1 and {bound}, got {value}"
+    return None
+
+
+def _problem(o: CompileOptions) -> str | None:
+    """The first option that is not valid, said with its value; None when all are. The one check
+    of compile options: the CLI, ``inferx.compile`` and the driver all build a CompileOptions."""
+    if not isinstance(o.target, str) or o.target not in TARGETS:
+        return f"unknown target {o.target!r}: the targets are {', '.join(TARGETS)}"
+    if o.dtype is not None and o.dtype not in DTYPES + _DTYPE_ALIASES:
+        return f"unknown dtype {o.dtype!r}: the dtypes are {', '.join(DTYPES)}"
+    if o.schedules is not None and o.schedules not in TARGETS:
+        return f"unknown schedules target {o.schedules!r}: the targets are {', '.join(TARGETS)}"
+    for problem in (
+        _int_problem("max_batch", o.max_batch, MAX_BATCH),
+        _int_problem("max_seq_len", o.max_seq_len, MAX_SEQ_LEN, optional=True),
+        _int_problem("jobs", o.jobs, MAX_JOBS),
+    ):
+        if problem:
+            return problem
+    for name in ("pdl", "overlap", "fuse_mlp", "fuse_attention_o"):
+        if not isinstance(getattr(o, name), bool):
+            return f"{name} must be True or False, got {getattr(o, name)!r}"
+    for name in ("dump_ir", "tuning_logs"):
+        if getattr(o, name) is not None and not isinstance(getattr(o, name), Path):
+            return f"{name} must be a pathlib.Path or None, got {getattr(o, name)!r}"
+    if o.progress is not None and not callable(o.progress):
+        return f"progress must be a callable taking a line, got {o.progress!r}"
+    return None
 
 
 def batch_buckets(options: CompileOptions) -> list[int]:
