@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -34,6 +35,11 @@ class UserError(click.ClickException):
 
 
 SPLIT_MARKER = "// -----"
+# Above a real model's module (a 126-layer Llama's fused IR has about 21k ops) and a bound on how
+# long `inferx opt` takes: xDSL parses and verifies about a thousand ops a second.
+MAX_OPT_OPS = 30_000
+# A line that starts with an op (the printer's form: one op a line, its results first).
+_OP_LINE = re.compile(r'^[ \t]*(?:%[^=\n]*=[ \t]*)?"?[A-Za-z_][\w$]*\.[\w.$]+', re.MULTILINE)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,18 +49,40 @@ def main() -> None:
 
 
 @main.command("opt")
-@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True), default="-")
+@click.argument("file", default="-")
 @click.option("-p", "--pipeline", default="", help='Passes to run, e.g. "canonicalize,cse,dce".')
-@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-")
+@click.option("-o", "--output", default="-", help="Where to write the result (default: stdout).")
 @click.option("--print-ir-after-all", is_flag=True, help="Print the IR to stderr after every pass.")
-@click.option("--print-ir-after", "print_after", multiple=True, metavar="NAME",
-              help="Print the IR to stderr after each run of pass NAME (repeatable).")
-@click.option("--split-input-file", is_flag=True,
-              help=f"Treat each chunk between '{SPLIT_MARKER}' lines as its own module; "
-                   "report every chunk's error and go on.")
+@click.option(
+    "--print-ir-after",
+    "print_after",
+    multiple=True,
+    metavar="NAME",
+    help="Print the IR to stderr after each run of pass NAME (repeatable).",
+)
+@click.option(
+    "--split-input-file",
+    is_flag=True,
+    help=f"Treat each chunk between '{SPLIT_MARKER}' lines as its own module; report every chunk's error and go on.",
+)
 @click.option("--list-passes", is_flag=True, help="List the passes and their options.")
-def opt_command(file: str, pipeline: str, output: str, print_ir_after_all: bool,
-                print_after: tuple[str, ...], split_input_file: bool, list_passes: bool) -> None:
+@click.option(
+    "--max-ops",
+    type=int,
+    default=MAX_OPT_OPS,
+    show_default=True,
+    help="Refuse input of more ops than this (parsing and verifying take about a millisecond an op).",
+)
+def opt_command(
+    file: str,
+    pipeline: str,
+    output: str,
+    print_ir_after_all: bool,
+    print_after: tuple[str, ...],
+    split_input_file: bool,
+    list_passes: bool,
+    max_ops: int,
+) -> None:
     """Parse IR text, verify it, run PIPELINE, print the result (like mlir-opt)."""
     from inferx.compiler.ir.textio import IRError, parse_module, verify_module
     from inferx.compiler.pipeline import registry
@@ -73,10 +101,20 @@ def opt_command(file: str, pipeline: str, output: str, print_ir_after_all: bool,
         raise UserError(str(e)) from None
 
     name = "<stdin>" if file == "-" else file
+    if output != "-":
+        _check_output_file(output, "-o")
     try:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text()
+        text = sys.stdin.read() if file == "-" else Path(file).read_bytes().decode("utf-8")
     except OSError as e:
         raise UserError(f"cannot read {file}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"cannot read {file}: not UTF-8 text (byte {e.start})") from None
+    ops = len(_OP_LINE.findall(text))
+    if ops > max_ops:
+        raise UserError(
+            f"{name}: {ops} ops, more than --max-ops {max_ops} (parsing and verifying take about a "
+            "millisecond an op): raise --max-ops to wait for it"
+        )
 
     def after(p, module) -> None:  # type: ignore[no-untyped-def]
         if print_ir_after_all or p.name in print_after:
@@ -91,18 +129,47 @@ def opt_command(file: str, pipeline: str, output: str, print_ir_after_all: bool,
             verify_module(module, source)
             PassManager(pass_list, after).run(module)
             outputs.append(str(module))
-        except IRError as e:
+        except (IRError, RecursionError) as e:
+            # xDSL's parser, verifier and printer recurse into nested ops, types and attributes
+            msg = str(e) if isinstance(e, IRError) else f"{name}: error: the IR nests too deeply to process"
             if not split_input_file:
-                raise UserError(str(e)) from None
-            click.echo(str(e), err=True)
+                raise UserError(msg) from None
+            click.echo(msg, err=True)
             failed = True
     result = f"\n{SPLIT_MARKER}\n".join(outputs) + "\n"
     if output == "-":
         click.echo(result, nl=False)
     else:
-        Path(output).write_text(result)
+        _write_text(Path(output), result)
     if failed:
         sys.exit(1)
+
+
+def _check_output_file(value: str, option: str) -> None:
+    """A UserError unless ``value`` can be written as a file: not a directory, in a directory."""
+    path = Path(value)
+    if path.is_dir():
+        raise UserError(f"{option} {value}: is a directory, not a file")
+    if not path.parent.is_dir():
+        raise UserError(f"{option} {value}: no directory {path.parent}")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Writes ``path`` whole or not at all (a temporary beside it, renamed into place)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror}") from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def _split(text: str) -> list[tuple[int, str]]:
@@ -120,11 +187,10 @@ def _split(text: str) -> list[tuple[int, str]]:
     return chunks
 
 
-
 # --- compile --------------------------------------------------------------------------------
 
 TARGET_CHOICES = "h200|h100|sm_90|cpu"
-DTYPE_CHOICES = ("fp32", "fp16", "bf16")
+DTYPE_CHOICES = ("fp32", "fp16", "bf16")  # inferx.compiler.options.DTYPES, without importing the compiler
 
 
 def _compile_errors() -> tuple[type[BaseException], ...]:
@@ -137,8 +203,7 @@ def _compile_errors() -> tuple[type[BaseException], ...]:
     from inferx.passes.plan_memory import PlanError
     from inferx.runtime.artifact import ArtifactError
 
-    return (OSError, CompileError, CodegenError, ModelImportError, WeightError, ConfigError, PlanError,
-            ArtifactError)
+    return (OSError, CompileError, CodegenError, ModelImportError, WeightError, ConfigError, PlanError, ArtifactError)
 
 
 def _runtime_errors() -> tuple[type[BaseException], ...]:
@@ -167,66 +232,118 @@ def _user_errors(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
         raise UserError(_one_line(e)) from None
 
 
-OVERLAP_HELP = ("Decode GEMVs load their first weight tiles before waiting for the kernel before them and let the "
-                "next one start right after: under PDL, their weights stream as the kernel before ends.")
-FUSE_MLP_HELP = ("Each decode layer's MLP (gate|up and down GEMVs) as one kernel, for --max-batch up to 8 "
-                 "(off by default: slower than the two kernels on Hopper; see docs/performance.md).")
-FUSE_ATTENTION_O_HELP = ("Each decode layer's attention and o projection as one kernel (no split of the context), "
-                         "for --max-batch up to 8 (off by default: slower than the two kernels on Hopper; "
-                         "see docs/performance.md).")
+OVERLAP_HELP = (
+    "Decode GEMVs load their first weight tiles before waiting for the kernel before them and let the "
+    "next one start right after: under PDL, their weights stream as the kernel before ends."
+)
+FUSE_MLP_HELP = (
+    "Each decode layer's MLP (gate|up and down GEMVs) as one kernel, for --max-batch up to 8 "
+    "(off by default: slower than the two kernels on Hopper; see docs/performance.md)."
+)
+FUSE_ATTENTION_O_HELP = (
+    "Each decode layer's attention and o projection as one kernel (no split of the context), "
+    "for --max-batch up to 8 (off by default: slower than the two kernels on Hopper; "
+    "see docs/performance.md)."
+)
 
 
 @main.command("compile", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model")
-@click.option("-o", "--output", required=True, metavar="ARTIFACT",
-              help="Artifact path: a directory, or a single file ending in .ixa.")
-@click.option("--target", default="h200", metavar=f"[{TARGET_CHOICES}]", show_default=True,
-              help="sm_90 cubins for Hopper GPUs, or cpu (Triton source run by the interpreter; fp32/fp16).")
-@click.option("--dtype", default=None, metavar=f"[{'|'.join(DTYPE_CHOICES)}]",
-              help="Weight and activation dtype (default: the checkpoint's, but bf16 for a float32 checkpoint on a "
-                   "GPU target, whose kernels run bf16 and fp16).")
-@click.option("--max-seq-len", type=int, default=None,
-              help="Longest context a sequence may reach (default: 2048, or the model's context where that "
-                   "is shorter).")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="ARTIFACT",
+    help="Artifact path: a directory, or a single file ending in .ixa.",
+)
+@click.option(
+    "--target",
+    default="h200",
+    metavar=f"[{TARGET_CHOICES}]",
+    show_default=True,
+    help="sm_90 cubins for Hopper GPUs, or cpu (Triton source run by the interpreter; fp32/fp16).",
+)
+@click.option(
+    "--dtype",
+    default=None,
+    metavar=f"[{'|'.join(DTYPE_CHOICES)}]",
+    help="Weight and activation dtype (default: the checkpoint's, but bf16 for a float32 checkpoint on a "
+    "GPU target, whose kernels run bf16 and fp16).",
+)
+@click.option(
+    "--max-seq-len",
+    type=int,
+    default=None,
+    help="Longest context a sequence may reach (default: 2048, or the model's context where that is shorter).",
+)
 @click.option("--max-batch", type=int, default=8, show_default=True, help="Most sequences per step.")
-@click.option("--dump-ir", type=click.Path(file_okay=False), default=None, metavar="DIR",
-              help="Write the IR after each of the first five phases into DIR.")
-@click.option("--jobs", type=int, default=None, metavar="N",
-              help="Worker processes building cubins (default: the CPU count, at most 8).")
-@click.option("--pdl/--no-pdl", default=True, show_default=True,
-              help="CUDA sessions launch the artifact's kernels with programmatic dependent launch "
-                   "(each may start as the one before it ends) unless told otherwise.")
-@click.option("--overlap/--no-overlap", default=False, show_default=True,
-              help=OVERLAP_HELP)
+@click.option(
+    "--dump-ir", default=None, metavar="DIR", help="Write the IR after each of the first five phases into DIR."
+)
+@click.option(
+    "--jobs",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Worker processes building cubins (default: the CPU count, at most 8).",
+)
+@click.option(
+    "--pdl/--no-pdl",
+    default=True,
+    show_default=True,
+    help="CUDA sessions launch the artifact's kernels with programmatic dependent launch "
+    "(each may start as the one before it ends) unless told otherwise.",
+)
+@click.option("--overlap/--no-overlap", default=False, show_default=True, help=OVERLAP_HELP)
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
-@click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
-              help=FUSE_ATTENTION_O_HELP)
-def compile_command(model: str, output: str, target: str, dtype: str | None, max_seq_len: int | None,
-                    max_batch: int, dump_ir: str | None, jobs: int | None, pdl: bool, overlap: bool, fuse_mlp: bool,
-                    fuse_attention_o: bool) -> None:
+@click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True, help=FUSE_ATTENTION_O_HELP)
+def compile_command(
+    model: str,
+    output: str,
+    target: str,
+    dtype: str | None,
+    max_seq_len: int | None,
+    max_batch: int,
+    dump_ir: str | None,
+    jobs: int | None,
+    pdl: bool,
+    overlap: bool,
+    fuse_mlp: bool,
+    fuse_attention_o: bool,
+) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
     Progress goes to stderr; the artifact's path to stdout."""
     from inferx.compiler.driver import compile_model
-    from inferx.compiler.options import TARGETS, CompileOptions
+    from inferx.compiler.options import CompileError, CompileOptions
 
-    if target not in TARGETS:
-        raise UserError(f"unknown target {target!r}: the targets are {', '.join(TARGETS)}")
-    if dtype is not None and dtype not in DTYPE_CHOICES:
-        raise UserError(f"unknown dtype {dtype!r}: the dtypes are {', '.join(DTYPE_CHOICES)}")
-    if jobs is not None and jobs < 1:
-        raise UserError(f"--jobs must be at least 1, got {jobs}")
     path = Path(model)
     if not path.exists():
         raise UserError(f"{model}: no such file or directory")
     if not path.is_dir() and path.suffix != ".gguf":
         raise UserError(f"{model}: expected an HF model directory or a .gguf file")
-    options = CompileOptions(
-        target=target, dtype=dtype, max_seq_len=max_seq_len, max_batch=max_batch,
-        dump_ir=Path(dump_ir) if dump_ir else None, progress=lambda line: click.echo(line, err=True),
-        jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2), pdl=pdl, overlap=overlap,
-        fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
-    )
+    if path.suffix == ".gguf" and not path.is_file():
+        raise UserError(f"{model}: a .gguf model must be a file")
+    if dump_ir is not None and Path(dump_ir).exists() and not Path(dump_ir).is_dir():
+        raise UserError(f"--dump-ir {dump_ir}: exists and is not a directory")
+    try:
+        options = CompileOptions(
+            target=target,
+            dtype=dtype,
+            max_seq_len=max_seq_len,
+            max_batch=max_batch,
+            dump_ir=Path(dump_ir) if dump_ir else None,
+            progress=lambda line: click.echo(line, err=True),
+            jobs=jobs if jobs is not None else min(8, os.cpu_count() or 2),
+            pdl=pdl,
+            overlap=overlap,
+            fuse_mlp=fuse_mlp,
+            fuse_attention_o=fuse_attention_o,
+        )
+    except CompileError as e:  # an option's field, said as its flag
+        raise UserError(
+            re.sub(r"^(max_seq_len|max_batch|jobs) ", lambda m: f"--{m[1].replace('_', '-')} ", str(e))
+        ) from None
     with _user_errors(_compile_errors()):
         out = compile_model(path, Path(output), options)
     click.echo(str(out))
@@ -245,43 +362,110 @@ def compile_main() -> None:
 @click.option("--target", default="h200", metavar="[h200|h100]", show_default=True)
 @click.option("--budget", default="20m", show_default=True, help="Wall time to spend, e.g. 90s, 20m, 1h.")
 @click.option("--trials", type=click.IntRange(min=1), default=None, help="Stop after N new measurements.")
-@click.option("--runner", type=click.Choice(["local", "replay"]), default="local", show_default=True,
-              help="local: measure on this machine's GPU; replay: answer from recorded measurements.")
+@click.option(
+    "--runner",
+    type=click.Choice(["local", "replay"]),
+    default="local",
+    show_default=True,
+    help="local: measure on this machine's GPU; replay: answer from recorded measurements.",
+)
 @click.option("--replay", multiple=True, metavar="FILE", help="Records (jsonl, or a folder of them) to replay.")
 @click.option("--out", default=None, metavar="DIR", help="Tuning database root (default: the shipped tuning_logs/).")
 @click.option("--max-seq-len", type=int, default=2048, show_default=True)
-@click.option("--max-batch", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Tune decode GEMMs and attention at each batch bucket up to this (1, 4, 16, 64, ...).")
+@click.option(
+    "--max-batch",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Tune decode GEMMs and attention at each batch bucket up to this (1, 4, 16, 64, ...).",
+)
 @click.option("--dtype", default=None, metavar=f"[{'|'.join(DTYPE_CHOICES)}]")
 @click.option("--strategy", type=click.Choice(["evolutionary", "random"]), default="evolutionary", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--jobs", type=click.IntRange(min=1), default=8, show_default=True, help="Kernel build workers.")
-@click.option("--only", multiple=True, metavar="TEXT",
-              help="Tune only the tasks whose line (as listed at the start) contains TEXT; repeat to narrow, "
-                   "e.g. --only prefill --only rmsnorm.")
-@click.option("--skip", multiple=True, metavar="TEXT",
-              help="Leave out the tasks whose line contains TEXT; repeat to leave out more, e.g. --skip 'rows<=512'.")
-@click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True,
-              help="Tune the decode MLPs as `compile --fuse-mlp` makes them (one mlp kernel each).")
-@click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
-              help="Tune the decode attentions as `compile --fuse-attention-o` makes them (with the o projection).")
-@click.option("--sustain-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Time each candidate after this long of back-to-back replays of it: the clocks the GPU's power "
-                   "cap allows, as in a long prefill. Its records then rank the task's schedules alone.")
-def tune_command(model: str, target: str, budget: str, trials: int | None, runner: str, replay: tuple[str, ...],
-                 out: str | None, max_seq_len: int, max_batch: int, dtype: str | None, strategy: str, seed: int,
-                 jobs: int, only: tuple[str, ...], skip: tuple[str, ...], fuse_mlp: bool, fuse_attention_o: bool,
-                 sustain_ms: float) -> None:
+@click.option(
+    "--only",
+    multiple=True,
+    metavar="TEXT",
+    help="Tune only the tasks whose line (as listed at the start) contains TEXT; repeat to narrow, "
+    "e.g. --only prefill --only rmsnorm.",
+)
+@click.option(
+    "--skip",
+    multiple=True,
+    metavar="TEXT",
+    help="Leave out the tasks whose line contains TEXT; repeat to leave out more, e.g. --skip 'rows<=512'.",
+)
+@click.option(
+    "--fuse-mlp/--no-fuse-mlp",
+    default=False,
+    show_default=True,
+    help="Tune the decode MLPs as `compile --fuse-mlp` makes them (one mlp kernel each).",
+)
+@click.option(
+    "--fuse-attention-o/--no-fuse-attention-o",
+    default=False,
+    show_default=True,
+    help="Tune the decode attentions as `compile --fuse-attention-o` makes them (with the o projection).",
+)
+@click.option(
+    "--sustain-ms",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Time each candidate after this long of back-to-back replays of it: the clocks the GPU's power "
+    "cap allows, as in a long prefill. Its records then rank the task's schedules alone.",
+)
+def tune_command(
+    model: str,
+    target: str,
+    budget: str,
+    trials: int | None,
+    runner: str,
+    replay: tuple[str, ...],
+    out: str | None,
+    max_seq_len: int,
+    max_batch: int,
+    dtype: str | None,
+    strategy: str,
+    seed: int,
+    jobs: int,
+    only: tuple[str, ...],
+    skip: tuple[str, ...],
+    fuse_mlp: bool,
+    fuse_attention_o: bool,
+    sustain_ms: float,
+) -> None:
     """Tune the GEMM and attention schedules of MODEL (and the fused decode kernels with --fuse-mlp,
     --fuse-attention-o); records are appended to the tuning database."""
     from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
     from inferx.compiler.database import DEFAULT_ROOT
 
+    for path in replay:
+        if not Path(path).exists():
+            raise UserError(f"--replay {path}: no such file or directory")
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise UserError(f"--out {out}: exists and is not a directory")
     with _user_errors((TuneError, *_compile_errors())):
-        options = TuneOptions(target=target, budget_s=parse_budget(budget), trials=trials, runner=runner,
-                              replay=replay, max_seq_len=max_seq_len, max_batch=max_batch, dtype=dtype, seed=seed,
-                              jobs=jobs, strategy=strategy, out=Path(out) if out else DEFAULT_ROOT, only=only,
-                              skip=skip, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o, sustain_ms=sustain_ms)
+        options = TuneOptions(
+            target=target,
+            budget_s=parse_budget(budget),
+            trials=trials,
+            runner=runner,
+            replay=replay,
+            max_seq_len=max_seq_len,
+            max_batch=max_batch,
+            dtype=dtype,
+            seed=seed,
+            jobs=jobs,
+            strategy=strategy,
+            out=Path(out) if out else DEFAULT_ROOT,
+            only=only,
+            skip=skip,
+            fuse_mlp=fuse_mlp,
+            fuse_attention_o=fuse_attention_o,
+            sustain_ms=sustain_ms,
+        )
         result = tune(model, options, say=lambda line: click.echo(line, err=True))
     if result.stopped.startswith("interrupted"):
         raise SystemExit(130 if "SIGINT" in result.stopped else 143)
@@ -292,15 +476,31 @@ def tune_command(model: str, target: str, budget: str, trials: int | None, runne
 
 @main.command("run")
 @click.argument("artifact")
-@click.option("--prompt-ids", "prompt_ids", multiple=True, metavar="IDS",
-              help="Comma-separated token ids, e.g. 1,2,3; repeat for a batch.")
-@click.option("--prompt", "prompts", multiple=True, metavar="TEXT",
-              help="Text, tokenized by the artifact's tokenizer; repeat for a batch.")
+@click.option(
+    "--prompt-ids",
+    "prompt_ids",
+    multiple=True,
+    metavar="IDS",
+    help="Comma-separated token ids, e.g. 1,2,3; repeat for a batch.",
+)
+@click.option(
+    "--prompt",
+    "prompts",
+    multiple=True,
+    metavar="TEXT",
+    help="Text, tokenized by the artifact's tokenizer; repeat for a batch.",
+)
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-def run_command(artifact: str, prompt_ids: tuple[str, ...], prompts: tuple[str, ...], max_new_tokens: int,
-                device: str, as_json: bool) -> None:
+def run_command(
+    artifact: str,
+    prompt_ids: tuple[str, ...],
+    prompts: tuple[str, ...],
+    max_new_tokens: int,
+    device: str,
+    as_json: bool,
+) -> None:
     """Greedy generation from ARTIFACT: prints the generated token ids, and their text where the
     artifact carries a tokenizer."""
     from inferx.runtime.artifact import load_artifact
@@ -332,8 +532,9 @@ def run_command(artifact: str, prompt_ids: tuple[str, ...], prompts: tuple[str, 
         if tokenizer is not None:
             entry["text"] = tokenizer.decode(tokens, skip_special_tokens=True)
         results.append(entry)
-    click.echo(f"generated {sum(len(r['tokens']) for r in results)} tokens in "
-               f"{time.perf_counter() - clock:.1f} s", err=True)
+    click.echo(
+        f"generated {sum(len(r['tokens']) for r in results)} tokens in {time.perf_counter() - clock:.1f} s", err=True
+    )
     if as_json:
         click.echo(json.dumps(results, indent=2))
         return
@@ -385,36 +586,81 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
 @click.option("--context", default="512,2048", show_default=True, help="Decode contexts (the new token included).")
 @click.option("--prefill", default="512,2048", show_default=True, help="Prefill lengths (batch 1); empty for none.")
 @click.option("--peers", default="eager,hf,compile", show_default=True, help="Peers to time beside InferX.")
-@click.option("--compile-mode", default="reduce-overhead", show_default=True,
-              help="torch.compile modes for the decode peer, comma-separated; the fastest is shown.")
+@click.option(
+    "--compile-mode",
+    default="reduce-overhead",
+    show_default=True,
+    help="torch.compile modes for the decode peer, comma-separated; the fastest is shown.",
+)
 @click.option("--iters", type=int, default=30, show_default=True, help="Timed steps per measurement.")
 @click.option("--warmup", type=int, default=5, show_default=True, help="Untimed steps before them.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write every measurement as JSON here.")
-@click.option("--workdir", type=click.Path(file_okay=False), default=None,
-              help="Keep checkpoints and artifacts here and reuse them (default: a temporary directory).")
-@click.option("--pdl/--no-pdl", default=True, show_default=True,
-              help="Launch InferX's CUDA kernels with programmatic dependent launch (each may start as the one "
-                   "before it ends).")
-@click.option("--overlap/--no-overlap", default=False, show_default=True,
-              help=OVERLAP_HELP)
+@click.option("--out", default=None, help="Write every measurement as JSON here.")
+@click.option(
+    "--workdir",
+    default=None,
+    help="Keep checkpoints and artifacts here and reuse them (default: a temporary directory).",
+)
+@click.option(
+    "--pdl/--no-pdl",
+    default=True,
+    show_default=True,
+    help="Launch InferX's CUDA kernels with programmatic dependent launch (each may start as the one before it ends).",
+)
+@click.option("--overlap/--no-overlap", default=False, show_default=True, help=OVERLAP_HELP)
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
-@click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True,
-              help=FUSE_ATTENTION_O_HELP)
-@click.option("--prefill-last/--no-prefill-last", default=False, show_default=True,
-              help="Also time each prefill returning the last token's logits alone (InferX's prefill_last entry; "
-                   "the peers compute the LM head over the last token alone too).")
-def bench_command(shape: str, batch: str, context: str, prefill: str, peers: str, compile_mode: str, iters: int,
-                  warmup: int, device: str, out: str | None, workdir: str | None, pdl: bool, overlap: bool,
-                  fuse_mlp: bool, fuse_attention_o: bool, prefill_last: bool) -> None:
+@click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True, help=FUSE_ATTENTION_O_HELP)
+@click.option(
+    "--prefill-last/--no-prefill-last",
+    default=False,
+    show_default=True,
+    help="Also time each prefill returning the last token's logits alone (InferX's prefill_last entry; "
+    "the peers compute the LM head over the last token alone too).",
+)
+def bench_command(
+    shape: str,
+    batch: str,
+    context: str,
+    prefill: str,
+    peers: str,
+    compile_mode: str,
+    iters: int,
+    warmup: int,
+    device: str,
+    out: str | None,
+    workdir: str | None,
+    pdl: bool,
+    overlap: bool,
+    fuse_mlp: bool,
+    fuse_attention_o: bool,
+    prefill_last: bool,
+) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
     from inferx.benchmark.main import BenchError, bench, options
 
+    if out is not None:
+        _check_output_file(out, "--out")
+    if workdir is not None and Path(workdir).exists() and not Path(workdir).is_dir():
+        raise UserError(f"--workdir {workdir}: exists and is not a directory")
     try:
-        opts = options(shape, batch, context, prefill, peers, compile_mode, iters, warmup, device, workdir, pdl=pdl,
-                       overlap=overlap, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
-                       prefill_last=prefill_last)
+        opts = options(
+            shape,
+            batch,
+            context,
+            prefill,
+            peers,
+            compile_mode,
+            iters,
+            warmup,
+            device,
+            workdir,
+            pdl=pdl,
+            overlap=overlap,
+            fuse_mlp=fuse_mlp,
+            fuse_attention_o=fuse_attention_o,
+            prefill_last=prefill_last,
+        )
         bench(opts, Path(out) if out else None)
     except BenchError as e:
         raise UserError(str(e)) from None
@@ -499,8 +745,11 @@ def _summary(art: Artifact, m: Manifest) -> dict[str, Any]:
         "entries": entries,
         "kernels": kernel_rows,
         "tuned": dict(sorted(sections["schedules"]["tuned"].items())),
-        "fallbacks": {"kernels": list(fallbacks), "note": m.schedules.note,
-                      "reasons": {n: f.reason for n, f in fallbacks.items()}},
+        "fallbacks": {
+            "kernels": list(fallbacks),
+            "note": m.schedules.note,
+            "reasons": {n: f.reason for n, f in fallbacks.items()},
+        },
     }
 
 
@@ -520,15 +769,18 @@ def _layer_span(entry: EntryPlan, num_layers: int) -> tuple[int, int] | None:
     starts = []
     for layer in range(num_layers):
         cache = {index.get(f"k{layer}"), index.get(f"v{layer}")} - {None}
-        first = next((n for n, step in enumerate(launches)
-                      if any(b.kind == "arg" and b.index in cache for b in step.inputs)), None)
+        first = next(
+            (n for n, step in enumerate(launches) if any(b.kind == "arg" and b.index in cache for b in step.inputs)),
+            None,
+        )
         if first is None:
             return None
         starts.append(first)
     if num_layers == 1:
         logits = entry.returns[0]
-        end = next((n for n, step in enumerate(launches) if logits.kind == "buffer" and logits in step.outputs),
-                   len(launches))
+        end = next(
+            (n for n, step in enumerate(launches) if logits.kind == "buffer" and logits in step.outputs), len(launches)
+        )
         return (starts[0], end) if end > starts[0] else None
     period = starts[1] - starts[0]
     if period <= 0 or any(s != starts[0] + i * period for i, s in enumerate(starts)):
@@ -554,8 +806,13 @@ def _counts(c: Mapping[str, int]) -> str:
 
 def _table(rows: list[list[str]], indent: str, right: Callable[[int], bool] = lambda col: False) -> list[str]:
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    return [indent + "  ".join(cell.rjust(w) if right(c) else cell.ljust(w)
-                               for c, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
+    return [
+        indent
+        + "  ".join(
+            cell.rjust(w) if right(c) else cell.ljust(w) for c, (cell, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
 
 
 def _render(s: Mapping[str, Any]) -> str:
@@ -572,20 +829,31 @@ def _render(s: Mapping[str, Any]) -> str:
         f"tokenizer  {', '.join(s['tokenizer']) if s['tokenizer'] else 'none (token ids only)'}",
     ]
     for ename, e in s["entries"].items():
-        lines += ["", f"entry {ename}: {e['launches']} launches of {e['distinct_kernels']} kernels "
-                      f"({_counts(e['by_template'])})"]
+        lines += [
+            "",
+            f"entry {ename}: {e['launches']} launches of {e['distinct_kernels']} kernels ({_counts(e['by_template'])})",
+        ]
         lay = e["layers"]
         if lay is None:
             lines.append("  per layer: no layer structure found")
         else:
-            lines.append(f"  per layer: {lay['per_layer']} launches ({_counts(lay['per_layer_by_template'])}) "
-                         f"x {lay['num_layers']} layers; outside layers: {lay['non_layer']} "
-                         f"({_counts(lay['non_layer_by_template'])})")
+            lines.append(
+                f"  per layer: {lay['per_layer']} launches ({_counts(lay['per_layer_by_template'])}) "
+                f"x {lay['num_layers']} layers; outside layers: {lay['non_layer']} "
+                f"({_counts(lay['non_layer_by_template'])})"
+            )
         if e["memory_plan"]:
             dims = sorted({d for b in e["memory_plan"] for d in b["dims"]})
             rows = [[*dims, "peak", "no-reuse", "KV cache"]]
-            rows += [[*(str(b["dims"].get(d, "")) for d in dims), _size(b["peak_bytes"]),
-                      _size(b["no_reuse_bytes"]), _size(b["kv_bytes"])] for b in e["memory_plan"]]
+            rows += [
+                [
+                    *(str(b["dims"].get(d, "")) for d in dims),
+                    _size(b["peak_bytes"]),
+                    _size(b["no_reuse_bytes"]),
+                    _size(b["kv_bytes"]),
+                ]
+                for b in e["memory_plan"]
+            ]
             lines.append("  memory plan (activation arena per bucket):")
             lines += _table(rows, "    ", right=lambda c: True)
     origins = Counter(k["schedule_origin"] for k in s["kernels"].values())
@@ -598,12 +866,16 @@ def _render(s: Mapping[str, Any]) -> str:
     lines += _table(rows, "  ")
     tuned = s["tuned"]
     lines += ["", f"tuned: {len(tuned)} kernels on a schedule from the tuning database"]
-    lines += [f"  {name}  {t['summary']}: {t['median_ms'] * 1e3:.1f} us measured {t['date']} ({t['source']})"
-              + (f", borrowed: measured at {t['from_rows']} rows" if "from_rows" in t else "")
-              + (", at sustained clocks" if t.get("regime") == "sustained" else "")
-              for name, t in tuned.items()]
+    lines += [
+        f"  {name}  {t['summary']}: {t['median_ms'] * 1e3:.1f} us measured {t['date']} ({t['source']})"
+        + (f", borrowed: measured at {t['from_rows']} rows" if "from_rows" in t else "")
+        + (", at sustained clocks" if t.get("regime") == "sustained" else "")
+        for name, t in tuned.items()
+    ]
     fb = s["fallbacks"]
-    lines += ["", f"fallbacks: {len(fb['kernels'])} kernels on a heuristic schedule"
-                  + (f" ({fb['note']})" if fb["note"] else "")]
+    lines += [
+        "",
+        f"fallbacks: {len(fb['kernels'])} kernels on a heuristic schedule" + (f" ({fb['note']})" if fb["note"] else ""),
+    ]
     lines += [f"  {name}" + (f"  {fb['reasons'][name]}" if fb["reasons"].get(name) else "") for name in fb["kernels"]]
     return "\n".join(lines)
