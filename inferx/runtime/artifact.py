@@ -59,12 +59,13 @@ recomputed): ``unpack(pack(d))`` is byte-identical to ``d`` and ``pack(unpack(p)
 
 Verification (``load_artifact``)
 --------------------------------
-Always: the header, the manifest (JSON, canonical, self-hash, magic, version, required keys and
-their types, paths), the target if asked, every file's presence, type and size, no extra files,
-the packed layout. ``verify="full"`` (the default) also hashes every file and checks that every
-padding byte of the packed form is zero: then any flipped bit anywhere is refused.
-``verify="structure"`` skips the reading of file contents, for fast loads of trusted artifacts;
-``Artifact.file_bytes`` still checks the hash of what it returns.
+Always: the header, the manifest (at most ``MAX_MANIFEST_BYTES``, checked before it is read;
+JSON, canonical, self-hash, magic, version, required keys and their types, paths), the target if
+asked, every file's presence, type and size, no extra files, the packed layout.
+``verify="full"`` (the default) also hashes every file and checks that every padding byte of the
+packed form is zero: then any flipped bit anywhere is refused. ``verify="structure"`` skips the
+reading of file contents, for fast loads of trusted artifacts; ``Artifact.file_bytes`` still
+checks the hash of what it returns.
 
 Writing, packing and unpacking: ``inferx.runtime.artifact_write``.
 """
@@ -100,6 +101,7 @@ _COMPONENT = re.compile(r"[A-Za-z0-9._+=@-]+")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
 _MAX_PATH = 1024
+MAX_MANIFEST_BYTES = 64 << 20  # a large model's manifest is a few MiB; checked before it is read
 _VERIFY_MODES = ("full", "structure")
 
 
@@ -365,7 +367,12 @@ def _load_dir(path: Path, target: str | None, full: bool) -> Artifact:
         st = mpath.lstat()
         if not stat.S_ISREG(st.st_mode):
             raise _fail(path, f"{MANIFEST_NAME} is not a regular file")
-        raw = mpath.read_bytes()
+        if st.st_size > MAX_MANIFEST_BYTES:
+            raise _fail(path, f"{MANIFEST_NAME}: {st.st_size} bytes, past the bound of {MAX_MANIFEST_BYTES}")
+        with mpath.open("rb") as f:
+            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise _fail(path, f"{MANIFEST_NAME}: grew past the bound of {MAX_MANIFEST_BYTES} bytes while read")
     except FileNotFoundError as e:
         raise _fail(path, f"{MANIFEST_NAME} is missing: not an artifact directory") from e
     except OSError as e:
@@ -456,6 +463,8 @@ def _read_packed(path: Path, f: BinaryIO, size: int, target: str | None, full: b
         raise _fail(path, f"header: says the file has {total} bytes, it has {size}: truncated or extended")
     if HEADER_LEN + m_len > size:
         raise _fail(path, f"header: manifest length {m_len} runs past the end of the file ({size} bytes)")
+    if m_len > MAX_MANIFEST_BYTES:
+        raise _fail(path, f"header: manifest length {m_len}, past the bound of {MAX_MANIFEST_BYTES} bytes")
     if payload != _align(HEADER_LEN + m_len):
         raise _fail(path, f"header: payload offset {payload}, expected {_align(HEADER_LEN + m_len)}")
     if payload > size:

@@ -32,6 +32,7 @@ from inferx.runtime.artifact import Artifact
 from inferx.runtime.cuda_driver import I32, PTR, CudaError, Driver, Kernel, pack_args
 from inferx.runtime.kernel_source import KernelSource, Scratch
 from inferx.runtime.manifest import (
+    ITEM_BYTES,
     ArgSpec,
     BufferSpec,
     CubinMeta,
@@ -39,13 +40,14 @@ from inferx.runtime.manifest import (
     LaunchStep,
     Manifest,
     MemoryPlan,
-    WeightMeta,
+    check_sizes,
+    read_kernels,
 )
 from inferx.runtime.plan import eval_dim, resolve
 from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 from inferx.runtime.triton_kernels import grid as grid_of
 
-ITEM = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "i8": 1}
+ITEM = ITEM_BYTES
 N_INPUTS = 3  # input_ids, positions, kv_lens; the KV caches follow (decoder.py)
 
 
@@ -101,6 +103,7 @@ class CudaSession(DecoderSession):
             raise SessionError(f"outputs={outputs!r}: use 'numpy' or 'torch'")
         self.outputs = outputs
         self.manifest = m = Manifest.from_sections(artifact.manifest, artifact.path)
+        check_sizes(m, artifact)
         info, batch, max_context = manifest_limits(m, max_batch)
         super().__init__(info, max_batch=batch, max_context=max_context)
         try:
@@ -134,8 +137,9 @@ class CudaSession(DecoderSession):
         self.batch_buckets = buckets_of(m.memory_plan, "batch", m.limits.max_batch)
         self.seq_buckets = buckets_of(m.memory_plan, "seq", max_context)
         self.kernels: dict[str, tuple[KernelSource, Kernel]] = {}
+        sources = read_kernels(artifact, m)  # every source verified before any is loaded
         for name, meta in sorted(m.kernels.items()):
-            ks = meta.with_source(artifact.file_bytes(meta.file).decode())
+            ks = sources[name]
             # a CPU artifact, on a driver that runs sources (tests), has no cubin: Triton's defaults
             c = meta.cubin or CubinMeta("", shared=0, extra_params=2, global_scratch=0, global_scratch_align=1,
                                         launch_warps=ks.num_warps)
@@ -146,7 +150,7 @@ class CudaSession(DecoderSession):
             self.kernels[name] = (ks, k)
         self.weights: dict[str, tuple[int, int]] = {}  # name -> (address, bytes)
         for name, w in m.weights.items():
-            arr = artifact.mmap(w.file, np.uint8, _nbytes(w))
+            arr = artifact.mmap(w.file, np.uint8, artifact.files[w.file].size)  # its size: the schema's check
             ptr = self.drv.alloc(arr.nbytes, f"weight {name}")
             self.drv.upload(ptr, arr)
             self.weights[name] = (ptr, arr.nbytes)
@@ -398,10 +402,6 @@ class CudaSession(DecoderSession):
 
     def close(self) -> None:
         self.drv.close()
-
-
-def _nbytes(w: WeightMeta) -> int:
-    return int(np.prod(w.shape)) * ITEM[w.dtype]
 
 
 def _size(spec: BufferSpec | ArgSpec | Scratch, env: Mapping[str, int]) -> int:

@@ -3,14 +3,16 @@ It lives in the runtime because loading an artifact needs it and must not import
 
 A ``KernelSource`` is plain data (it goes into the artifact's launch plan as JSON): the module
 text holding one ``@triton.jit`` function, its parameters in order and what each binds to, the
-grid as expressions over the symbolic dims, the compile-time constants, which outputs are
-written in place into an input (the KV cache), and the scratch buffers the kernel needs between
-its own programs (split-KV partials, arrival counters: zeroed when allocated; a kernel must be
-correct from whatever state its previous launch left, so a captured graph can replay it).
+grid as expressions over the symbolic dims (the grammar of ``inferx.runtime.expr``), the
+compile-time constants, which outputs are written in place into an input (the KV cache), and the
+scratch buffers the kernel needs between its own programs (split-KV partials, arrival counters:
+zeroed when allocated; a kernel must be correct from whatever state its previous launch left, so a
+captured graph can replay it). ``source_problem`` checks a source against what it promises.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -43,7 +45,7 @@ class KernelSource:
     template: str
     source: str
     params: tuple[Param, ...]
-    grid: tuple[str, ...]  # Python expressions over S_<symbol> names and cdiv
+    grid: tuple[str, ...]  # expressions over S_<symbol> names and cdiv/min/max (inferx.runtime.expr)
     constexprs: dict[str, int] = field(default_factory=dict)
     aliases: dict[int, int] = field(default_factory=dict)  # output index -> input index
     num_warps: int = 4
@@ -69,3 +71,29 @@ class KernelSource:
             scratch=tuple(Scratch(tuple(x["shape"]), x["dtype"]) for x in d.get("scratch", ())),
             grid_dependency=bool(d.get("grid_dependency", False)), cost=dict(d.get("cost", {})),
         )
+
+
+def source_problem(ks: KernelSource) -> str | None:
+    """Why ``ks.source`` is not the module ``ks`` describes, or None: it must define, at its top
+    level, a ``@triton.jit`` function named ``ks.name`` whose parameters are those of ``ks.params``
+    in order, then the compile-time constants. The text is parsed, never run."""
+    try:
+        tree = ast.parse(ks.source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        return f"not Python source: {type(e).__name__}: {e}"
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == ks.name), None)
+    if fn is None:
+        return f"defines no function {ks.name!r} at its top level"
+    if not any(isinstance(d, ast.Attribute) and d.attr == "jit" and isinstance(d.value, ast.Name)
+               and d.value.id == "triton" for d in fn.decorator_list):
+        return f"function {ks.name!r} is not decorated with @triton.jit"
+    a = fn.args
+    names = [p.arg for p in a.args]
+    params = [p.name for p in ks.params]
+    if (a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg or a.defaults or names[: len(params)] != params
+            or sorted(names[len(params):]) != sorted(ks.constexprs)):
+        declared = ", ".join(params + sorted(ks.constexprs))
+        text = ", ".join(names)
+        return (f"function {ks.name!r} takes ({text[:200]}), not the parameters the manifest declares "
+                f"({declared[:200]})")
+    return None

@@ -7,12 +7,23 @@ prebuilt cubins through the CUDA driver API (``CudaSession``: one CUDA graph per
 through torch (a check of the cubins against Triton's own build).
 
 Nothing here imports the compiler (no xDSL, no frontend): an artifact is self-contained.
-Triton's interpreter mode is chosen when Triton is first imported, so one process runs either
-CPU sessions (TRITON_INTERPRET=1) or CUDA sessions, not both.
+
+Loading runs the artifact's kernels (an artifact is code, like a shared library), and only after
+it is verified: the container (every file's sha256), the manifest's schema
+(``Manifest.from_sections``) and sizes (``check_sizes``), then every kernel source
+(``read_kernels``), before the first source runs or the first weight is copied; the weights and
+the KV cache are checked against the host's memory before they are allocated.
+
+A CPU session runs wherever Triton was imported first: imported already, even without
+``TRITON_INTERPRET=1`` (as importing transformers can do, in a notebook), its kernels run in the
+interpreter all the same (``triton_kernels.interpreting``); not imported yet, the session sets
+``TRITON_INTERPRET=1`` before importing it. A CUDA session with ``backend="triton"`` compiles
+kernels, which a process whose Triton was imported for the interpreter cannot: it is refused there.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -24,7 +35,7 @@ import numpy as np
 
 from inferx.runtime.artifact import Artifact, load_artifact
 from inferx.runtime.kernel_source import KernelSource
-from inferx.runtime.manifest import Manifest
+from inferx.runtime.manifest import Manifest, check_sizes, read_kernels
 from inferx.runtime.plan import Launch, bind, run
 from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 
@@ -35,14 +46,30 @@ NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.i
 
 def _triton_mode(interpret: bool) -> None:
     want = "1" if interpret else "0"
+    if "triton" not in sys.modules:
+        os.environ["TRITON_INTERPRET"] = want
+        return
     have = os.environ.get("TRITON_INTERPRET", "0")
-    if "triton" in sys.modules and have != want:
-        what = "CPU sessions run kernels in Triton's interpreter" if interpret else "CUDA sessions compile for the GPU"
+    if not interpret and have == "1":
         raise SessionError(
-            f"{what}, and Triton was already imported with TRITON_INTERPRET={have}: set TRITON_INTERPRET={want} "
-            "before anything imports triton (one process runs CPU or CUDA sessions, not both)"
+            "CUDA sessions with backend='triton' compile for the GPU, and Triton was already imported with "
+            "TRITON_INTERPRET=1: set TRITON_INTERPRET=0 before anything imports triton, or use backend='driver'"
         )
-    os.environ["TRITON_INTERPRET"] = want
+
+
+def host_memory() -> int | None:
+    """The host's physical memory in bytes, where the system says."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_memory(nbytes: int, what: str, device: str) -> None:
+    """SessionError where ``nbytes`` for ``what`` cannot fit in a CPU session's host memory."""
+    total = host_memory() if device == "cpu" else None
+    if total is not None and nbytes > total:
+        raise SessionError(f"{what} take {nbytes / 2**30:.1f} GiB; this host has {total / 2**30:.1f} GiB of memory")
 
 
 @dataclass
@@ -62,27 +89,35 @@ class ArtifactSession(DecoderSession):
 
     def __init__(self, artifact: Artifact, *, device: str = "cpu", max_batch: int | None = None,
                  graphs: bool = False):
-        import torch
-
-        _triton_mode(interpret=device == "cpu")
-        from inferx.runtime.triton_kernels import load_kernel
-
         self.manifest = m = Manifest.from_sections(artifact.manifest, artifact.path)
+        check_sizes(m, artifact)
         info, batch, max_context = manifest_limits(m, max_batch)
         super().__init__(info, max_batch=batch, max_context=max_context)
         if device == "cpu" and info.dtype == "bf16":
             raise SessionError("CPU sessions run fp32/fp16 artifacts (bf16 is wrong in Triton's interpreter); "
                                "this one is bf16: compile with --dtype fp32 or fp16")
+        for name, w in m.weights.items():
+            if w.dtype not in NP_DTYPE:
+                raise SessionError(f"{artifact.path}: weight {name!r} is {w.dtype}; sessions hold weights of "
+                                   f"{', '.join(NP_DTYPE)}")
+        self.weight_bytes = sum(artifact.files[w.file].size for w in m.weights.values())
+        check_memory(self.weight_bytes, "the weights", device)
+        sources = read_kernels(artifact, m)  # every source verified before any runs
+
+        import torch
+
+        _triton_mode(interpret=device == "cpu")
+        from inferx.runtime.triton_kernels import load_kernel
+
         self.torch = torch
         self.device = torch.device(device)
         self.use_graphs = graphs and device == "cuda"
         self.dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
-                       "i64": torch.int64}
+                       "i64": torch.int64, "i8": torch.int8, "bool": torch.bool, "f8e4m3": torch.float8_e4m3fn}
         self.entries = m.entries
         self.entry_points = frozenset(self.entries)
         self.kernels: dict[str, tuple[KernelSource, Any]] = {}
-        for name, meta in m.kernels.items():
-            ks = meta.with_source(artifact.file_bytes(meta.file).decode())
+        for name, ks in sources.items():
             self.kernels[name] = (ks, load_kernel(ks, interpret=device == "cpu"))
         self.weights: dict[str, Any] = {}
         for name, w in m.weights.items():
@@ -103,6 +138,11 @@ class ArtifactSession(DecoderSession):
     def _reset_cache(self, batch: int) -> None:
         i = self.info
         shape = [batch, i.num_kv_heads, self.max_context, i.head_dim]
+        kv_bytes = 2 * i.num_layers * math.prod(shape) * self.dtypes[i.dtype].itemsize
+        check_memory(self.weight_bytes + kv_bytes,
+                     f"the weights and the KV cache of {batch} sequences of {self.max_context} tokens",
+                     self.device.type)
+        self.caches = []  # the old caches go before the new are made
         self.caches = [self._zeros(shape, i.dtype) for _ in range(2 * i.num_layers)]
         self.graphs = {}  # graphs capture the cache buffers they were built with
 

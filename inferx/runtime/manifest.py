@@ -32,19 +32,29 @@ reads or the entry returns was written by an earlier launch; an argument binding
 of the entry's arguments; a kernel's ``name`` is its key; the kernels of ``schedules`` and the
 entries of ``memory_plan`` exist; every file named (kernel sources, cubins, weights, tokenizer)
 is one of the artifact's ``files``.
+
+A manifest is data: shape and grid expressions follow the grammar of ``inferx.runtime.expr`` and
+are never evaluated as Python; the names a runtime uses as identifiers or in file names (kernels,
+their parameters and constants) are identifiers; every integer is bounded (``MAX_*``). Before a
+session allocates or runs anything it calls ``check_sizes`` (what it would allocate and launch,
+against the limits, the weights' files and the bounds) and ``read_kernels`` (every kernel source
+read, hashed and checked against its kernel's description, none of it run); ``inspect`` reads
+the typed manifest alone.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from inferx.runtime.artifact import _RESERVED, FORMAT_VERSION, ArtifactError, canonical_json
-from inferx.runtime.kernel_source import KernelSource, Param, Scratch
+from inferx.runtime import expr
+from inferx.runtime.artifact import _RESERVED, FORMAT_VERSION, Artifact, ArtifactError, canonical_json
+from inferx.runtime.kernel_source import KernelSource, Param, Scratch, source_problem
 from inferx.runtime.model_info import ModelInfo
 
 # the ix dialect's element types (inferx.compiler.ir.types.DType)
@@ -55,7 +65,23 @@ _PARAM_KINDS = ("in", "out", "sym", "scratch")
 _ORIGINS = ("heuristic", "tuned", "borrowed")
 _COST_KV = ("seq", "context")
 _COST_FLOPS = ("none", "largest_weight", "two_largest_weights", "queries_by_context")
-_CUBIN_FIELDS = {"shared": 0, "extra_params": 0, "global_scratch": 0, "global_scratch_align": 1, "launch_warps": 1}
+# each cubin field's least and largest value (Hopper's shared memory, a warp count CUDA launches)
+_CUBIN_FIELDS = {"shared": (0, 1 << 20), "extra_params": (0, 64), "global_scratch": (0, 1 << 30),
+                 "global_scratch_align": (1, 1 << 16), "launch_warps": (1, 32)}
+# Bounds on what a manifest may say, checked before anything is allocated: any integer fits in
+# int64; names fit in file names; sizes stay within what a session can address (token ids and
+# kernel parameters are int32); a tensor within a terabyte; a grid within CUDA's.
+MAX_INT = (1 << 62) - 1
+MAX_NAME = 128
+MAX_I32 = (1 << 31) - 1
+MAX_BATCH = 1 << 16
+MAX_SEQ = 1 << 24
+MAX_LAYERS = 1 << 16
+MAX_HEADS = 1 << 16
+MAX_TENSOR_BYTES = 1 << 40
+MAX_GRID = (MAX_I32, 65535, 65535)
+ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "i8": 1, "i32": 4, "i64": 8, "bool": 1}
+TENSOR_DTYPES = tuple(ITEM_BYTES)  # what a session allocates: every dtype but the packed i4 of weights
 SECTIONS = ("compiler_version", "triton_version", "target", "model", "limits", "launch", "entries", "kernels",
             "weights", "memory_plan", "schedules", "weights_format", "tokenizer")
 
@@ -124,11 +150,21 @@ def _str(v: Any, at: _At, *, empty: bool = False) -> str:
     return v
 
 
-def _int(v: Any, at: _At, minimum: int | None = 0) -> int:
+def _int(v: Any, at: _At, minimum: int | None = 0, maximum: int = MAX_INT) -> int:
     if type(v) is not int:
         raise at.error(f"{_show(v)} is not an integer")
     if minimum is not None and v < minimum:
-        raise at.error(f"{v} is below {minimum}")
+        raise at.error(f"{_show(v)} is below {minimum}")
+    if abs(v) > maximum:
+        raise at.error(f"{_show(v)} is past the bound {maximum}")
+    return v
+
+
+def _name(v: Any, at: _At) -> str:
+    """A name the runtime uses as a Python identifier and in file names (a kernel's, a parameter's)."""
+    if not isinstance(v, str) or not _IDENT.fullmatch(v) or len(v) > MAX_NAME:
+        raise at.error(f"{_show(v)} is not an identifier of at most {MAX_NAME} characters "
+                       "([A-Za-z_][A-Za-z0-9_]*)")
     return v
 
 
@@ -160,9 +196,19 @@ def _each_key(v: Any, at: _At, read: Callable[[Any, _At], T]) -> dict[str, T]:
     return {k: read(x, at.key(k)) for k, x in _map(v, at).items()}
 
 
+def _dim(v: Any, at: _At) -> str:
+    """An expression of ``inferx.runtime.expr``'s grammar, checked here; its bounds are checked
+    once the limits are known (``check_sizes``)."""
+    try:
+        expr.parse(_str(v, at))
+    except expr.ExprError as e:
+        raise at.error(f"{_show(v)}: {e}") from None
+    return cast(str, v)
+
+
 def _dims(v: Any, at: _At) -> tuple[str, ...]:
     """A shape as expressions over ``S_<symbol>`` names."""
-    return _each(v, at, _str)
+    return _each(v, at, _dim)
 
 
 # --- the sections ---------------------------------------------------------------------------
@@ -182,12 +228,12 @@ def _model(v: Any, at: _At) -> ModelInfo:
     eos = _list(o["eos_token_ids"], at.key("eos_token_ids"))
     return ModelInfo(
         architecture=_str(o["architecture"], at.key("architecture")),
-        vocab_size=_int(o["vocab_size"], at.key("vocab_size"), 1),
-        max_context=_int(o["max_context"], at.key("max_context"), 1),
-        eos_token_ids=tuple(_int(t, at.key("eos_token_ids").at(i)) for i, t in enumerate(eos)),
-        num_layers=_int(o["num_layers"], at.key("num_layers"), 1),
-        num_kv_heads=_int(o["num_kv_heads"], at.key("num_kv_heads"), 1),
-        head_dim=_int(o["head_dim"], at.key("head_dim"), 1),
+        vocab_size=_int(o["vocab_size"], at.key("vocab_size"), 1, MAX_I32),
+        max_context=_int(o["max_context"], at.key("max_context"), 1, MAX_I32),
+        eos_token_ids=tuple(_int(t, at.key("eos_token_ids").at(i), 0, MAX_I32) for i, t in enumerate(eos)),
+        num_layers=_int(o["num_layers"], at.key("num_layers"), 1, MAX_LAYERS),
+        num_kv_heads=_int(o["num_kv_heads"], at.key("num_kv_heads"), 1, MAX_HEADS),
+        head_dim=_int(o["head_dim"], at.key("head_dim"), 1, MAX_HEADS),
         dtype=_choice(o["dtype"], at.key("dtype"), DTYPES),
     )
 
@@ -205,7 +251,8 @@ class Limits:
     @staticmethod
     def from_json(v: Any, at: _At) -> Limits:
         o = _obj(v, at, ("max_batch", "max_seq_len"))
-        return Limits(_int(o["max_batch"], at.key("max_batch"), 1), _int(o["max_seq_len"], at.key("max_seq_len"), 1))
+        return Limits(_int(o["max_batch"], at.key("max_batch"), 1, MAX_BATCH),
+                      _int(o["max_seq_len"], at.key("max_seq_len"), 1, MAX_SEQ))
 
 
 @dataclass(frozen=True)
@@ -259,7 +306,7 @@ class BufferSpec:
     @staticmethod
     def from_json(v: Any, at: _At) -> BufferSpec:
         o = _obj(v, at, ("shape", "dtype"))
-        return BufferSpec(_dims(o["shape"], at.key("shape")), _choice(o["dtype"], at.key("dtype"), DTYPES))
+        return BufferSpec(_dims(o["shape"], at.key("shape")), _choice(o["dtype"], at.key("dtype"), TENSOR_DTYPES))
 
 
 @dataclass(frozen=True)
@@ -278,7 +325,7 @@ class ArgSpec:
     def from_json(v: Any, at: _At) -> ArgSpec:
         o = _obj(v, at, ("name", "shape", "dtype"))
         return ArgSpec(_str(o["name"], at.key("name")), _dims(o["shape"], at.key("shape")),
-                       _choice(o["dtype"], at.key("dtype"), DTYPES))
+                       _choice(o["dtype"], at.key("dtype"), TENSOR_DTYPES))
 
 
 @dataclass(frozen=True)
@@ -413,12 +460,12 @@ class KernelMeta:
         scratch = _each(o["scratch"], at.key("scratch"), _scratch)
         params = _each(o["params"], at.key("params"), lambda p, pat: _param(p, pat, len(scratch)))
         ks = KernelSource(
-            name=_str(o["name"], at.key("name")), template=_str(o["template"], at.key("template")), source="",
-            params=params, grid=_dims(o["grid"], at.key("grid")),
-            constexprs=_each_key(o["constexprs"], at.key("constexprs"), lambda c, cat: _int(c, cat, None)),
+            name=_name(o["name"], at.key("name")), template=_str(o["template"], at.key("template")), source="",
+            params=params, grid=_grid(o["grid"], at.key("grid")),
+            constexprs=_constexprs(o["constexprs"], at.key("constexprs")),
             aliases=_aliases(o["aliases"], at.key("aliases")),
-            num_warps=_int(o["num_warps"], at.key("num_warps"), 1),
-            num_stages=_int(o["num_stages"], at.key("num_stages"), 1),
+            num_warps=_int(o["num_warps"], at.key("num_warps"), 1, 32),
+            num_stages=_int(o["num_stages"], at.key("num_stages"), 1, 32),
             schedule_origin=_choice(o["schedule_origin"], at.key("schedule_origin"), _ORIGINS),
             scratch=scratch, grid_dependency=_bool(o["grid_dependency"], at.key("grid_dependency")),
             cost=_cost(o["cost"], at.key("cost")),
@@ -427,18 +474,18 @@ class KernelMeta:
         if "cubin" in o or any(k in o for k in _CUBIN_FIELDS):
             o = _obj(v, at, (*keys, "cubin", *_CUBIN_FIELDS))
             cubin = CubinMeta(_str(o["cubin"], at.key("cubin")),
-                              *(_int(o[k], at.key(k), least) for k, least in _CUBIN_FIELDS.items()))
+                              *(_int(o[k], at.key(k), *bounds) for k, bounds in _CUBIN_FIELDS.items()))
         return KernelMeta(ks, _str(o["file"], at.key("file")), cubin)
 
 
 def _param(v: Any, at: _At, n_scratch: int) -> Param:
     o = _obj(v, at, ("name", "kind", "index", "symbol", "dtype"))
     kind = _choice(o["kind"], at.key("kind"), _PARAM_KINDS)
-    p = Param(name=_str(o["name"], at.key("name")), kind=cast(Any, kind),
+    p = Param(name=_name(o["name"], at.key("name")), kind=cast(Any, kind),
               index=_int(o["index"], at.key("index"), -1), symbol=_str(o["symbol"], at.key("symbol"), empty=True),
               dtype=_str(o["dtype"], at.key("dtype"), empty=True))
     if kind == "sym":
-        _str(p.symbol, at.key("symbol"))
+        _choice(p.symbol, at.key("symbol"), expr.SYMBOLS)
     else:
         _int(p.index, at.key("index"))
         _choice(p.dtype, at.key("dtype"), DTYPES)
@@ -447,9 +494,23 @@ def _param(v: Any, at: _At, n_scratch: int) -> Param:
     return p
 
 
+def _constexprs(v: Any, at: _At) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for k, c in _map(v, at).items():
+        out[_name(k, at.key(k))] = _int(c, at.key(k), None, MAX_I32)
+    return out
+
+
+def _grid(v: Any, at: _At) -> tuple[str, ...]:
+    grid = _dims(v, at)
+    if not 1 <= len(grid) <= len(MAX_GRID):
+        raise at.error(f"{len(grid)} dimensions: a grid has 1 to {len(MAX_GRID)}")
+    return grid
+
+
 def _scratch(v: Any, at: _At) -> Scratch:
     o = _obj(v, at, ("shape", "dtype"))
-    return Scratch(_dims(o["shape"], at.key("shape")), _choice(o["dtype"], at.key("dtype"), DTYPES))
+    return Scratch(_dims(o["shape"], at.key("shape")), _choice(o["dtype"], at.key("dtype"), TENSOR_DTYPES))
 
 
 def _aliases(v: Any, at: _At) -> dict[int, int]:
@@ -804,3 +865,153 @@ def _check_arity(ks: KernelSource, step: LaunchStep, at: _At) -> None:
         if index >= n[kind]:
             what = "inputs" if kind == "in" else "outputs"
             raise at.key(what).error(f"kernel {ks.name!r} uses {what[:-1]} {index}, the launch binds {n[kind]}")
+
+
+# --- sizes ----------------------------------------------------------------------------------
+
+N_INPUTS = 3  # input_ids, positions, kv_lens; the K and V caches of each layer follow (decoder.py)
+
+
+def check_sizes(m: Manifest, artifact: Artifact) -> None:
+    """That what a session would allocate and launch for ``m`` (read from ``artifact``) agrees with
+    itself and stays in bounds, checked before a session allocates or launches anything: the
+    limits within the model's context, the model's dtype one sessions compute in; each weight's
+    shape and dtype the size of its file; every shape and grid expression in bounds at every batch
+    and length the limits allow (``expr.bounds``); each entry's arguments the token ids,
+    positions, lengths and the caches the model's layers, heads and head size make; its logits as
+    wide as the vocabulary; and the table the token ids index holding a row per token.
+    ArtifactError names the field, as ``from_sections`` does."""
+    top = _At(str(artifact.path))
+    info, limits = m.model, m.limits
+    if limits.max_seq_len > info.max_context:
+        raise top.key("limits").key("max_seq_len").error(
+            f"{limits.max_seq_len} exceeds the model's context, model.max_context {info.max_context}")
+    if info.dtype not in ("f32", "f16", "bf16"):
+        raise top.key("model").key("dtype").error(f"{info.dtype!r}: sessions compute in f32, f16 or bf16")
+    ranges = expr.symbol_ranges(limits.max_batch, limits.max_seq_len)
+    for name, w in m.weights.items():
+        wat = top.key("weights").key(name)
+        nbytes = _tensor_bytes([(d, d) for d in w.shape], w.dtype, wat.key("shape"))
+        held = artifact.files[w.file].size
+        if held != nbytes:
+            raise wat.key("shape").error(f"{list(w.shape)} of {w.dtype} is {nbytes} bytes; its file {w.file!r} "
+                                         f"holds {held}")
+    for name, k in m.kernels.items():
+        kat = top.key("kernels").key(name)
+        for i, g in enumerate(k.kernel.grid):
+            _, hi = _bounds(g, ranges, kat.key("grid").at(i))
+            if hi > MAX_GRID[i]:
+                raise kat.key("grid").at(i).error(f"{_show(g)} reaches {hi} programs, past the bound {MAX_GRID[i]}")
+        for j, sc in enumerate(k.kernel.scratch):
+            _shape_bytes(sc.shape, sc.dtype, ranges, kat.key("scratch").at(j).key("shape"))
+    for ename, e in m.entries.items():
+        eat = top.key("entries").key(ename)
+        for i, a in enumerate(e.args):
+            _shape_bytes(a.shape, a.dtype, ranges, eat.key("args").at(i).key("shape"))
+        for bname, b in e.buffers.items():
+            _shape_bytes(b.shape, b.dtype, ranges, eat.key("buffers").key(bname).key("shape"))
+        _check_args(e, info, eat.key("args"))
+        _check_vocab(e, m, eat)
+
+
+def _bounds(text: str, ranges: Mapping[str, expr.Bounds], at: _At) -> expr.Bounds:
+    try:
+        return expr.parse(text).bounds(ranges)
+    except expr.ExprError as e:
+        raise at.error(f"{_show(text)}: {e}") from None
+
+
+def _shape_bytes(shape: Sequence[str], dtype: str, ranges: Mapping[str, expr.Bounds], at: _At) -> int:
+    """The most bytes a tensor of ``shape`` takes at the symbols' ``ranges``."""
+    return _tensor_bytes([_bounds(d, ranges, at.at(i)) for i, d in enumerate(shape)], dtype, at)
+
+
+def _tensor_bytes(dims: Sequence[expr.Bounds], dtype: str, at: _At) -> int:
+    """The bytes of a tensor whose dims lie in ``dims``, at most ``MAX_TENSOR_BYTES``."""
+    n = 1
+    for i, (lo, hi) in enumerate(dims):
+        if lo < 0:
+            raise at.at(i).error(f"may be {lo}: a dim is never negative")
+        n *= hi
+        if n * ITEM_BYTES.get(dtype, 1) > MAX_TENSOR_BYTES:
+            raise at.error(f"takes more than {MAX_TENSOR_BYTES} bytes")
+    return (n + 1) // 2 if dtype == "i4" else n * ITEM_BYTES[dtype]
+
+
+def _check_args(e: EntryPlan, info: ModelInfo, at: _At) -> None:
+    """A session binds an entry's arguments itself: the token ids and positions [batch, seq] (or
+    [batch, 1]), the lengths [batch], all int32, then a K and a V cache per layer, each [batch,
+    num_kv_heads, ctx, head_dim] of the model's dtype."""
+    want = N_INPUTS + 2 * info.num_layers
+    if len(e.args) != want:
+        raise at.error(f"{len(e.args)} arguments; the model's {info.num_layers} layers make {want} (the token ids, "
+                       "positions and lengths, then a K and a V cache per layer)")
+    batch, seq, ctx = expr.Sym("batch"), expr.Sym("seq"), expr.Sym("ctx")
+    rows = ((batch, seq), (batch, expr.Num(1)))
+    cache = (batch, expr.Num(info.num_kv_heads), ctx, expr.Num(info.head_dim))
+    for i, a in enumerate(e.args):
+        shape = tuple(expr.parse(d) for d in a.shape)
+        if i < 2:
+            ok, dtype, what = shape in rows, "i32", "[batch, seq] or [batch, 1] of i32"
+        elif i == 2:
+            ok, dtype, what = shape == (batch,), "i32", "[batch] of i32"
+        else:
+            ok, dtype = shape == cache, info.dtype
+            what = f"[batch, {info.num_kv_heads}, ctx, {info.head_dim}] of {info.dtype} (model's KV heads, head_dim)"
+        if not ok or a.dtype != dtype:
+            raise at.at(i).error(f"{a.name!r} is {list(a.shape)} of {a.dtype}, not {what}")
+
+
+def _check_vocab(e: EntryPlan, m: Manifest, at: _At) -> None:
+    vocab = m.model.vocab_size
+    if not e.returns:
+        raise at.key("returns").error("[]: an entry returns the logits first")
+    first = e.returns[0]
+    if first.kind != "buffer" or not e.buffers[first.name].shape:
+        raise at.key("returns").at(0).error(f"{first.kind} {first.name or first.index!r}: the logits are a buffer "
+                                           "[..., vocab]")
+    logits = e.buffers[first.name]
+    if expr.parse(logits.shape[-1]) != expr.Num(vocab):
+        raise at.key("buffers").key(first.name).key("shape").error(
+            f"the logits are {logits.shape[-1]!r} wide, model.vocab_size is {vocab}")
+    if logits.dtype not in ("f32", "f16", "bf16"):
+        raise at.key("buffers").key(first.name).key("dtype").error(f"{logits.dtype!r}: logits are f32, f16 or bf16")
+    for i, step in enumerate(e.launches):
+        if not any(b.kind == "arg" and b.index == 0 for b in step.inputs):
+            continue
+        tables = [(b.name, m.weights[b.name]) for b in step.inputs if b.kind == "weight"]
+        if not tables:
+            continue
+        name, table = max(tables, key=lambda t: math.prod(t[1].shape))
+        if not table.shape or table.shape[0] < vocab:
+            raise _At(at.where).key("weights").key(name).key("shape").error(
+                f"{list(table.shape)}: launch {i} of entry {at.path.rsplit('.', 1)[-1]} reads it by token id, "
+                f"and model.vocab_size is {vocab}")
+
+
+# --- kernel sources -------------------------------------------------------------------------
+
+MAX_SOURCE_BYTES = 4 << 20
+
+
+def read_kernels(artifact: Artifact, m: Manifest) -> dict[str, KernelSource]:
+    """Every kernel of ``m`` with its source, read from ``artifact`` and checked before any of it
+    runs: its file's sha256 (``Artifact.file_bytes``), UTF-8, and that it defines the kernel the
+    manifest describes (``kernel_source.source_problem``, which parses the text and runs none of
+    it). Sessions call this for all kernels first, so that one bad file means nothing was run."""
+    out: dict[str, KernelSource] = {}
+    for name, meta in sorted(m.kernels.items()):
+        where = f"{artifact.path}: file {meta.file!r} (kernel {name})"
+        entry = artifact.files.get(meta.file)
+        if entry is not None and entry.size > MAX_SOURCE_BYTES:
+            raise ArtifactError(f"{where}: {entry.size} bytes, past the bound {MAX_SOURCE_BYTES} for a kernel's source")
+        try:
+            text = artifact.file_bytes(meta.file).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ArtifactError(f"{where}: not UTF-8 text: {e}") from None
+        ks = meta.with_source(text)
+        problem = source_problem(ks)
+        if problem is not None:
+            raise ArtifactError(f"{where}: {problem}")
+        out[name] = ks
+    return out

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from inferx.runtime import expr
 from inferx.runtime.kernel_source import KernelSource, Scratch
 from inferx.runtime.manifest import Binding, BufferSpec, EntryPlan, LaunchStep
 from inferx.runtime.triton_kernels import grid
@@ -31,9 +32,10 @@ class Launch:
     kwargs: dict[str, int]
 
 
-def eval_dim(expr: str, env: Mapping[str, int]) -> int:
-    """A dim of the plan (a Python expression over ``S_<symbol>``) at the given symbol values."""
-    return int(eval(expr, {"__builtins__": {}}, {f"S_{k}": v for k, v in env.items()}))  # noqa: S307
+def eval_dim(text: str, env: Mapping[str, int]) -> int:
+    """A dim of the plan (an expression over ``S_<symbol>``, ``inferx.runtime.expr``) at the given
+    symbol values."""
+    return expr.evaluate(text, env)
 
 
 @dataclass(frozen=True)
