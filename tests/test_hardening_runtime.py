@@ -50,10 +50,23 @@ Manifest = dict[str, Any]
 @pytest.fixture(scope="module")
 def art(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
-    cfg = T.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    return inferx.compile(T.LlamaForCausalLM(cfg).eval(), target="cpu", output=tmp_path_factory.mktemp("m") / "a",
-                          dtype="fp32", max_seq_len=16, max_batch=2)
+    cfg = T.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    return inferx.compile(
+        T.LlamaForCausalLM(cfg).eval(),
+        target="cpu",
+        output=tmp_path_factory.mktemp("m") / "a",
+        dtype="fp32",
+        max_seq_len=16,
+        max_batch=2,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +78,13 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _copy(art: Path, out: Path, edit: Callable[[Manifest], object] | None = None,
-          files: dict[str, bytes] | None = None, rehash: bool = True) -> Path:
+def _copy(
+    art: Path,
+    out: Path,
+    edit: Callable[[Manifest], object] | None = None,
+    files: dict[str, bytes] | None = None,
+    rehash: bool = True,
+) -> Path:
     """A copy of ``art`` with ``files`` replaced and the manifest edited; the manifest's hashes
     redone (``rehash``) as an attacker would, else left as they were."""
     shutil.copytree(art, out)
@@ -133,30 +151,36 @@ def test_no_eval_or_exec_of_data_in_inferx() -> None:
     assert found == {(*KERNEL_LOADING_STEP, "compile"), (*KERNEL_LOADING_STEP, "exec")}, found
 
 
-@pytest.mark.parametrize("text, value", [
-    ("((((S_batch * S_seq)) + 63) // 64) * 1 * 64", 64),
-    ("cdiv((S_batch * S_seq), 16)", 2),
-    ("min(cdiv((S_batch * S_seq), 64) * 12, 1 * 132)", 12),
-    ("(S_batch) * 2 * 2 * 16 * 16", 2048),
-    ("max(S_ctx - 5, 3) % 4 + -S_batch", 1),
-    ("7", 7),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("((((S_batch * S_seq)) + 63) // 64) * 1 * 64", 64),
+        ("cdiv((S_batch * S_seq), 16)", 2),
+        ("min(cdiv((S_batch * S_seq), 64) * 12, 1 * 132)", 12),
+        ("(S_batch) * 2 * 2 * 16 * 16", 2048),
+        ("max(S_ctx - 5, 3) % 4 + -S_batch", 1),
+        ("7", 7),
+    ],
+)
 def test_expressions_the_compiler_writes_evaluate(text: str, value: int) -> None:
     assert expr.evaluate(text, {"batch": 2, "seq": 16, "ctx": 16}) == value
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("__import__('os').system('true')", "unexpected"),
-    ("S_batch.__class__", "unexpected"),
-    ("lambda: 1", "unexpected"),
-    ("S_vocab * 2", "S_vocab is no symbol"),
-    ("1 / 2", "unexpected"),
-    ("9" * 30, "past the bound 2**40"),
-    ("(" * 40 + "1" + ")" * 40, "nested deeper"),
-    ("cdiv(4)", "cdiv takes 2 arguments"),
-    ("1 " * 400, "past the bound 512"),
-    ("", "is empty"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("__import__('os').system('true')", "unexpected"),
+        ("S_batch.__class__", "unexpected"),
+        ("lambda: 1", "unexpected"),
+        ("S_vocab * 2", "S_vocab is no symbol"),
+        ("1 / 2", "unexpected"),
+        ("9" * 30, "past the bound 2**40"),
+        ("(" * 40 + "1" + ")" * 40, "nested deeper"),
+        ("cdiv(4)", "cdiv takes 2 arguments"),
+        ("1 " * 400, "past the bound 512"),
+        ("", "is empty"),
+    ],
+)
 def test_expressions_outside_the_grammar_are_refused(text: str, problem: str) -> None:
     with pytest.raises(expr.ExprError, match=problem.replace("*", r"\*").replace("(", r"\(")):
         expr.parse(text)
@@ -183,16 +207,20 @@ def test_a_grid_that_would_run_code_is_refused_and_runs_nothing(art: Path, tmp_p
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("field, value, problem", [
-    ("grid", ["S_batch * 4294967296"], "past the bound 2147483647"),
-    ("grid", ["1", "70000"], "past the bound 65535"),
-    ("grid", ["99999999999999999999999999"], "past the bound 2**40"),
-    ("grid", ["S_batch // (S_seq - 1)"], "divisor"),
-    ("grid", ["1", "1", "1", "1"], "a grid has 1 to 3"),
-    ("num_warps", 10**30, "past the bound"),
-])
-def test_a_huge_grid_or_integer_names_the_kernel(art: Path, tmp_path: Path, field: str, value: Any,
-                                                problem: str) -> None:
+@pytest.mark.parametrize(
+    "field, value, problem",
+    [
+        ("grid", ["S_batch * 4294967296"], "past the bound 2147483647"),
+        ("grid", ["1", "70000"], "past the bound 65535"),
+        ("grid", ["99999999999999999999999999"], "past the bound 2**40"),
+        ("grid", ["S_batch // (S_seq - 1)"], "divisor"),
+        ("grid", ["1", "1", "1", "1"], "a grid has 1 to 3"),
+        ("num_warps", 10**30, "past the bound"),
+    ],
+)
+def test_a_huge_grid_or_integer_names_the_kernel(
+    art: Path, tmp_path: Path, field: str, value: Any, problem: str
+) -> None:
     name = sorted(_kernels(art))[0]
     bad = _copy(art, tmp_path / "a", lambda m: m["kernels"][name].update({field: value}))
     _refused(bad, f"kernels.{name}.{field}", problem)
@@ -212,8 +240,9 @@ def test_a_kernel_name_with_a_path_is_refused(art: Path, tmp_path: Path) -> None
 
 def _kernel(body: str = "    pass\n") -> KernelSource:
     source = f"import triton\n\n\n@triton.jit\ndef k_demo(out0, S_batch):\n{body}"
-    return KernelSource("k_demo", "t", source, (Param("out0", "out", 0, dtype="f32"),
-                                                 Param("S_batch", "sym", symbol="batch")), ("1",))
+    return KernelSource(
+        "k_demo", "t", source, (Param("out0", "out", 0, dtype="f32"), Param("S_batch", "sym", symbol="batch")), ("1",)
+    )
 
 
 @pytest.fixture()
@@ -316,8 +345,11 @@ def test_a_huge_sparse_manifest_is_refused_without_reading_it(tmp_path: Path) ->
     payload = -(-(64 + m_len) // 64) * 64
     packed = tmp_path / "a.ixa"
     with packed.open("wb") as f:
-        f.write(struct.pack("<8sIIQQQ24s", container.PACKED_MAGIC, container.FORMAT_VERSION, 64, m_len, payload,
-                            payload, bytes(24)))
+        f.write(
+            struct.pack(
+                "<8sIIQQQ24s", container.PACKED_MAGIC, container.FORMAT_VERSION, 64, m_len, payload, payload, bytes(24)
+            )
+        )
         f.truncate(payload)
     with pytest.raises(ArtifactError, match="header: manifest length 1610612736, past the bound"):
         load_artifact(packed)
@@ -339,26 +371,36 @@ def test_a_vocabulary_that_disagrees_with_the_weights_is_refused(art: Path, tmp_
     bad = _copy(art, tmp_path / "a", lambda m: m["model"].update(vocab_size=4 * VOCAB))
     _refused(bad, "shape", f"the logits are '{VOCAB}' wide, model.vocab_size is {4 * VOCAB}")
     bad = _copy(art, tmp_path / "b", _logits_width(4 * VOCAB))
-    _refused(bad, "weights['model.embed_tokens.weight'].shape", "reads it by token id",
-             f"model.vocab_size is {4 * VOCAB}")
+    _refused(
+        bad, "weights['model.embed_tokens.weight'].shape", "reads it by token id", f"model.vocab_size is {4 * VOCAB}"
+    )
 
 
-@pytest.mark.parametrize("edit, names", [
-    (lambda m: m["model"].update(num_layers=10**9), ("model.num_layers", "past the bound 65536")),
-    (lambda m: m["model"].update(num_layers=2), ("entries.decode.args", "the model's 2 layers make 7")),
-    (lambda m: m["model"].update(head_dim=4096), ("entries.decode.args[3]", "head_dim")),
-    (lambda m: m["limits"].update(max_seq_len=1 << 20), ("limits.max_seq_len", "model.max_context 64")),
-    (lambda m: m["limits"].update(max_batch=10**30), ("limits.max_batch", "past the bound")),
-    (lambda m: m["weights"]["model.embed_tokens.weight"].update(shape=[VOCAB, 65]),
-     ("weights['model.embed_tokens.weight'].shape", "holds 24576")),
-    (lambda m: next(iter(m["entries"]["decode"]["buffers"].values())).update(shape=["S_batch * 1099511627776"]),
-     ("entries.decode.buffers", "takes more than 1099511627776 bytes")),
-    (lambda m: next(iter(m["entries"]["decode"]["buffers"].values())).update(shape=["S_batch - 5"]),
-     ("entries.decode.buffers", "a dim is never negative")),
-])
-def test_sizes_are_checked_against_each_other_before_allocation(art: Path, tmp_path: Path,
-                                                                edit: Callable[[Manifest], object],
-                                                                names: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "edit, names",
+    [
+        (lambda m: m["model"].update(num_layers=10**9), ("model.num_layers", "past the bound 65536")),
+        (lambda m: m["model"].update(num_layers=2), ("entries.decode.args", "the model's 2 layers make 7")),
+        (lambda m: m["model"].update(head_dim=4096), ("entries.decode.args[3]", "head_dim")),
+        (lambda m: m["limits"].update(max_seq_len=1 << 20), ("limits.max_seq_len", "model.max_context 64")),
+        (lambda m: m["limits"].update(max_batch=10**30), ("limits.max_batch", "past the bound")),
+        (
+            lambda m: m["weights"]["model.embed_tokens.weight"].update(shape=[VOCAB, 65]),
+            ("weights['model.embed_tokens.weight'].shape", "holds 24576"),
+        ),
+        (
+            lambda m: next(iter(m["entries"]["decode"]["buffers"].values())).update(shape=["S_batch * 1099511627776"]),
+            ("entries.decode.buffers", "takes more than 1099511627776 bytes"),
+        ),
+        (
+            lambda m: next(iter(m["entries"]["decode"]["buffers"].values())).update(shape=["S_batch - 5"]),
+            ("entries.decode.buffers", "a dim is never negative"),
+        ),
+    ],
+)
+def test_sizes_are_checked_against_each_other_before_allocation(
+    art: Path, tmp_path: Path, edit: Callable[[Manifest], object], names: tuple[str, ...]
+) -> None:
     _refused(_copy(art, tmp_path / "a", edit), *names)
 
 
@@ -366,8 +408,11 @@ def test_memory_is_checked_before_weights_and_caches_are_made(art: Path, monkeyp
     monkeypatch.setattr(loaded, "host_memory", lambda: 1024)
     with pytest.raises(SessionError, match="the weights take .* GiB; this host has"):
         inferx.load(art, device="cpu")
-    weights = sum(e["size"] for n, e in json.loads((art / "manifest.json").read_text())["files"].items()
-                  if n.startswith("weights/"))
+    weights = sum(
+        e["size"]
+        for n, e in json.loads((art / "manifest.json").read_text())["files"].items()
+        if n.startswith("weights/")
+    )
     monkeypatch.setattr(loaded, "host_memory", lambda: weights + 1024)
     session = inferx.load(art, device="cpu")
     with pytest.raises(SessionError, match="the weights and the KV cache of 1 sequences of 16 tokens take"):
@@ -377,18 +422,21 @@ def test_memory_is_checked_before_weights_and_caches_are_made(art: Path, monkeyp
 # --- 5. a missing section or a wrong type names the field ------------------------------------
 
 
-@pytest.mark.parametrize("edit, names", [
-    (lambda m: m.pop("limits"), ("limits: missing section",)),
-    (lambda m: m.pop("kernels"), ("kernels: missing section",)),
-    (lambda m: m.update(entries=[]), ("entries: [] is not an object",)),
-    (lambda m: m["model"].update(vocab_size="96"), ("model.vocab_size: '96' is not an integer",)),
-    (lambda m: m["model"].update(eos_token_ids=["2"]), ("model.eos_token_ids[0]: '2' is not an integer",)),
-    (lambda m: m["entries"]["decode"].update(args={}), ("entries.decode.args: {} is not a list",)),
-    (lambda m: next(iter(m["kernels"].values())).update(params=None), ("params: None is not a list",)),
-])
-def test_a_missing_section_or_wrong_type_names_the_field(art: Path, tmp_path: Path,
-                                                         edit: Callable[[Manifest], object],
-                                                         names: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "edit, names",
+    [
+        (lambda m: m.pop("limits"), ("limits: missing section",)),
+        (lambda m: m.pop("kernels"), ("kernels: missing section",)),
+        (lambda m: m.update(entries=[]), ("entries: [] is not an object",)),
+        (lambda m: m["model"].update(vocab_size="96"), ("model.vocab_size: '96' is not an integer",)),
+        (lambda m: m["model"].update(eos_token_ids=["2"]), ("model.eos_token_ids[0]: '2' is not an integer",)),
+        (lambda m: m["entries"]["decode"].update(args={}), ("entries.decode.args: {} is not a list",)),
+        (lambda m: next(iter(m["kernels"].values())).update(params=None), ("params: None is not a list",)),
+    ],
+)
+def test_a_missing_section_or_wrong_type_names_the_field(
+    art: Path, tmp_path: Path, edit: Callable[[Manifest], object], names: tuple[str, ...]
+) -> None:
     bad = _copy(art, tmp_path / "a", edit)
     _refused(bad, *names)
     result = CliRunner().invoke(main, ["inspect", str(bad)])
@@ -411,8 +459,7 @@ def test_a_cpu_session_loads_after_triton_was_imported_for_compiling(art: Path, 
         "print('MODE', os.environ.get('TRITON_INTERPRET'))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"TOKENS {tokens}" in proc.stdout, (proc.stdout, tokens)
     assert "MODE None" in proc.stdout  # the process's own setting is left as it was

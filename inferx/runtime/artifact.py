@@ -297,18 +297,23 @@ def _parse_manifest(where: Path, raw: bytes, packed: bool) -> dict[str, Any]:
     if type(version) is not int:
         raise _fail(where, f"{m}: format_version {version!r} is not an integer")
     if version > FORMAT_VERSION:
-        raise _fail(where, f"artifact format version {version} is newer than this runtime's {FORMAT_VERSION}: "
-                           "upgrade inferx")
+        raise _fail(
+            where, f"artifact format version {version} is newer than this runtime's {FORMAT_VERSION}: upgrade inferx"
+        )
     if version < FORMAT_VERSION:
-        raise _fail(where, f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION}): "
-                           "compile the model again")
+        raise _fail(
+            where,
+            f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION}): "
+            "compile the model again",
+        )
     try:
         canonical = canonical_json(manifest)
     except (TypeError, ValueError, RecursionError) as e:
         raise _fail(where, f"{m}: cannot be re-encoded: {e}") from e
     if canonical != raw:
-        at = next((i for i, (a, b) in enumerate(zip(canonical, raw, strict=False)) if a != b),
-                  min(len(canonical), len(raw)))
+        at = next(
+            (i for i, (a, b) in enumerate(zip(canonical, raw, strict=False)) if a != b), min(len(canonical), len(raw))
+        )
         raise _fail(where, f"{m}: not in canonical form (differs at byte {at}): edited or corrupted")
     claimed = manifest.get("manifest_sha256")
     if not isinstance(claimed, str) or not _HEX64.fullmatch(claimed):
@@ -420,8 +425,10 @@ def _load_dir(path: Path, target: str | None, full: bool) -> Artifact:
                 with fpath.open("rb") as f:
                     digest, got = _hash_range(f, 0, want["size"])
                 if got != want["size"] or digest != want["sha256"]:
-                    raise _fail(path, f"file {name!r}: sha256 mismatch (content {digest[:12]}..., "
-                                      f"manifest {want['sha256'][:12]}...)")
+                    raise _fail(
+                        path,
+                        f"file {name!r}: sha256 mismatch (content {digest[:12]}..., manifest {want['sha256'][:12]}...)",
+                    )
         except OSError as e:
             raise _fail(path, f"file {name!r}: cannot read: {e}") from e
         entries[name] = FileEntry(name, want["size"], want["sha256"], fpath, 0)
@@ -450,11 +457,15 @@ def _read_packed(path: Path, f: BinaryIO, size: int, target: str | None, full: b
     if magic != PACKED_MAGIC:
         raise _fail(path, f"header: magic bytes {magic!r} are not {PACKED_MAGIC!r}: not a packed inferx artifact")
     if version > FORMAT_VERSION:
-        raise _fail(path, f"artifact format version {version} is newer than this runtime's {FORMAT_VERSION}: "
-                          "upgrade inferx")
+        raise _fail(
+            path, f"artifact format version {version} is newer than this runtime's {FORMAT_VERSION}: upgrade inferx"
+        )
     if version < FORMAT_VERSION:
-        raise _fail(path, f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION}): "
-                          "compile the model again")
+        raise _fail(
+            path,
+            f"artifact format version {version} is not supported (this runtime reads {FORMAT_VERSION}): "
+            "compile the model again",
+        )
     if header_len != HEADER_LEN:
         raise _fail(path, f"header: header length {header_len}, expected {HEADER_LEN}")
     if reserved != bytes(24):
@@ -492,8 +503,11 @@ def _read_packed(path: Path, f: BinaryIO, size: int, target: str | None, full: b
             gaps.append((pos, start, name))
             digest, got = _hash_range(f, start, sizes[name])
             if got != sizes[name] or digest != listed[name]["sha256"]:
-                raise _fail(path, f"file {name!r}: sha256 mismatch (content {digest[:12]}..., "
-                                  f"manifest {listed[name]['sha256'][:12]}...)")
+                raise _fail(
+                    path,
+                    f"file {name!r}: sha256 mismatch (content {digest[:12]}..., "
+                    f"manifest {listed[name]['sha256'][:12]}...)",
+                )
             pos = start + sizes[name]
         for lo, hi, after in gaps:
             f.seek(lo)

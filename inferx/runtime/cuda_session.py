@@ -61,8 +61,9 @@ def bucket_of(n: int, buckets: Sequence[int], what: str) -> int:
 
 def buckets_of(memory_plan: Mapping[str, MemoryPlan | None], symbol: str, maximum: int) -> list[int]:
     """The bucket bounds of ``symbol`` in the artifact's memory plan (or powers of 4 to ``maximum``)."""
-    found = {b.dims[symbol] for plan in memory_plan.values() if plan is not None
-             for b in plan.buckets if symbol in b.dims}
+    found = {
+        b.dims[symbol] for plan in memory_plan.values() if plan is not None for b in plan.buckets if symbol in b.dims
+    }
     if not found:
         found = {b for b in (1, 4, 16, 64, 256) if b < maximum}
     return sorted({b for b in found if b <= maximum} | {maximum})
@@ -93,8 +94,17 @@ class _Bound:
 class CudaSession(DecoderSession):
     """prefill/decode/generate over an artifact's cubins on one CUDA device."""
 
-    def __init__(self, artifact: Artifact, *, max_batch: int | None = None, graphs: bool = True,
-                 pdl: bool | None = None, device: int = 0, driver: Any = None, outputs: str = "numpy"):
+    def __init__(
+        self,
+        artifact: Artifact,
+        *,
+        max_batch: int | None = None,
+        graphs: bool = True,
+        pdl: bool | None = None,
+        device: int = 0,
+        driver: Any = None,
+        outputs: str = "numpy",
+    ):
         """``driver``: what runs the kernels, a ``Driver`` on ``device`` unless given (tests give
         one that runs the kernels' sources in Triton's interpreter instead of their cubins).
         ``outputs``: "numpy" (fp32 logits on the host) or "torch" (torch tensors on the device in
@@ -109,15 +119,21 @@ class CudaSession(DecoderSession):
         try:
             self.drv = Driver(device) if driver is None else driver
         except CudaError as e:
-            raise SessionError(f"device='cuda': no CUDA GPU is usable here ({e}); to run on the CPU, load with "
-                               f"device='cpu' (this artifact targets {artifact.target})") from None
+            raise SessionError(
+                f"device='cuda': no CUDA GPU is usable here ({e}); to run on the CPU, load with "
+                f"device='cpu' (this artifact targets {artifact.target})"
+            ) from None
         if driver is None and (artifact.target == "cpu" or any(k.cubin is None for k in m.kernels.values())):
-            raise SessionError(f"{artifact.path}: compiled for {artifact.target}, it holds no cubins; "
-                               "compile with --target h200 (or h100, sm_90) for a CUDA session")
+            raise SessionError(
+                f"{artifact.path}: compiled for {artifact.target}, it holds no cubins; "
+                "compile with --target h200 (or h100, sm_90) for a CUDA session"
+            )
         cc = self.drv.compute_capability()
         if driver is None and cc[0] * 10 + cc[1] != int(artifact.target.removeprefix("sm_")):
-            raise SessionError(f"{artifact.path} holds cubins for {artifact.target}; device {device} "
-                               f"({self.drv.name()}) is sm_{cc[0]}{cc[1]}")
+            raise SessionError(
+                f"{artifact.path} holds cubins for {artifact.target}; device {device} "
+                f"({self.drv.name()}) is sm_{cc[0]}{cc[1]}"
+            )
         self.use_graphs = graphs
         # Programmatic dependent launch, only for kernels built to wait for their predecessor; by
         # default as the artifact was compiled (``--pdl``, the default). With kernels that release
@@ -141,12 +157,17 @@ class CudaSession(DecoderSession):
         for name, meta in sorted(m.kernels.items()):
             ks = sources[name]
             # a CPU artifact, on a driver that runs sources (tests), has no cubin: Triton's defaults
-            c = meta.cubin or CubinMeta("", shared=0, extra_params=2, global_scratch=0, global_scratch_align=1,
-                                        launch_warps=ks.num_warps)
+            c = meta.cubin or CubinMeta(
+                "", shared=0, extra_params=2, global_scratch=0, global_scratch_align=1, launch_warps=ks.num_warps
+            )
             cubin = artifact.file_bytes(c.file) if meta.cubin else b""
             k = self.drv.load_kernel(cubin, ks, shared=c.shared, extra_params=c.extra_params)
-            k = replace(k, num_warps=c.launch_warps,  # as compiled
-                        global_scratch=c.global_scratch, global_scratch_align=c.global_scratch_align)
+            k = replace(
+                k,
+                num_warps=c.launch_warps,  # as compiled
+                global_scratch=c.global_scratch,
+                global_scratch_align=c.global_scratch_align,
+            )
             self.kernels[name] = (ks, k)
         self.weights: dict[str, tuple[int, int]] = {}  # name -> (address, bytes)
         for name, w in m.weights.items():
@@ -176,8 +197,14 @@ class CudaSession(DecoderSession):
         for ptr in self.caches:  # stale rows would only be read past kv_lens, but keep runs reproducible
             self.drv.zero(ptr, nbytes)
 
-    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray,
-              rows: np.ndarray | None = None) -> np.ndarray:
+    def _step(
+        self,
+        entry: str,
+        input_ids: np.ndarray,
+        positions: np.ndarray,
+        kv_lens: np.ndarray,
+        rows: np.ndarray | None = None,
+    ) -> np.ndarray:
         batch, seq = input_ids.shape
         graph = entry == "decode" and self.use_graphs
         start = time.perf_counter()
@@ -214,15 +241,18 @@ class CudaSession(DecoderSession):
         if self.cache_rows < batch:
             self._reset_cache(batch)
         plan = self.entries[entry]
-        alloc = {"batch": bucket_of(batch, self.batch_buckets, "batch"),
-                 "seq": seq if entry == "decode" else bucket_of(seq, self.seq_buckets, "sequence length"),
-                 "ctx": self.max_context}
+        alloc = {
+            "batch": bucket_of(batch, self.batch_buckets, "batch"),
+            "seq": seq if entry == "decode" else bucket_of(seq, self.seq_buckets, "sequence length"),
+            "ctx": self.max_context,
+        }
         env = {"batch": batch, "seq": seq, "ctx": self.max_context}
         akey = (entry, alloc["batch"], alloc["seq"])
         buffers = self._buffers.setdefault(akey, {})  # the bucket's, sized for it, kept across binds
         if akey not in self._inputs:
-            self._inputs[akey] = [self.drv.alloc(_size(a, alloc), f"{entry} input {a.name}")
-                                  for a in plan.args[:N_INPUTS]]
+            self._inputs[akey] = [
+                self.drv.alloc(_size(a, alloc), f"{entry} input {a.name}") for a in plan.args[:N_INPUTS]
+            ]
 
         def buffer(name: str, spec: BufferSpec) -> int:
             return self.drv.alloc(_size(spec, alloc), name)
@@ -234,8 +264,16 @@ class CudaSession(DecoderSession):
                 self.drv.zero(buffers[name], nbytes)
             return buffers[name]
 
-        resolved, returns = resolve(plan, self.kernels, (alloc["batch"], seq), self._inputs[akey] + self.caches,
-                                    self._weight_ptrs, buffer, scratch, buffers)
+        resolved, returns = resolve(
+            plan,
+            self.kernels,
+            (alloc["batch"], seq),
+            self._inputs[akey] + self.caches,
+            self._weight_ptrs,
+            buffer,
+            scratch,
+            buffers,
+        )
         launches: list[_Launch] = []
         for r in resolved:
             ks, k = r.source, r.kernel
@@ -257,8 +295,9 @@ class CudaSession(DecoderSession):
             self._bound[key] = bound
         return bound
 
-    def _cost(self, plan: EntryPlan, step: LaunchStep, ks: KernelSource, env: Mapping[str, int],
-              context: int) -> tuple[int, int]:
+    def _cost(
+        self, plan: EntryPlan, step: LaunchStep, ks: KernelSource, env: Mapping[str, int], context: int
+    ) -> tuple[int, int]:
         """Bytes a launch must move (weights read once, buffers at the true sizes, the KV cache:
         ``context`` positions read by attention, ``seq`` written elsewhere) and its FLOPs
         (2 per weight element per row for GEMMs and fused MLPs; 4 * q elements * context for
@@ -343,8 +382,10 @@ class CudaSession(DecoderSession):
 
     def _bound_for_timing(self, entry: str, batch: int, seq: int, context: int) -> _Bound:
         if context > self.max_context or (entry == "decode" and seq != 1) or context < seq:
-            raise SessionError(f"cannot time {entry} at batch {batch}, seq {seq}, context {context} "
-                               f"(maximum context {self.max_context})")
+            raise SessionError(
+                f"cannot time {entry} at batch {batch}, seq {seq}, context {context} "
+                f"(maximum context {self.max_context})"
+            )
         if batch not in self.batch_buckets:
             raise SessionError(f"time batch sizes that are buckets: {self.batch_buckets}")
         bound = self._bind(entry, batch, seq, context)
@@ -362,8 +403,9 @@ class CudaSession(DecoderSession):
         self.drv.synchronize()
         return [self.drv.elapsed_ms(a, b) for a, b in events]
 
-    def time_step(self, entry: str, batch: int, seq: int, context: int, warmup: int = 10,
-                  iters: int = 50) -> list[float]:
+    def time_step(
+        self, entry: str, batch: int, seq: int, context: int, warmup: int = 10, iters: int = 50
+    ) -> list[float]:
         """Milliseconds per step over ``iters`` steps after ``warmup``: decode one graph replay
         (seq 1, ``context`` tokens in the cache counting the new one), prefill plain launches
         (``context`` = ``seq``). Inputs are fixed random tokens; the cache holds whatever it holds."""
@@ -373,8 +415,9 @@ class CudaSession(DecoderSession):
             return self._time(lambda: self.drv.replay(g), warmup, iters)
         return self._time(lambda: self._launch(bound.launches), warmup, iters)
 
-    def time_kernels(self, entry: str, batch: int, seq: int, context: int, warmup: int = 5,
-                     iters: int = 20) -> list[dict[str, Any]]:
+    def time_kernels(
+        self, entry: str, batch: int, seq: int, context: int, warmup: int = 5, iters: int = 20
+    ) -> list[dict[str, Any]]:
         """Each kernel of the step timed inside a CUDA graph that issues all of its launches of
         the step (for a layer kernel: once per layer, each with its own weights, so L2 does not
         flatter), in plan order: per kernel its launches, ms per launch, bytes and FLOPs per launch,
@@ -386,10 +429,18 @@ class CudaSession(DecoderSession):
             group = [ln for ln in bound.launches if ln.kernel.name == name]
             g = self._capture(group)
             ms = float(np.median(self._time(lambda g=g: self.drv.replay(g), warmup, iters)))
-            rows.append({"kernel": name, "template": group[0].source.template, "launches": len(group),
-                         "ms_per_launch": ms / len(group), "bytes_per_launch": group[0].bytes,
-                         "flops_per_launch": group[0].flops, "schedule_origin": group[0].source.schedule_origin,
-                         "record_ms": self._record_ms(name, batch * seq)})
+            rows.append(
+                {
+                    "kernel": name,
+                    "template": group[0].source.template,
+                    "launches": len(group),
+                    "ms_per_launch": ms / len(group),
+                    "bytes_per_launch": group[0].bytes,
+                    "flops_per_launch": group[0].flops,
+                    "schedule_origin": group[0].source.schedule_origin,
+                    "record_ms": self._record_ms(name, batch * seq),
+                }
+            )
         return rows
 
     def _record_ms(self, name: str, rows: int) -> float | None:

@@ -238,8 +238,9 @@ class _Parser:
             return Num(n)
         if kind == "sym":
             if text not in SYMBOLS:
-                raise ExprError(f"S_{text} is no symbol a session binds (those are "
-                                f"{', '.join('S_' + s for s in SYMBOLS)})")
+                raise ExprError(
+                    f"S_{text} is no symbol a session binds (those are {', '.join('S_' + s for s in SYMBOLS)})"
+                )
             return Sym(text)
         if kind == "fn":
             self.expect("(")
@@ -249,8 +250,9 @@ class _Parser:
             self.expect(")")
             least, most = _ARITY[text]
             if not least <= len(args) <= most:
-                raise ExprError(f"{text} takes {least}{'' if least == most else f' to {most}'} arguments, "
-                                f"got {len(args)}")
+                raise ExprError(
+                    f"{text} takes {least}{'' if least == most else f' to {most}'} arguments, got {len(args)}"
+                )
             return Call(text, tuple(args))
         if text == "(":
             e = self.expr()

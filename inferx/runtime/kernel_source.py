@@ -64,12 +64,19 @@ class KernelSource:
     @staticmethod
     def from_json(d: dict) -> KernelSource:
         return KernelSource(
-            name=d["name"], template=d["template"], source=d["source"],
-            params=tuple(Param(**p) for p in d["params"]), grid=tuple(d["grid"]),
-            constexprs=dict(d["constexprs"]), aliases={int(k): v for k, v in d["aliases"].items()},
-            num_warps=d["num_warps"], num_stages=d["num_stages"], schedule_origin=d["schedule_origin"],
+            name=d["name"],
+            template=d["template"],
+            source=d["source"],
+            params=tuple(Param(**p) for p in d["params"]),
+            grid=tuple(d["grid"]),
+            constexprs=dict(d["constexprs"]),
+            aliases={int(k): v for k, v in d["aliases"].items()},
+            num_warps=d["num_warps"],
+            num_stages=d["num_stages"],
+            schedule_origin=d["schedule_origin"],
             scratch=tuple(Scratch(tuple(x["shape"]), x["dtype"]) for x in d.get("scratch", ())),
-            grid_dependency=bool(d.get("grid_dependency", False)), cost=dict(d.get("cost", {})),
+            grid_dependency=bool(d.get("grid_dependency", False)),
+            cost=dict(d.get("cost", {})),
         )
 
 
@@ -84,16 +91,24 @@ def source_problem(ks: KernelSource) -> str | None:
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == ks.name), None)
     if fn is None:
         return f"defines no function {ks.name!r} at its top level"
-    if not any(isinstance(d, ast.Attribute) and d.attr == "jit" and isinstance(d.value, ast.Name)
-               and d.value.id == "triton" for d in fn.decorator_list):
+    if not any(
+        isinstance(d, ast.Attribute) and d.attr == "jit" and isinstance(d.value, ast.Name) and d.value.id == "triton"
+        for d in fn.decorator_list
+    ):
         return f"function {ks.name!r} is not decorated with @triton.jit"
     a = fn.args
     names = [p.arg for p in a.args]
     params = [p.name for p in ks.params]
-    if (a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg or a.defaults or names[: len(params)] != params
-            or sorted(names[len(params):]) != sorted(ks.constexprs)):
+    if (
+        a.posonlyargs
+        or a.vararg
+        or a.kwonlyargs
+        or a.kwarg
+        or a.defaults
+        or names[: len(params)] != params
+        or sorted(names[len(params) :]) != sorted(ks.constexprs)
+    ):
         declared = ", ".join(params + sorted(ks.constexprs))
         text = ", ".join(names)
-        return (f"function {ks.name!r} takes ({text[:200]}), not the parameters the manifest declares "
-                f"({declared[:200]})")
+        return f"function {ks.name!r} takes ({text[:200]}), not the parameters the manifest declares ({declared[:200]})"
     return None

@@ -40,8 +40,7 @@ from inferx.runtime.plan import Launch, bind, run
 from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 
 # numpy views of the stored weights; bf16 is stored as its 16 raw bits
-NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "i64": np.int64,
-            "i8": np.int8}
+NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "i64": np.int64, "i8": np.int8}
 
 
 def _triton_mode(interpret: bool) -> None:
@@ -87,19 +86,21 @@ class _Graph:
 class ArtifactSession(DecoderSession):
     """prefill/decode/generate over an artifact's launch plan."""
 
-    def __init__(self, artifact: Artifact, *, device: str = "cpu", max_batch: int | None = None,
-                 graphs: bool = False):
+    def __init__(self, artifact: Artifact, *, device: str = "cpu", max_batch: int | None = None, graphs: bool = False):
         self.manifest = m = Manifest.from_sections(artifact.manifest, artifact.path)
         check_sizes(m, artifact)
         info, batch, max_context = manifest_limits(m, max_batch)
         super().__init__(info, max_batch=batch, max_context=max_context)
         if device == "cpu" and info.dtype == "bf16":
-            raise SessionError("CPU sessions run fp32/fp16 artifacts (bf16 is wrong in Triton's interpreter); "
-                               "this one is bf16: compile with --dtype fp32 or fp16")
+            raise SessionError(
+                "CPU sessions run fp32/fp16 artifacts (bf16 is wrong in Triton's interpreter); "
+                "this one is bf16: compile with --dtype fp32 or fp16"
+            )
         for name, w in m.weights.items():
             if w.dtype not in NP_DTYPE:
-                raise SessionError(f"{artifact.path}: weight {name!r} is {w.dtype}; sessions hold weights of "
-                                   f"{', '.join(NP_DTYPE)}")
+                raise SessionError(
+                    f"{artifact.path}: weight {name!r} is {w.dtype}; sessions hold weights of {', '.join(NP_DTYPE)}"
+                )
         self.weight_bytes = sum(artifact.files[w.file].size for w in m.weights.values())
         check_memory(self.weight_bytes, "the weights", device)
         sources = read_kernels(artifact, m)  # every source verified before any runs
@@ -112,8 +113,16 @@ class ArtifactSession(DecoderSession):
         self.torch = torch
         self.device = torch.device(device)
         self.use_graphs = graphs and device == "cuda"
-        self.dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
-                       "i64": torch.int64, "i8": torch.int8, "bool": torch.bool, "f8e4m3": torch.float8_e4m3fn}
+        self.dtypes = {
+            "f32": torch.float32,
+            "f16": torch.float16,
+            "bf16": torch.bfloat16,
+            "i32": torch.int32,
+            "i64": torch.int64,
+            "i8": torch.int8,
+            "bool": torch.bool,
+            "f8e4m3": torch.float8_e4m3fn,
+        }
         self.entries = m.entries
         self.entry_points = frozenset(self.entries)
         self.kernels: dict[str, tuple[KernelSource, Any]] = {}
@@ -122,8 +131,11 @@ class ArtifactSession(DecoderSession):
         self.weights: dict[str, Any] = {}
         for name, w in m.weights.items():
             arr = np.array(artifact.mmap(w.file, NP_DTYPE[w.dtype], w.shape))
-            t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16) if w.dtype == "bf16" else \
-                torch.from_numpy(arr)
+            t = (
+                torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+                if w.dtype == "bf16"
+                else torch.from_numpy(arr)
+            )
             self.weights[name] = t.to(self.device)
         self.caches: list[Any] = []
         self.graphs: dict[int, _Graph] = {}
@@ -139,23 +151,32 @@ class ArtifactSession(DecoderSession):
         i = self.info
         shape = [batch, i.num_kv_heads, self.max_context, i.head_dim]
         kv_bytes = 2 * i.num_layers * math.prod(shape) * self.dtypes[i.dtype].itemsize
-        check_memory(self.weight_bytes + kv_bytes,
-                     f"the weights and the KV cache of {batch} sequences of {self.max_context} tokens",
-                     self.device.type)
+        check_memory(
+            self.weight_bytes + kv_bytes,
+            f"the weights and the KV cache of {batch} sequences of {self.max_context} tokens",
+            self.device.type,
+        )
         self.caches = []  # the old caches go before the new are made
         self.caches = [self._zeros(shape, i.dtype) for _ in range(2 * i.num_layers)]
         self.graphs = {}  # graphs capture the cache buffers they were built with
 
     def _bind(self, entry: str, args: list[Any], batch: int, seq: int) -> tuple[list[Launch], list[Any]]:
         env = {"batch": batch, "seq": seq, "ctx": self.max_context}
-        return bind(self.entries[entry], self.kernels, [*args, *self.caches], self.weights, env, self._empty,
-                    self._zeros)
+        return bind(
+            self.entries[entry], self.kernels, [*args, *self.caches], self.weights, env, self._empty, self._zeros
+        )
 
     def _inputs(self, *arrays: np.ndarray) -> list[Any]:
         return [self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(self.device) for a in arrays]
 
-    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray,
-              rows: np.ndarray | None = None) -> np.ndarray:
+    def _step(
+        self,
+        entry: str,
+        input_ids: np.ndarray,
+        positions: np.ndarray,
+        kv_lens: np.ndarray,
+        rows: np.ndarray | None = None,
+    ) -> np.ndarray:
         if entry == "decode" and self.use_graphs:
             return self._decode_graph(input_ids, positions, kv_lens)
         start = time.perf_counter()

@@ -66,8 +66,13 @@ _ORIGINS = ("heuristic", "tuned", "borrowed")
 _COST_KV = ("seq", "context")
 _COST_FLOPS = ("none", "largest_weight", "two_largest_weights", "queries_by_context")
 # each cubin field's least and largest value (Hopper's shared memory, a warp count CUDA launches)
-_CUBIN_FIELDS = {"shared": (0, 1 << 20), "extra_params": (0, 64), "global_scratch": (0, 1 << 30),
-                 "global_scratch_align": (1, 1 << 16), "launch_warps": (1, 32)}
+_CUBIN_FIELDS = {
+    "shared": (0, 1 << 20),
+    "extra_params": (0, 64),
+    "global_scratch": (0, 1 << 30),
+    "global_scratch_align": (1, 1 << 16),
+    "launch_warps": (1, 32),
+}
 # Bounds on what a manifest may say, checked before anything is allocated: any integer fits in
 # int64; names fit in file names; sizes stay within what a session can address (token ids and
 # kernel parameters are int32); a tensor within a terabyte; a grid within CUDA's.
@@ -82,8 +87,21 @@ MAX_TENSOR_BYTES = 1 << 40
 MAX_GRID = (MAX_I32, 65535, 65535)
 ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "i8": 1, "i32": 4, "i64": 8, "bool": 1}
 TENSOR_DTYPES = tuple(ITEM_BYTES)  # what a session allocates: every dtype but the packed i4 of weights
-SECTIONS = ("compiler_version", "triton_version", "target", "model", "limits", "launch", "entries", "kernels",
-            "weights", "memory_plan", "schedules", "weights_format", "tokenizer")
+SECTIONS = (
+    "compiler_version",
+    "triton_version",
+    "target",
+    "model",
+    "limits",
+    "launch",
+    "entries",
+    "kernels",
+    "weights",
+    "memory_plan",
+    "schedules",
+    "weights_format",
+    "tokenizer",
+)
 
 
 # --- reading JSON, naming the place of every value ------------------------------------------
@@ -163,8 +181,7 @@ def _int(v: Any, at: _At, minimum: int | None = 0, maximum: int = MAX_INT) -> in
 def _name(v: Any, at: _At) -> str:
     """A name the runtime uses as a Python identifier and in file names (a kernel's, a parameter's)."""
     if not isinstance(v, str) or not _IDENT.fullmatch(v) or len(v) > MAX_NAME:
-        raise at.error(f"{_show(v)} is not an identifier of at most {MAX_NAME} characters "
-                       "([A-Za-z_][A-Za-z0-9_]*)")
+        raise at.error(f"{_show(v)} is not an identifier of at most {MAX_NAME} characters ([A-Za-z_][A-Za-z0-9_]*)")
     return v
 
 
@@ -216,14 +233,29 @@ def _dims(v: Any, at: _At) -> tuple[str, ...]:
 
 def model_json(info: ModelInfo) -> dict[str, Any]:
     """The ``model`` section: ModelInfo's fields."""
-    return {"architecture": info.architecture, "vocab_size": info.vocab_size, "max_context": info.max_context,
-            "eos_token_ids": list(info.eos_token_ids), "num_layers": info.num_layers,
-            "num_kv_heads": info.num_kv_heads, "head_dim": info.head_dim, "dtype": info.dtype}
+    return {
+        "architecture": info.architecture,
+        "vocab_size": info.vocab_size,
+        "max_context": info.max_context,
+        "eos_token_ids": list(info.eos_token_ids),
+        "num_layers": info.num_layers,
+        "num_kv_heads": info.num_kv_heads,
+        "head_dim": info.head_dim,
+        "dtype": info.dtype,
+    }
 
 
 def _model(v: Any, at: _At) -> ModelInfo:
-    keys = ("architecture", "vocab_size", "max_context", "eos_token_ids", "num_layers", "num_kv_heads", "head_dim",
-            "dtype")
+    keys = (
+        "architecture",
+        "vocab_size",
+        "max_context",
+        "eos_token_ids",
+        "num_layers",
+        "num_kv_heads",
+        "head_dim",
+        "dtype",
+    )
     o = _obj(v, at, keys)
     eos = _list(o["eos_token_ids"], at.key("eos_token_ids"))
     return ModelInfo(
@@ -251,8 +283,10 @@ class Limits:
     @staticmethod
     def from_json(v: Any, at: _At) -> Limits:
         o = _obj(v, at, ("max_batch", "max_seq_len"))
-        return Limits(_int(o["max_batch"], at.key("max_batch"), 1, MAX_BATCH),
-                      _int(o["max_seq_len"], at.key("max_seq_len"), 1, MAX_SEQ))
+        return Limits(
+            _int(o["max_batch"], at.key("max_batch"), 1, MAX_BATCH),
+            _int(o["max_seq_len"], at.key("max_seq_len"), 1, MAX_SEQ),
+        )
 
 
 @dataclass(frozen=True)
@@ -324,8 +358,11 @@ class ArgSpec:
     @staticmethod
     def from_json(v: Any, at: _At) -> ArgSpec:
         o = _obj(v, at, ("name", "shape", "dtype"))
-        return ArgSpec(_str(o["name"], at.key("name")), _dims(o["shape"], at.key("shape")),
-                       _choice(o["dtype"], at.key("dtype"), TENSOR_DTYPES))
+        return ArgSpec(
+            _str(o["name"], at.key("name")),
+            _dims(o["shape"], at.key("shape")),
+            _choice(o["dtype"], at.key("dtype"), TENSOR_DTYPES),
+        )
 
 
 @dataclass(frozen=True)
@@ -357,8 +394,11 @@ class LaunchStep:
         return tuple(n for _, n in self.by_rows) or (self.kernel,)
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kernel": self.kernel, "inputs": [b.to_json() for b in self.inputs],
-                             "outputs": [b.to_json() for b in self.outputs]}
+        d: dict[str, Any] = {
+            "kernel": self.kernel,
+            "inputs": [b.to_json() for b in self.inputs],
+            "outputs": [b.to_json() for b in self.outputs],
+        }
         if self.by_rows:
             d["by_rows"] = [[b, n] for b, n in self.by_rows]
         if self.rows is not None:
@@ -403,17 +443,22 @@ class EntryPlan:
     returns: tuple[Binding, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"args": [a.to_json() for a in self.args], "launches": [s.to_json() for s in self.launches],
-                "buffers": {n: b.to_json() for n, b in self.buffers.items()},
-                "returns": [b.to_json() for b in self.returns]}
+        return {
+            "args": [a.to_json() for a in self.args],
+            "launches": [s.to_json() for s in self.launches],
+            "buffers": {n: b.to_json() for n, b in self.buffers.items()},
+            "returns": [b.to_json() for b in self.returns],
+        }
 
     @staticmethod
     def from_json(v: Any, at: _At) -> EntryPlan:
         o = _obj(v, at, ("args", "launches", "buffers", "returns"))
-        return EntryPlan(_each(o["args"], at.key("args"), ArgSpec.from_json),
-                         _each(o["launches"], at.key("launches"), LaunchStep.from_json),
-                         _each_key(o["buffers"], at.key("buffers"), BufferSpec.from_json),
-                         _each(o["returns"], at.key("returns"), Binding.from_json))
+        return EntryPlan(
+            _each(o["args"], at.key("args"), ArgSpec.from_json),
+            _each(o["launches"], at.key("launches"), LaunchStep.from_json),
+            _each_key(o["buffers"], at.key("buffers"), BufferSpec.from_json),
+            _each(o["returns"], at.key("returns"), Binding.from_json),
+        )
 
 
 @dataclass(frozen=True)
@@ -454,36 +499,59 @@ class KernelMeta:
 
     @staticmethod
     def from_json(v: Any, at: _At) -> KernelMeta:
-        keys = ("name", "template", "params", "grid", "constexprs", "aliases", "num_warps", "num_stages",
-                "schedule_origin", "scratch", "grid_dependency", "cost", "file")
+        keys = (
+            "name",
+            "template",
+            "params",
+            "grid",
+            "constexprs",
+            "aliases",
+            "num_warps",
+            "num_stages",
+            "schedule_origin",
+            "scratch",
+            "grid_dependency",
+            "cost",
+            "file",
+        )
         o = _obj(v, at, keys, ("cubin", *_CUBIN_FIELDS))
         scratch = _each(o["scratch"], at.key("scratch"), _scratch)
         params = _each(o["params"], at.key("params"), lambda p, pat: _param(p, pat, len(scratch)))
         ks = KernelSource(
-            name=_name(o["name"], at.key("name")), template=_str(o["template"], at.key("template")), source="",
-            params=params, grid=_grid(o["grid"], at.key("grid")),
+            name=_name(o["name"], at.key("name")),
+            template=_str(o["template"], at.key("template")),
+            source="",
+            params=params,
+            grid=_grid(o["grid"], at.key("grid")),
             constexprs=_constexprs(o["constexprs"], at.key("constexprs")),
             aliases=_aliases(o["aliases"], at.key("aliases")),
             num_warps=_int(o["num_warps"], at.key("num_warps"), 1, 32),
             num_stages=_int(o["num_stages"], at.key("num_stages"), 1, 32),
             schedule_origin=_choice(o["schedule_origin"], at.key("schedule_origin"), _ORIGINS),
-            scratch=scratch, grid_dependency=_bool(o["grid_dependency"], at.key("grid_dependency")),
+            scratch=scratch,
+            grid_dependency=_bool(o["grid_dependency"], at.key("grid_dependency")),
             cost=_cost(o["cost"], at.key("cost")),
         )
         cubin = None
         if "cubin" in o or any(k in o for k in _CUBIN_FIELDS):
             o = _obj(v, at, (*keys, "cubin", *_CUBIN_FIELDS))
-            cubin = CubinMeta(_str(o["cubin"], at.key("cubin")),
-                              *(_int(o[k], at.key(k), *bounds) for k, bounds in _CUBIN_FIELDS.items()))
+            cubin = CubinMeta(
+                _str(o["cubin"], at.key("cubin")),
+                *(_int(o[k], at.key(k), *bounds) for k, bounds in _CUBIN_FIELDS.items()),
+            )
         return KernelMeta(ks, _str(o["file"], at.key("file")), cubin)
 
 
 def _param(v: Any, at: _At, n_scratch: int) -> Param:
     o = _obj(v, at, ("name", "kind", "index", "symbol", "dtype"))
     kind = _choice(o["kind"], at.key("kind"), _PARAM_KINDS)
-    p = Param(name=_name(o["name"], at.key("name")), kind=cast(Any, kind),
-              index=_int(o["index"], at.key("index"), -1), symbol=_str(o["symbol"], at.key("symbol"), empty=True),
-              dtype=_str(o["dtype"], at.key("dtype"), empty=True))
+    p = Param(
+        name=_name(o["name"], at.key("name")),
+        kind=cast(Any, kind),
+        index=_int(o["index"], at.key("index"), -1),
+        symbol=_str(o["symbol"], at.key("symbol"), empty=True),
+        dtype=_str(o["dtype"], at.key("dtype"), empty=True),
+    )
     if kind == "sym":
         _choice(p.symbol, at.key("symbol"), expr.SYMBOLS)
     else:
@@ -524,8 +592,11 @@ def _aliases(v: Any, at: _At) -> dict[int, int]:
 
 def _cost(v: Any, at: _At) -> dict[str, Any]:
     o = _obj(v, at, ("kv", "per_row", "flops"))
-    return {"kv": _choice(o["kv"], at.key("kv"), _COST_KV), "per_row": _bool(o["per_row"], at.key("per_row")),
-            "flops": _choice(o["flops"], at.key("flops"), _COST_FLOPS)}
+    return {
+        "kv": _choice(o["kv"], at.key("kv"), _COST_KV),
+        "per_row": _bool(o["per_row"], at.key("per_row")),
+        "flops": _choice(o["flops"], at.key("flops"), _COST_FLOPS),
+    }
 
 
 @dataclass(frozen=True)
@@ -542,8 +613,11 @@ class WeightMeta:
     @staticmethod
     def from_json(v: Any, at: _At) -> WeightMeta:
         o = _obj(v, at, ("file", "shape", "dtype"))
-        return WeightMeta(_str(o["file"], at.key("file")), _each(o["shape"], at.key("shape"), _int),
-                          _choice(o["dtype"], at.key("dtype"), DTYPES))
+        return WeightMeta(
+            _str(o["file"], at.key("file")),
+            _each(o["shape"], at.key("shape"), _int),
+            _choice(o["dtype"], at.key("dtype"), DTYPES),
+        )
 
 
 @dataclass(frozen=True)
@@ -557,8 +631,12 @@ class PlanBucket:
     kv_bytes: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"dims": dict(self.dims), "peak_bytes": self.peak_bytes, "no_reuse_bytes": self.no_reuse_bytes,
-                "kv_bytes": self.kv_bytes}
+        return {
+            "dims": dict(self.dims),
+            "peak_bytes": self.peak_bytes,
+            "no_reuse_bytes": self.no_reuse_bytes,
+            "kv_bytes": self.kv_bytes,
+        }
 
     @staticmethod
     def from_json(v: Any, at: _At) -> PlanBucket:
@@ -582,8 +660,9 @@ class MemoryPlan:
         if _map(v, at) == {}:
             return None
         o = _obj(v, at, ("text", "buckets"))
-        return MemoryPlan(_str(o["text"], at.key("text"), empty=True),
-                          _each(o["buckets"], at.key("buckets"), PlanBucket.from_json))
+        return MemoryPlan(
+            _str(o["text"], at.key("text"), empty=True), _each(o["buckets"], at.key("buckets"), PlanBucket.from_json)
+        )
 
 
 @dataclass(frozen=True)
@@ -604,8 +683,14 @@ class TunedSchedule:
     by_rows: Mapping[int, float | None] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"task": self.task, "summary": self.summary, "schedule": dict(self.schedule),
-                             "median_ms": self.median_ms, "date": self.date, "source": self.source}
+        d: dict[str, Any] = {
+            "task": self.task,
+            "summary": self.summary,
+            "schedule": dict(self.schedule),
+            "median_ms": self.median_ms,
+            "date": self.date,
+            "source": self.source,
+        }
         if self.from_rows is not None:
             d["from_rows"] = self.from_rows
         if self.regime:
@@ -628,11 +713,15 @@ class TunedSchedule:
                 raise at.key("by_rows").key(k).error("a row bucket is a whole number")
             by_rows[int(k)] = None if ms is None else _number(ms, at.key("by_rows").key(k))
         return TunedSchedule(
-            task=_str(o["task"], at.key("task")), summary=_str(o["summary"], at.key("summary"), empty=True),
-            schedule=dict(schedule), median_ms=_number(o["median_ms"], at.key("median_ms")),
-            date=_str(o["date"], at.key("date"), empty=True), source=_str(o["source"], at.key("source"), empty=True),
+            task=_str(o["task"], at.key("task")),
+            summary=_str(o["summary"], at.key("summary"), empty=True),
+            schedule=dict(schedule),
+            median_ms=_number(o["median_ms"], at.key("median_ms")),
+            date=_str(o["date"], at.key("date"), empty=True),
+            source=_str(o["source"], at.key("source"), empty=True),
             from_rows=_int(o["from_rows"], at.key("from_rows"), 1) if "from_rows" in o else None,
-            regime=_str(o["regime"], at.key("regime")) if "regime" in o else "", by_rows=by_rows,
+            regime=_str(o["regime"], at.key("regime")) if "regime" in o else "",
+            by_rows=by_rows,
         )
 
 
@@ -673,8 +762,12 @@ class Schedules:
 
     def to_json(self) -> dict[str, Any]:
         db = None if self.database is None else {"target": self.database.target, "records": self.database.records}
-        return {"database": db, "tuned": {n: t.to_json() for n, t in self.tuned.items()},
-                "fallbacks": {n: f.to_json() for n, f in self.fallbacks.items()}, "note": self.note}
+        return {
+            "database": db,
+            "tuned": {n: t.to_json() for n, t in self.tuned.items()},
+            "fallbacks": {n: f.to_json() for n, f in self.fallbacks.items()},
+            "note": self.note,
+        }
 
     @staticmethod
     def from_json(v: Any, at: _At) -> Schedules:
@@ -682,11 +775,16 @@ class Schedules:
         db = None
         if o["database"] is not None:
             d = _obj(o["database"], at.key("database"), ("target", "records"))
-            db = DatabaseInfo(_str(d["target"], at.key("database").key("target")),
-                              _int(d["records"], at.key("database").key("records")))
-        return Schedules(db, _each_key(o["tuned"], at.key("tuned"), TunedSchedule.from_json),
-                         _each_key(o["fallbacks"], at.key("fallbacks"), Fallback.from_json),
-                         _str(o["note"], at.key("note"), empty=True))
+            db = DatabaseInfo(
+                _str(d["target"], at.key("database").key("target")),
+                _int(d["records"], at.key("database").key("records")),
+            )
+        return Schedules(
+            db,
+            _each_key(o["tuned"], at.key("tuned"), TunedSchedule.from_json),
+            _each_key(o["fallbacks"], at.key("fallbacks"), Fallback.from_json),
+            _str(o["note"], at.key("note"), empty=True),
+        )
 
 
 @dataclass(frozen=True)
@@ -884,8 +982,11 @@ def check_sizes(m: Manifest, artifact: Artifact) -> None:
     top = _At(str(artifact.path))
     info, limits = m.model, m.limits
     if limits.max_seq_len > info.max_context:
-        raise top.key("limits").key("max_seq_len").error(
-            f"{limits.max_seq_len} exceeds the model's context, model.max_context {info.max_context}")
+        raise (
+            top.key("limits")
+            .key("max_seq_len")
+            .error(f"{limits.max_seq_len} exceeds the model's context, model.max_context {info.max_context}")
+        )
     if info.dtype not in ("f32", "f16", "bf16"):
         raise top.key("model").key("dtype").error(f"{info.dtype!r}: sessions compute in f32, f16 or bf16")
     ranges = expr.symbol_ranges(limits.max_batch, limits.max_seq_len)
@@ -894,8 +995,9 @@ def check_sizes(m: Manifest, artifact: Artifact) -> None:
         nbytes = _tensor_bytes([(d, d) for d in w.shape], w.dtype, wat.key("shape"))
         held = artifact.files[w.file].size
         if held != nbytes:
-            raise wat.key("shape").error(f"{list(w.shape)} of {w.dtype} is {nbytes} bytes; its file {w.file!r} "
-                                         f"holds {held}")
+            raise wat.key("shape").error(
+                f"{list(w.shape)} of {w.dtype} is {nbytes} bytes; its file {w.file!r} holds {held}"
+            )
     for name, k in m.kernels.items():
         kat = top.key("kernels").key(name)
         for i, g in enumerate(k.kernel.grid):
@@ -944,8 +1046,10 @@ def _check_args(e: EntryPlan, info: ModelInfo, at: _At) -> None:
     num_kv_heads, ctx, head_dim] of the model's dtype."""
     want = N_INPUTS + 2 * info.num_layers
     if len(e.args) != want:
-        raise at.error(f"{len(e.args)} arguments; the model's {info.num_layers} layers make {want} (the token ids, "
-                       "positions and lengths, then a K and a V cache per layer)")
+        raise at.error(
+            f"{len(e.args)} arguments; the model's {info.num_layers} layers make {want} (the token ids, "
+            "positions and lengths, then a K and a V cache per layer)"
+        )
     batch, seq, ctx = expr.Sym("batch"), expr.Sym("seq"), expr.Sym("ctx")
     rows = ((batch, seq), (batch, expr.Num(1)))
     cache = (batch, expr.Num(info.num_kv_heads), ctx, expr.Num(info.head_dim))
@@ -968,12 +1072,19 @@ def _check_vocab(e: EntryPlan, m: Manifest, at: _At) -> None:
         raise at.key("returns").error("[]: an entry returns the logits first")
     first = e.returns[0]
     if first.kind != "buffer" or not e.buffers[first.name].shape:
-        raise at.key("returns").at(0).error(f"{first.kind} {first.name or first.index!r}: the logits are a buffer "
-                                           "[..., vocab]")
+        raise (
+            at.key("returns")
+            .at(0)
+            .error(f"{first.kind} {first.name or first.index!r}: the logits are a buffer [..., vocab]")
+        )
     logits = e.buffers[first.name]
     if expr.parse(logits.shape[-1]) != expr.Num(vocab):
-        raise at.key("buffers").key(first.name).key("shape").error(
-            f"the logits are {logits.shape[-1]!r} wide, model.vocab_size is {vocab}")
+        raise (
+            at.key("buffers")
+            .key(first.name)
+            .key("shape")
+            .error(f"the logits are {logits.shape[-1]!r} wide, model.vocab_size is {vocab}")
+        )
     if logits.dtype not in ("f32", "f16", "bf16"):
         raise at.key("buffers").key(first.name).key("dtype").error(f"{logits.dtype!r}: logits are f32, f16 or bf16")
     for i, step in enumerate(e.launches):
@@ -984,9 +1095,16 @@ def _check_vocab(e: EntryPlan, m: Manifest, at: _At) -> None:
             continue
         name, table = max(tables, key=lambda t: math.prod(t[1].shape))
         if not table.shape or table.shape[0] < vocab:
-            raise _At(at.where).key("weights").key(name).key("shape").error(
-                f"{list(table.shape)}: launch {i} of entry {at.path.rsplit('.', 1)[-1]} reads it by token id, "
-                f"and model.vocab_size is {vocab}")
+            raise (
+                _At(at.where)
+                .key("weights")
+                .key(name)
+                .key("shape")
+                .error(
+                    f"{list(table.shape)}: launch {i} of entry {at.path.rsplit('.', 1)[-1]} reads it by token id, "
+                    f"and model.vocab_size is {vocab}"
+                )
+            )
 
 
 # --- kernel sources -------------------------------------------------------------------------

@@ -57,10 +57,16 @@ class Resolved(Generic[T]):
         return [by_kind[p.kind][p.index] if p.kind in by_kind else int(env[p.symbol]) for p in self.source.params]
 
 
-def resolve(plan: EntryPlan, kernels: Mapping[str, tuple[KernelSource, Any]], rows: tuple[int, int],
-            args: Sequence[T], weights: Mapping[str, T], buffer: Callable[[str, BufferSpec], T],
-            scratch: Callable[[str, Scratch], T], buffers: dict[str, T] | None = None,
-            ) -> tuple[list[Resolved[T]], list[T]]:
+def resolve(
+    plan: EntryPlan,
+    kernels: Mapping[str, tuple[KernelSource, Any]],
+    rows: tuple[int, int],
+    args: Sequence[T],
+    weights: Mapping[str, T],
+    buffer: Callable[[str, BufferSpec], T],
+    scratch: Callable[[str, Scratch], T],
+    buffers: dict[str, T] | None = None,
+) -> tuple[list[Resolved[T]], list[T]]:
     """Every launch of ``plan`` resolved, and the tensors the entry returns.
 
     ``rows``: the (batch, seq) that picks each launch's kernel variant (``LaunchStep.kernel_for``).
@@ -90,9 +96,15 @@ def resolve(plan: EntryPlan, kernels: Mapping[str, tuple[KernelSource, Any]], ro
     return out, [tensor(b) for b in plan.returns]
 
 
-def bind(plan: EntryPlan, kernels: Mapping[str, tuple[KernelSource, Any]], args: Sequence[Any],
-         weights: Mapping[str, Any], env: Mapping[str, int], empty: Callable[[list[int], str], Any],
-         zeros: Callable[[list[int], str], Any] | None = None) -> tuple[list[Launch], list[Any]]:
+def bind(
+    plan: EntryPlan,
+    kernels: Mapping[str, tuple[KernelSource, Any]],
+    args: Sequence[Any],
+    weights: Mapping[str, Any],
+    env: Mapping[str, int],
+    empty: Callable[[list[int], str], Any],
+    zeros: Callable[[list[int], str], Any] | None = None,
+) -> tuple[list[Launch], list[Any]]:
     """The launches of ``plan`` at the symbol values ``env`` with every argument bound (buffers
     made by ``empty``, scratch by ``zeros``), and the tensors the entry returns."""
 
@@ -105,9 +117,15 @@ def bind(plan: EntryPlan, kernels: Mapping[str, tuple[KernelSource, Any]], args:
         return zeros([eval_dim(d, env) for d in sc.shape], sc.dtype)
 
     resolved, returns = resolve(plan, kernels, (env["batch"], env["seq"]), args, weights, buffer, scratch)
-    launches = [Launch(r.kernel, grid(r.source, env), tuple(r.values(env)),
-                       dict(r.source.constexprs, num_warps=r.source.num_warps, num_stages=r.source.num_stages))
-                for r in resolved]
+    launches = [
+        Launch(
+            r.kernel,
+            grid(r.source, env),
+            tuple(r.values(env)),
+            dict(r.source.constexprs, num_warps=r.source.num_warps, num_stages=r.source.num_stages),
+        )
+        for r in resolved
+    ]
     return launches, returns
 
 

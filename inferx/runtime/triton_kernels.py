@@ -80,14 +80,20 @@ def private_cache(path: Path) -> Path:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = path.lstat()
     except OSError as e:
-        raise PermissionError(e.errno, f"kernel cache: cannot make a private directory: {e.strerror}",
-                              str(path)) from None
+        raise PermissionError(
+            e.errno, f"kernel cache: cannot make a private directory: {e.strerror}", str(path)
+        ) from None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise PermissionError(1, "kernel cache: not a directory of this user's (a symlink or a file); remove it",
-                              str(path))
+        raise PermissionError(
+            1, "kernel cache: not a directory of this user's (a symlink or a file); remove it", str(path)
+        )
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise PermissionError(1, f"kernel cache: owned by user {st.st_uid}, not by this user ({os.getuid()}): "
-                                 "another user made it; remove it", str(path))
+        raise PermissionError(
+            1,
+            f"kernel cache: owned by user {st.st_uid}, not by this user ({os.getuid()}): "
+            "another user made it; remove it",
+            str(path),
+        )
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(path, 0o700)
     return path
@@ -180,8 +186,11 @@ def _twins() -> list[tuple[Any, str, Any, Any]]:
         from triton.runtime.jit import JITFunction
     except ImportError:  # a Triton without these: its own mode decides
         return []
-    holders: list[Any] = [m for n, m in list(sys.modules.items())
-                          if m is not None and (n == "triton.language" or n.startswith("triton.language."))]
+    holders: list[Any] = [
+        m
+        for n, m in list(sys.modules.items())
+        if m is not None and (n == "triton.language" or n.startswith("triton.language."))
+    ]
     holders.append(tl.core.tensor)
     swaps = []
     for holder in holders:
