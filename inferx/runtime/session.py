@@ -1,6 +1,10 @@
 """The Session contract every backend answers (reference, CPU, CUDA, C), and the host-side
 logic they share: input checks, padding, positions, context lengths and greedy generation.
 
+``InputCheck`` is the one check of a session's inputs (token ids, lengths, batch, context) and
+``check_model`` of the model facts a session relies on; both run before any state changes, any
+allocation or any step, and refuse with a SessionError naming the argument and the value.
+
 A backend implements ``_step(entry, input_ids, positions, kv_lens, rows) -> logits`` and owns the
 KV cache. ``positions[b, i]`` is the absolute position of token i of sequence b (-1 for padding);
 ``kv_lens[b]`` the valid cache length after the step (see ``inferx.models.decoder``); ``rows``,
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,16 +28,42 @@ from inferx.runtime.model_info import ModelInfo
 
 
 class SessionError(ValueError):
-    """Input a session refuses (bad token id, too long, batch too large); names value and limit."""
+    """Input a session refuses (bad token id, too long, batch too large); names the argument, the
+    value at fault and the limit."""
 
 
 def as_int_array(x: Any, what: str) -> np.ndarray:
+    """``x`` (a list, a numpy array or a torch tensor on any device) as a numpy array of integers,
+    in its own integer dtype; SessionError naming ``what`` for floats, bools, strings, objects and
+    ragged nesting. An empty input comes back empty (int64), for the caller to name the empty dim."""
     if hasattr(x, "detach"):  # torch tensor
+        name = str(x.dtype).removeprefix("torch.")
+        if not name.startswith(("int", "uint")):
+            raise SessionError(f"{what} must hold integer token ids, got a tensor of dtype {name}")
         x = x.detach().cpu().numpy()
-    a = np.asarray(x)
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError) as e:  # ragged nesting, objects numpy cannot hold
+        raise SessionError(f"{what} is not an array of integer token ids: {e}") from None
+    if a.size == 0:
+        return np.zeros(a.shape, np.int64)
     if a.dtype.kind not in "iu":
-        raise SessionError(f"{what} must be integer token ids, got dtype {a.dtype}")
-    return a.astype(np.int64)
+        raise SessionError(f"{what} must hold integer token ids, got dtype {a.dtype} (first value {_show(a.flat[0])})")
+    return a
+
+
+def _show(v: Any) -> str:
+    text = repr(v.item() if isinstance(v, np.generic) else v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _count(v: Any, what: str, minimum: int) -> int:
+    """An option that counts something (a batch, tokens): an int (numpy's too, not a bool) >= minimum."""
+    if not _is_int(v):
+        raise SessionError(f"{what} must be an integer, got {_show(v)}")
+    if v < minimum:
+        raise SessionError(f"{what} must be at least {minimum}, got {int(v)}")
+    return int(v)
 
 
 def _host(logits: Any) -> np.ndarray:
@@ -44,28 +75,181 @@ def manifest_limits(manifest: Manifest, max_batch: int | None) -> tuple[ModelInf
     """What a session over an artifact needs from its manifest: the model, the batch it serves
     (``max_batch`` or the compiled maximum; SessionError above that) and the maximum context."""
     limits = manifest.limits
-    batch = limits.max_batch if max_batch is None else max_batch
+    batch = limits.max_batch if max_batch is None else _count(max_batch, "max_batch", 1)
     if batch > limits.max_batch:
         raise SessionError(f"max_batch {batch} exceeds the artifact's compiled maximum {limits.max_batch}")
     return manifest.model, batch, limits.max_seq_len
 
 
+def check_model(info: ModelInfo) -> None:
+    """The model facts a session relies on: a vocabulary, and EOS ids that are integers >= 0 (an
+    EOS id held as a string would never match a generated token). An EOS id past the vocabulary
+    is kept: the model never emits it, so generation runs its budget (tiny test models keep their
+    family's default EOS id with a small vocabulary)."""
+    _count(info.vocab_size, "the model's vocab_size", 1)
+    for i, t in enumerate(info.eos_token_ids):
+        if not _is_int(t) or t < 0:
+            raise SessionError(f"the model's eos_token_ids[{i}] = {_show(t)} is not a token id (an integer >= 0)")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+@dataclass(frozen=True)
+class InputCheck:
+    """The one check of what every session (reference, CPU, CUDA) is given, run before any state
+    changes or any work: token ids are integers in [0, vocab) of the documented shapes, batches fit
+    ``max_batch`` and sequences ``max_context``. Each failure is a SessionError naming the argument
+    and the value."""
+
+    vocab_size: int
+    max_batch: int
+    max_context: int
+
+    def prompts(self, input_ids: Any, lengths: Any) -> tuple[np.ndarray, np.ndarray]:
+        """prefill's prompts as int64 [batch, seq] with padding set to 0, and each row's length.
+
+        ``input_ids`` is [seq] (one prompt), [batch, seq], or a list of rows of different lengths
+        (padded on the right here, each row's length its own: ``lengths`` is then refused);
+        ``lengths`` gives the real length of each row of a padded [batch, seq] array."""
+        ragged = None
+        if isinstance(input_ids, (list, tuple)) and input_ids and not np.isscalar(input_ids[0]):
+            rows = [as_int_array(r, f"input_ids[{i}]") for i, r in enumerate(input_ids)]
+            for i, r in enumerate(rows):
+                if r.ndim != 1:
+                    raise SessionError(f"input_ids[{i}] must be a list of token ids, got shape {list(r.shape)}")
+                self._vocab(r, f"input_ids[{i}]")
+            sizes = [len(r) for r in rows]
+            if len(set(sizes)) > 1:
+                if lengths is not None:
+                    raise SessionError(
+                        "lengths is for a padded [batch, seq] array; input_ids is a list of rows "
+                        f"of lengths {sizes}, which are their own lengths"
+                    )
+                if 0 in sizes:
+                    raise SessionError(f"input_ids[{sizes.index(0)}] is empty: every prompt needs one token at least")
+                self._batch(len(rows))
+                self._columns(max(sizes))
+                ragged = np.array(sizes, dtype=np.int64)
+                a = np.zeros((len(rows), max(sizes)), dtype=np.int64)
+                for i, r in enumerate(rows):
+                    a[i, : len(r)] = r
+            else:
+                a = np.stack([r.astype(np.int64) for r in rows])
+        else:
+            a = as_int_array(input_ids, "input_ids")
+            if a.ndim == 1:
+                a = a[None, :]
+        if a.ndim != 2:
+            raise SessionError(f"input_ids must be [batch, seq] or [seq], got shape {list(a.shape)}")
+        batch, seq = a.shape
+        if batch == 0:
+            raise SessionError(f"input_ids holds no prompt (shape {list(a.shape)})")
+        self._batch(batch)
+        if seq == 0:
+            raise SessionError(f"input_ids has no tokens (shape {list(a.shape)}): every prompt needs one at least")
+        self._columns(seq)
+        if ragged is not None:
+            return a, ragged
+        n = np.full(batch, seq, dtype=np.int64) if lengths is None else self._lengths(lengths, batch, seq)
+        real = np.arange(seq)[None, :] < n[:, None]
+        # padding is no token: nothing reads its logits, and the embedding gather stays in range
+        a = np.where(real, a, 0)
+        self._vocab(a, "input_ids")
+        return a.astype(np.int64), n
+
+    def tokens(self, input_ids: Any, held: int) -> np.ndarray:
+        """decode's one token per held sequence, given as [batch] or [batch, 1]: int64 [batch, 1]."""
+        a = as_int_array(input_ids, "input_ids")
+        if not (a.ndim == 1 or (a.ndim == 2 and a.shape[1] == 1)):
+            raise SessionError(
+                f"decode takes one token per sequence, input_ids of shape [batch] or [batch, 1]; "
+                f"got shape {list(a.shape)}"
+            )
+        if a.shape[0] != held:
+            raise SessionError(f"decode got {a.shape[0]} sequences; the session holds {held}")
+        a = a.reshape(-1, 1)
+        self._vocab(a, "input_ids")
+        return a.astype(np.int64)
+
+    def eos(self, eos_token_ids: Any) -> np.ndarray:
+        """generate's ``eos_token_ids``: a token id or a list of them, each in [0, vocab)."""
+        ids = [eos_token_ids] if _is_int(eos_token_ids) else eos_token_ids
+        if hasattr(ids, "detach"):  # torch tensor
+            ids = ids.tolist()
+        if not isinstance(ids, (list, tuple, np.ndarray)):
+            raise SessionError(f"eos_token_ids must be a token id or a list of them, got {_show(eos_token_ids)}")
+        for i, t in enumerate(ids):
+            if not _is_int(t) or not 0 <= t < self.vocab_size:
+                raise SessionError(f"eos_token_ids[{i}] = {_show(t)} is not a token id in [0, {self.vocab_size})")
+        return np.array(ids, dtype=np.int64)
+
+    def room(self, held: np.ndarray, more: np.ndarray, what: str) -> None:
+        """Each sequence's ``held`` tokens plus ``more`` fit the context."""
+        total = held + more
+        if int(total.max()) > self.max_context:
+            b = int(np.argmax(total))
+            raise SessionError(
+                f"{what}: sequence {b} would hold {int(total[b])} tokens; the maximum context is {self.max_context}"
+            )
+
+    def _batch(self, batch: int) -> None:
+        if batch > self.max_batch:
+            raise SessionError(f"batch of {batch} exceeds the maximum batch {self.max_batch}")
+
+    def _columns(self, seq: int) -> None:
+        if seq > self.max_context:
+            raise SessionError(f"input_ids has {seq} tokens per row; the maximum context is {self.max_context}")
+
+    def _lengths(self, lengths: Any, batch: int, seq: int) -> np.ndarray:
+        n = as_int_array(lengths, "lengths")
+        if n.shape != (batch,):
+            raise SessionError(
+                f"lengths must give one length for each of the {batch} rows of input_ids, got shape {list(n.shape)}"
+            )
+        bad = (n < 1) | (n > seq)
+        if bad.any():
+            b = int(np.argmax(bad))
+            raise SessionError(f"lengths[{b}] = {int(n[b])} is outside [1, {seq}] (input_ids has {seq} columns)")
+        return n.astype(np.int64)
+
+    def _vocab(self, ids: np.ndarray, what: str) -> None:
+        bad = (ids < 0) | (ids >= self.vocab_size)
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise SessionError(
+                f"{what}: token id {int(ids[at])} at {list(at)} is outside the vocabulary [0, {self.vocab_size})"
+            )
+
+
 class DecoderSession(ABC):
-    """prefill / decode / generate / reset over a backend's ``_step``."""
+    """prefill / decode / generate / reset over a backend's ``_step``. Every input passes
+    ``self.inputs`` (InputCheck) before the session's state changes or a step runs."""
 
     def __init__(self, info: ModelInfo, *, max_batch: int, max_context: int):
+        check_model(info)
+        max_batch = _count(max_batch, "max_batch", 1)
+        max_context = _count(max_context, "max_context", 1)
         if max_context > info.max_context:
             raise SessionError(f"max_context {max_context} exceeds the model's {info.max_context}")
         self.info = info
         self.max_batch = max_batch
         self.max_context = max_context
+        self.inputs = InputCheck(info.vocab_size, max_batch, max_context)
         self.lengths: np.ndarray | None = None  # tokens held per sequence
         self.entry_points: frozenset[str] = frozenset({"prefill", "decode"})  # the backend's program has these
 
     # the backend ---------------------------------------------------------------------------
     @abstractmethod
-    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray,
-              kv_lens: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray: ...
+    def _step(
+        self,
+        entry: str,
+        input_ids: np.ndarray,
+        positions: np.ndarray,
+        kv_lens: np.ndarray,
+        rows: np.ndarray | None = None,
+    ) -> np.ndarray: ...
 
     @abstractmethod
     def _reset_cache(self, batch: int) -> None: ...
@@ -81,25 +265,25 @@ class DecoderSession(ABC):
         generation needs: the ``prefill_last`` entry computes those rows alone, and a CUDA
         session copies batch rows to the host, not batch x seq).
 
-        ``input_ids`` is [batch, seq], or a list of token lists of different lengths (padded on
-        the right; logits at padded places are not meaningful). ``lengths`` gives the real
-        length of each row of a padded [batch, seq] array.
+        ``input_ids`` is [batch, seq] (or [seq], one prompt), or a list of token lists of
+        different lengths (padded on the right; logits at padded places are not meaningful).
+        ``lengths`` gives the real length of each row of a padded [batch, seq] array.
         """
         if logits not in ("all", "last"):
             raise SessionError(f"logits must be 'all' or 'last', got {logits!r}")
-        ids, n = self._rows(input_ids, lengths)
+        ids, n = self.inputs.prompts(input_ids, lengths)
         batch, seq = ids.shape
-        self._start(batch)
-        assert self.lengths is not None
-        if int((self.lengths + n).max()) > self.max_context:
-            worst = int(np.argmax(self.lengths + n))
+        if self.lengths is not None and len(self.lengths) != batch:
             raise SessionError(
-                f"sequence {worst} would hold {int(self.lengths[worst] + n[worst])} tokens; "
-                f"the maximum context is {self.max_context}"
+                f"prefill of {batch} sequences; the session holds {len(self.lengths)} (call reset() first)"
             )
+        held = np.zeros(batch, dtype=np.int64) if self.lengths is None else self.lengths
+        self.inputs.room(held, n, "prefill")
+        if self.lengths is None:
+            self._reset_cache(batch)
         col = np.arange(seq)[None, :]
-        positions = np.where(col < n[:, None], self.lengths[:, None] + col, -1)
-        kv_lens = self.lengths + n
+        positions = np.where(col < n[:, None], held[:, None] + col, -1)
+        kv_lens = held + n
         if logits == "last" and "prefill_last" in self.entry_points:
             out = self._step("prefill_last", ids, positions, kv_lens)
         else:  # an artifact compiled before prefill_last existed takes the rows from every row's logits
@@ -109,77 +293,51 @@ class DecoderSession(ABC):
         return out
 
     def decode(self, input_ids: Any) -> np.ndarray:
-        """One token per sequence ([batch] or [batch, 1]); returns logits [batch, 1, vocab]."""
-        ids = as_int_array(input_ids, "input_ids").reshape(-1, 1)
+        """One token per sequence, [batch] or [batch, 1] (never [1, n]: that is n tokens of one
+        sequence); returns logits [batch, 1, vocab]."""
         if self.lengths is None:
             raise SessionError("decode before prefill: there is no sequence to extend")
-        if ids.shape[0] != len(self.lengths):
-            raise SessionError(f"decode got {ids.shape[0]} sequences; the session holds {len(self.lengths)}")
-        self._check_ids(ids)
-        if int(self.lengths.max()) + 1 > self.max_context:
-            raise SessionError(f"a sequence is full: the maximum context is {self.max_context}")
+        ids = self.inputs.tokens(input_ids, len(self.lengths))
+        self.inputs.room(self.lengths, np.ones_like(self.lengths), "decode")
         kv_lens = self.lengths + 1
         logits = self._step("decode", ids, self.lengths[:, None].copy(), kv_lens)
         self.lengths = kv_lens
         return logits
 
-    def generate(self, input_ids: Any, max_new_tokens: int, *, stop_at_eos: bool = True) -> np.ndarray:
-        """Greedy generation from fresh prompts: token ids [batch, <= max_new_tokens].
+    def generate(
+        self, input_ids: Any, max_new_tokens: int, *, stop_at_eos: bool = True, eos_token_ids: Any = None
+    ) -> np.ndarray:
+        """Greedy generation from fresh prompts (the session is reset): token ids
+        [batch, <= max_new_tokens], int64. ``max_new_tokens`` of 0 returns [batch, 0] and runs
+        nothing; each prompt plus ``max_new_tokens`` - 1 tokens must fit the context, checked
+        before anything runs.
 
-        A sequence that emits an EOS id keeps emitting it until every sequence has (or the
-        budget ends)."""
-        ids, n = self._rows(input_ids, None)
+        With ``stop_at_eos``, a sequence that emits an EOS id (``eos_token_ids``, a token id or a
+        list of them, else the model's) keeps emitting it, and generation ends once every sequence
+        has (or the budget ends)."""
+        budget = _count(max_new_tokens, "max_new_tokens", 0)
+        if not isinstance(stop_at_eos, (bool, np.bool_)):
+            raise SessionError(f"stop_at_eos must be True or False, got {_show(stop_at_eos)}")
+        eos = (
+            np.array(self.info.eos_token_ids, dtype=np.int64)
+            if eos_token_ids is None
+            else self.inputs.eos(eos_token_ids)
+        )
+        if not stop_at_eos:
+            eos = eos[:0]
+        ids, n = self.inputs.prompts(input_ids, None)
+        self.inputs.room(n, np.full_like(n, max(budget - 1, 0)), f"generate with max_new_tokens {budget}")
         self.reset()
+        if budget == 0:
+            return np.zeros((len(ids), 0), dtype=np.int64)
         nxt = _host(self.prefill(ids, n.tolist(), logits="last"))[:, 0].argmax(-1)
         out = [nxt]
-        eos = set(self.info.eos_token_ids) if stop_at_eos else set()
-        done = np.isin(nxt, list(eos))
-        for _ in range(max_new_tokens - 1):
-            if eos and done.all():
+        done = np.isin(nxt, eos)
+        for _ in range(budget - 1):
+            if eos.size and done.all():
                 break
             step = _host(self.decode(nxt[:, None]))[:, 0].argmax(-1)
             nxt = np.where(done, nxt, step)
-            done |= np.isin(nxt, list(eos))
+            done |= np.isin(nxt, eos)
             out.append(nxt)
-        return np.stack(out, axis=1)
-
-    # helpers -------------------------------------------------------------------------------
-    def _rows(self, input_ids: Any, lengths: Sequence[int] | None) -> tuple[np.ndarray, np.ndarray]:
-        if isinstance(input_ids, (list, tuple)) and input_ids and not np.isscalar(input_ids[0]):
-            rows = [as_int_array(r, "input_ids").reshape(-1) for r in input_ids]
-            n = np.array([len(r) for r in rows], dtype=np.int64)
-            ids = np.zeros((len(rows), int(n.max())), dtype=np.int64)
-            for i, r in enumerate(rows):
-                ids[i, : len(r)] = r
-        else:
-            ids = as_int_array(input_ids, "input_ids")
-            if ids.ndim == 1:
-                ids = ids[None, :]
-            if ids.ndim != 2:
-                raise SessionError(f"input_ids must be [batch, seq], got shape {list(ids.shape)}")
-            n = np.full(ids.shape[0], ids.shape[1], dtype=np.int64) if lengths is None else np.asarray(lengths)
-        if ids.shape[1] == 0 or (n <= 0).any():
-            raise SessionError("every prompt needs at least one token")
-        if (n > ids.shape[1]).any():
-            raise SessionError(f"lengths {n.tolist()} exceed the {ids.shape[1]} columns of input_ids")
-        if ids.shape[0] > self.max_batch:
-            raise SessionError(f"batch of {ids.shape[0]} exceeds the maximum batch {self.max_batch}")
-        self._check_ids(np.where(np.arange(ids.shape[1])[None] < n[:, None], ids, 0))
-        return ids, n.astype(np.int64)
-
-    def _check_ids(self, ids: np.ndarray) -> None:
-        bad = (ids < 0) | (ids >= self.info.vocab_size)
-        if bad.any():
-            b, i = map(int, np.argwhere(bad)[0])
-            raise SessionError(
-                f"token id {int(ids[b, i])} at [{b}, {i}] is outside the vocabulary [0, {self.info.vocab_size})"
-            )
-
-    def _start(self, batch: int) -> None:
-        if self.lengths is None:
-            self._reset_cache(batch)
-            self.lengths = np.zeros(batch, dtype=np.int64)
-        elif len(self.lengths) != batch:
-            raise SessionError(
-                f"prefill of {batch} sequences; the session holds {len(self.lengths)} (call reset() first)"
-            )
+        return np.stack(out, axis=1).astype(np.int64)

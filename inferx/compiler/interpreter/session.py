@@ -38,7 +38,8 @@ class ReferenceSession(DecoderSession):
         info = program.info
         if info is None:
             raise SessionError("this program has no decoder entry points (prefill/decode)")
-        super().__init__(info, max_batch=max_batch, max_context=max_context or min(info.max_context, 4096))
+        context = min(info.max_context, 4096) if max_context is None else max_context
+        super().__init__(info, max_batch=max_batch, max_context=context)
         self.interpreter = Interpreter(program.module, _Cached(program.weights))
         self.entry_points = frozenset(self.interpreter.funcs)
         self.cache_dtype = STORAGE[DType(info.dtype)]
@@ -49,10 +50,19 @@ class ReferenceSession(DecoderSession):
         shape = (batch, i.num_kv_heads, self.max_context, i.head_dim)
         self.caches = [np.zeros(shape, dtype=self.cache_dtype) for _ in range(2 * i.num_layers)]
 
-    def _step(self, entry: str, input_ids: np.ndarray, positions: np.ndarray,
-              kv_lens: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    def _step(
+        self,
+        entry: str,
+        input_ids: np.ndarray,
+        positions: np.ndarray,
+        kv_lens: np.ndarray,
+        rows: np.ndarray | None = None,
+    ) -> np.ndarray:
         outs = self.interpreter.run(
-            entry, input_ids.astype(np.int32), positions.astype(np.int32), kv_lens.astype(np.int32),
+            entry,
+            input_ids.astype(np.int32),
+            positions.astype(np.int32),
+            kv_lens.astype(np.int32),
             *self.caches,
         )
         self.caches = list(outs[1:])
