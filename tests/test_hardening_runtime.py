@@ -404,7 +404,17 @@ def test_sizes_are_checked_against_each_other_before_allocation(
     _refused(_copy(art, tmp_path / "a", edit), *names)
 
 
-def test_memory_is_checked_before_weights_and_caches_are_made(art: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_grid_too_large_to_interpret_is_refused_for_a_cpu_session(art: Path, tmp_path: Path) -> None:
+    """Within CUDA's bounds, but hours of work for Triton's interpreter."""
+    name = sorted(_kernels(art))[0]
+    bad = _copy(art, tmp_path / "a", lambda m: m["kernels"][name].update(grid=["S_batch * 100000000"]))
+    with pytest.raises(SessionError, match=f"kernel {name} launches up to 200000000 programs"):
+        inferx.load(bad, device="cpu")
+
+
+def test_memory_is_checked_before_weights_and_caches_are_made(
+    art: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(loaded, "host_memory", lambda: 1024)
     with pytest.raises(SessionError, match="the weights take .* GiB; this host has"):
         inferx.load(art, device="cpu")
@@ -416,6 +426,15 @@ def test_memory_is_checked_before_weights_and_caches_are_made(art: Path, monkeyp
     monkeypatch.setattr(loaded, "host_memory", lambda: weights + 1024)
     session = inferx.load(art, device="cpu")
     with pytest.raises(SessionError, match="the weights and the KV cache of 1 sequences of 16 tokens take"):
+        session.prefill([[1, 2, 3]])
+    big = _copy(
+        art,
+        tmp_path / "a",
+        lambda m: next(iter(m["entries"]["prefill"]["buffers"].values())).update(shape=["S_batch * 1000000000"]),
+    )
+    monkeypatch.setattr(loaded, "host_memory", lambda: 1 << 31)
+    session = inferx.load(big, device="cpu")
+    with pytest.raises(SessionError, match=r"the weights and a buffer \[1000000000\] of f32 take"):
         session.prefill([[1, 2, 3]])
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from inferx.runtime import expr
 from inferx.runtime.artifact import Artifact, load_artifact
 from inferx.runtime.kernel_source import KernelSource
 from inferx.runtime.manifest import Manifest, check_sizes, read_kernels
@@ -71,6 +72,25 @@ def check_memory(nbytes: int, what: str, device: str) -> None:
         raise SessionError(f"{what} take {nbytes / 2**30:.1f} GiB; this host has {total / 2**30:.1f} GiB of memory")
 
 
+# Programs one launch may run in Triton's interpreter, at the compiled limits: more would run for
+# hours (an 8B model at batch 64 and 2048 tokens launches about 4M).
+MAX_CPU_PROGRAMS = 1 << 24
+
+
+def _check_cpu_grids(m: Manifest) -> None:
+    """SessionError where a kernel's grid, at the compiled limits, is past ``MAX_CPU_PROGRAMS``
+    (the grids are already bounded: ``check_sizes``)."""
+    ranges = expr.symbol_ranges(m.limits.max_batch, m.limits.max_seq_len)
+    for name, meta in sorted(m.kernels.items()):
+        programs = math.prod(expr.parse(g).bounds(ranges)[1] for g in meta.kernel.grid)
+        if programs > MAX_CPU_PROGRAMS:
+            raise SessionError(
+                f"kernel {name} launches up to {programs} programs (grid {list(meta.kernel.grid)} at max_batch "
+                f"{m.limits.max_batch}, max_seq_len {m.limits.max_seq_len}); Triton's interpreter runs at most "
+                f"{MAX_CPU_PROGRAMS}: compile with a smaller --max-batch or --max-seq-len for a CPU session"
+            )
+
+
 @dataclass
 class _Graph:
     """One captured decode step for one batch size, and the static buffers it reads and writes."""
@@ -103,6 +123,8 @@ class ArtifactSession(DecoderSession):
                 )
         self.weight_bytes = sum(artifact.files[w.file].size for w in m.weights.values())
         check_memory(self.weight_bytes, "the weights", device)
+        if device == "cpu":
+            _check_cpu_grids(m)
         sources = read_kernels(artifact, m)  # every source verified before any runs
 
         import torch
@@ -142,10 +164,16 @@ class ArtifactSession(DecoderSession):
         self.host_ms: list[float] = []  # host time to issue each decode step (graph replay or launches)
 
     def _empty(self, shape: list[int], dtype: str) -> Any:
+        self._check_buffer(shape, dtype)
         return self.torch.empty(shape, dtype=self.dtypes[dtype], device=self.device)
 
     def _zeros(self, shape: list[int], dtype: str) -> Any:
+        self._check_buffer(shape, dtype)
         return self.torch.zeros(shape, dtype=self.dtypes[dtype], device=self.device)
+
+    def _check_buffer(self, shape: list[int], dtype: str) -> None:
+        nbytes = math.prod(shape) * self.dtypes[dtype].itemsize
+        check_memory(self.weight_bytes + nbytes, f"the weights and a buffer {shape} of {dtype}", self.device.type)
 
     def _reset_cache(self, batch: int) -> None:
         i = self.info
