@@ -432,5 +432,8 @@ def test_generate_stops_at_the_eos_ids_given() -> None:
     np.testing.assert_array_equal(s.generate([[1], [1]], 4, eos_token_ids=np.int64(1)), [[1, 1, 1, 1], [5, 6, 7, 8]])
     np.testing.assert_array_equal(s.generate([[1], [1]], 4, eos_token_ids=[]), [[1, 2, 3, 4], [5, 6, 7, 8]])
     np.testing.assert_array_equal(
+        s.generate([[1], [1]], 4, eos_token_ids=torch.tensor(2)), [[1, 2, 2, 2], [5, 6, 7, 8]]
+    )
+    np.testing.assert_array_equal(
         s.generate([[1], [1]], 4, eos_token_ids=[2, 7], stop_at_eos=False), [[1, 2, 3, 4], [5, 6, 7, 8]]
     )

@@ -175,9 +175,8 @@ class InputCheck:
 
     def eos(self, eos_token_ids: Any) -> np.ndarray:
         """generate's ``eos_token_ids``: a token id or a list of them, each in [0, vocab)."""
-        ids = [eos_token_ids] if _is_int(eos_token_ids) else eos_token_ids
-        if hasattr(ids, "detach"):  # torch tensor
-            ids = ids.tolist()
+        given = eos_token_ids.tolist() if hasattr(eos_token_ids, "detach") else eos_token_ids  # torch tensor
+        ids = [given] if _is_int(given) else given
         if not isinstance(ids, (list, tuple, np.ndarray)):
             raise SessionError(f"eos_token_ids must be a token id or a list of them, got {_show(eos_token_ids)}")
         for i, t in enumerate(ids):
