@@ -9,6 +9,7 @@ the interpreter's representation (``inferx.compiler.interpreter.numerics``).
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -34,15 +35,28 @@ _NP = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float6
        "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 
 
+# A header longer than this is refused before it is read (the safetensors library's own cap).
+MAX_HEADER_BYTES = 100_000_000
+# The largest rank and dim a tensor may claim: far above any weight, low enough that an element
+# count is never an overflow in numpy.
+MAX_RANK = 8
+MAX_DIM = 1 << 40
+
+
 def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
-    """The tensors of one .safetensors file, from its header alone; errors name the file and key."""
+    """The tensors of one .safetensors file, from its header alone, checked as the format requires:
+    each entry's dtype, shape and data offsets agree, its bytes lie inside the file, and no two
+    tensors share a byte. Errors name the file, the tensor and the value at fault."""
     size = path.stat().st_size
     with path.open("rb") as f:
         head = f.read(8)
         if len(head) < 8:
             raise WeightError(f"{path}: truncated safetensors file ({size} bytes, no header length)")
         (n,) = struct.unpack("<Q", head)
-        if n > size - 8 or n > 100_000_000:
+        if n > MAX_HEADER_BYTES:
+            raise WeightError(f"{path}: corrupt safetensors file: a header of {n} bytes is over the "
+                              f"{MAX_HEADER_BYTES}-byte cap")
+        if n > size - 8:
             raise WeightError(f"{path}: truncated or corrupt safetensors file (header of {n} bytes, file of {size})")
         try:
             header = json.loads(f.read(n))
@@ -50,32 +64,50 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
             raise WeightError(f"{path}: corrupt safetensors header: {e}") from None
     if not isinstance(header, dict):
         raise WeightError(f"{path}: corrupt safetensors header: not a JSON object")
-    entries: dict[str, TensorEntry] = {}
+    if not isinstance(header.get("__metadata__", {}), dict):
+        raise WeightError(f"{path}: corrupt safetensors header: '__metadata__' is not an object")
     base = 8 + n
-    for key, info in header.items():
-        if key == "__metadata__":
-            continue
-        try:
-            dtype, shape, (begin, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise WeightError(f"{path}: malformed header entry for '{key}'") from None
-        if not (_naturals(shape) and _naturals((begin, end)) and begin <= end and isinstance(dtype, str)):
-            raise WeightError(f"{path}: malformed header entry for '{key}'")
-        if dtype not in _NP:
-            raise WeightError(f"{path}: tensor '{key}' has unsupported dtype {dtype}")
-        itemsize = 2 if dtype == "BF16" else np.dtype(_NP[dtype]).itemsize
-        if end - begin != int(np.prod(shape, dtype=np.int64)) * itemsize:
-            raise WeightError(f"{path}: tensor '{key}' has {end - begin} bytes for shape {list(shape)} {dtype}")
-        if base + end > size:
-            raise WeightError(
-                f"{path}: truncated: tensor '{key}' ends at byte {base + end} but the file has {size}"
-            )
-        entries[key] = TensorEntry(path, dtype, shape, base + begin, end - begin)
+    entries = {key: _entry(path, key, info, base, size) for key, info in header.items() if key != "__metadata__"}
+    _refuse_overlaps(path, entries)
     return entries
 
 
-def _naturals(values: tuple[object, ...]) -> bool:
-    return all(type(v) is int and v >= 0 for v in values)
+def _entry(path: Path, key: str, info: object, base: int, size: int) -> TensorEntry:
+    """One header entry, checked field by field."""
+    where = f"{path}: tensor '{key}'"
+    if not isinstance(info, dict):
+        raise WeightError(f"{where}: its header entry is not an object (dtype, shape, data_offsets)")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in _NP:
+        raise WeightError(f"{where}: dtype {dtype!r} is not supported ({', '.join(_NP)})")
+    if not (isinstance(shape, list) and len(shape) <= MAX_RANK and _naturals(shape, MAX_DIM)):
+        raise WeightError(f"{where}: shape {shape!r} is not a list of at most {MAX_RANK} dims in 0..{MAX_DIM}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and _naturals(offsets, 1 << 63)
+            and offsets[0] <= offsets[1]):
+        raise WeightError(f"{where}: data_offsets {offsets!r} are not [begin, end] with 0 <= begin <= end")
+    begin, end = offsets
+    itemsize = 2 if dtype == "BF16" else np.dtype(_NP[dtype]).itemsize
+    need = math.prod(shape) * itemsize
+    if end - begin != need:
+        raise WeightError(f"{where}: data_offsets {offsets} hold {end - begin} bytes but shape {shape} of "
+                          f"dtype {dtype} needs {need}")
+    if base + end > size:
+        raise WeightError(f"{path}: truncated: tensor '{key}' ends at byte {base + end} but the file has {size}")
+    return TensorEntry(path, dtype, tuple(shape), base + begin, end - begin)
+
+
+def _refuse_overlaps(path: Path, entries: Mapping[str, TensorEntry]) -> None:
+    """No byte belongs to two tensors (aliased weights would change together under a writer that
+    trusts them to be apart, and the format forbids them)."""
+    spans = sorted((e.offset, e.offset + e.nbytes, key) for key, e in entries.items() if e.nbytes)
+    for (_, end, first), (begin, _, second) in zip(spans, spans[1:], strict=False):
+        if begin < end:
+            raise WeightError(f"{path}: tensors '{first}' and '{second}' overlap (both hold bytes "
+                              f"{begin}..{end} of the file)")
+
+
+def _naturals(values: list[object] | tuple[object, ...], high: int) -> bool:
+    return all(type(v) is int and 0 <= v <= high for v in values)
 
 
 class SafetensorsStore(Mapping[str, np.ndarray]):
