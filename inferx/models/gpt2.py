@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inferx.models.config import DecoderConfig, HFFields, WeightNames, hf_dtype
+from inferx.models.config import ConfigError, DecoderConfig, HFFields, WeightNames, hf_dtype
 
 GPT2_NAMES = WeightNames(
     embed="transformer.wte.weight",
@@ -27,23 +27,25 @@ def from_hf(raw: Mapping[str, Any]) -> DecoderConfig:
     f = HFFields("gpt2", raw)
     f.reject("activation_function", tuple(ACTS), "GELU forms only")
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
-        if f.get(flag, False):
-            raise ValueError(f"gpt2 config: {flag}=true is not supported")
-    hidden = int(f.need("n_embd", "hidden_size"))
-    heads = int(f.need("n_head", "num_attention_heads"))
+        if f.flag(flag, False):
+            raise ConfigError(f"gpt2 config: {flag}=true is not supported")
+    hidden = f.size("hidden_size", "n_embd", "hidden_size")
+    heads = f.size("num_heads", "n_head", "num_attention_heads")
+    if hidden % heads:
+        raise ConfigError(f"gpt2 config: n_head={heads} does not divide n_embd={hidden}")
     return DecoderConfig(
         family="gpt2",
-        vocab_size=int(f.need("vocab_size")),
+        vocab_size=f.size("vocab_size", "vocab_size"),
         hidden_size=hidden,
-        intermediate_size=int(f.get("n_inner", 4 * hidden)),
-        num_layers=int(f.need("n_layer", "num_hidden_layers")),
+        intermediate_size=f.size("intermediate_size", "n_inner", default=4 * hidden),
+        num_layers=f.size("num_layers", "n_layer", "num_hidden_layers"),
         num_heads=heads,
         num_kv_heads=heads,
         head_dim=hidden // heads,
-        max_position=int(f.need("n_positions", "max_position_embeddings")),
+        max_position=f.size("max_position", "n_positions", "max_position_embeddings"),
         names=GPT2_NAMES,
         norm="layer",
-        norm_eps=float(f.get("layer_norm_epsilon", 1e-5)),
+        norm_eps=f.number("layer_norm_epsilon", 1e-5),
         qkv_bias=True,
         o_bias=True,
         mlp_bias=True,
@@ -52,7 +54,7 @@ def from_hf(raw: Mapping[str, Any]) -> DecoderConfig:
         rope=None,
         tie_embeddings=True,
         eos_token_ids=f.eos_ids(),
-        bos_token_id=f.get("bos_token_id", None),
+        bos_token_id=f.token_id("bos_token_id"),
         dtype=hf_dtype(raw),
         w_layout="kn",
     )

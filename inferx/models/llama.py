@@ -28,32 +28,35 @@ def llama_like(family: str, raw: Mapping[str, Any], *, qkv_bias: bool | None = N
     """The config of every Llama-shaped family; the callers differ in bias and window."""
     f = HFFields(family, raw)
     f.reject("hidden_act", ("silu",), "only SiLU-gated MLPs")
-    heads = int(f.need("num_attention_heads"))
-    hidden = int(f.need("hidden_size"))
-    head_dim = int(f.get("head_dim", hidden // heads))
-    max_pos = int(f.need("max_position_embeddings"))
-    layers = int(f.need("num_hidden_layers"))
-    tied = bool(f.get("tie_word_embeddings", False))
+    heads = f.size("num_heads", "num_attention_heads")
+    hidden = f.size("hidden_size", "hidden_size")
+    if raw.get("head_dim") is None and hidden % heads:
+        raise f.fail("num_attention_heads", f"does not divide hidden_size={hidden} (and head_dim is not given)")
+    head_dim = f.size("head_dim", "head_dim", default=hidden // heads)
+    max_pos = f.size("max_position", "max_position_embeddings")
+    layers = f.size("num_layers", "num_hidden_layers")
+    tied = f.flag("tie_word_embeddings", False)
+    bias = f.flag("attention_bias", False)
     return DecoderConfig(
         family=family,
-        vocab_size=int(f.need("vocab_size")),
+        vocab_size=f.size("vocab_size", "vocab_size"),
         hidden_size=hidden,
-        intermediate_size=int(f.need("intermediate_size")),
+        intermediate_size=f.size("intermediate_size", "intermediate_size"),
         num_layers=layers,
         num_heads=heads,
-        num_kv_heads=int(f.get("num_key_value_heads", heads)),
+        num_kv_heads=f.size("num_kv_heads", "num_key_value_heads", default=heads),
         head_dim=head_dim,
         max_position=max_pos,
         names=names if not tied else _tied(names),
-        norm_eps=float(f.get("rms_norm_eps", 1e-6)),
-        qkv_bias=bool(f.get("attention_bias", False)) if qkv_bias is None else qkv_bias,
-        o_bias=bool(f.get("attention_bias", False)),
-        mlp_bias=bool(f.get("mlp_bias", False)),
+        norm_eps=f.number("rms_norm_eps", 1e-6),
+        qkv_bias=bias if qkv_bias is None else qkv_bias,
+        o_bias=bias,
+        mlp_bias=f.flag("mlp_bias", False),
         rope=f.rope(head_dim, max_pos),
         tie_embeddings=tied,
         sliding_windows=f.layer_windows(layers, window),
         eos_token_ids=f.eos_ids(),
-        bos_token_id=f.get("bos_token_id", None),
+        bos_token_id=f.token_id("bos_token_id"),
         dtype=hf_dtype(raw),
     )
 

@@ -20,6 +20,7 @@ equal HF's rotate_half on the original weights.
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from collections.abc import Iterator, Mapping
@@ -31,11 +32,13 @@ import numpy as np
 
 from inferx.compiler.frontend.hf import decoder_program, with_dtype
 from inferx.compiler.frontend.weights import WeightError
-from inferx.models.config import ConfigError, DecoderConfig, RopeConfig, WeightNames
+from inferx.models.config import LIMITS, MAX_TOKEN_ID, ConfigError, DecoderConfig, RopeConfig, WeightNames
 from inferx.program import Program
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
+MAX_ALIGNMENT = 1 << 20
+MAX_DIM = 1 << 40  # a tensor dim (GGUF stores u64): far above any weight, no numpy overflow
 
 GGUF_LLAMA_NAMES = WeightNames(
     embed="token_embd.weight",
@@ -193,11 +196,13 @@ def read_gguf(path: Path) -> GGUFHeader:
             if n_dims > 8:
                 raise c.fail(f"tensor '{name}' has rank {n_dims}")
             dims = [c.scalar("Q", f"dims of '{name}'") for _ in range(n_dims)]
+            if any(d > MAX_DIM for d in dims):
+                raise c.fail(f"tensor '{name}' has dims {dims}, over {MAX_DIM}")
             qtype, offset = c.scalar("I", f"type of '{name}'"), c.scalar("Q", f"offset of '{name}'")
             infos.append((name, dims, qtype, offset))
-        align = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT))
-        if align <= 0 or align & (align - 1):
-            raise WeightError(f"{path}: general.alignment {align} is not a power of two")
+        align = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+        if not _is_int(align) or align <= 0 or align & (align - 1) or align > MAX_ALIGNMENT:
+            raise WeightError(f"{path}: general.alignment {align!r} is not a power of two up to {MAX_ALIGNMENT}")
         data_start = -(-c.pos // align) * align
     tensors: dict[str, GGUFTensor] = {}
     for name, dims, qtype, offset in infos:
@@ -205,7 +210,7 @@ def read_gguf(path: Path) -> GGUFHeader:
             block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)]
         except (ValueError, KeyError):
             raise WeightError(f"{path}: tensor '{name}' has unknown GGML type {qtype}") from None
-        count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+        count = math.prod(dims)
         if dims and dims[0] % block:
             raise WeightError(f"{path}: tensor '{name}' has {dims[0]} columns, not a multiple of "
                               f"its {GGMLQuantizationType(qtype).name} block of {block}")
@@ -268,8 +273,11 @@ def llama_config(header: GGUFHeader) -> DecoderConfig:
     """The DecoderConfig of a ``general.architecture = llama`` file; errors name the file and key."""
     try:
         return _llama_config(header)
-    except (ConfigError, WeightError):
+    except WeightError:
         raise
+    except ConfigError as e:  # DecoderConfig's own checks name the field, not the file
+        msg = str(e)
+        raise ConfigError(msg if msg.startswith(str(header.path)) else f"{header.path}: {msg}") from None
     except (TypeError, ValueError) as e:  # a metadata value of the wrong type
         raise ConfigError(f"{header.path}: malformed llama GGUF metadata: {e}") from None
 
@@ -279,40 +287,94 @@ def _llama_config(header: GGUFHeader) -> DecoderConfig:
     arch = meta.get("general.architecture")
     if arch != "llama":
         raise ConfigError(f"{path}: unsupported GGUF architecture {arch!r} (supported: llama)")
-
-    def need(key: str) -> Any:
-        if key not in meta:
-            raise ConfigError(f"{path}: missing GGUF key '{key}'")
-        return meta[key]
-
-    hidden = int(need("llama.embedding_length"))
-    heads = int(need("llama.attention.head_count"))
-    head_dim = int(meta.get("llama.attention.key_length", hidden // heads))
-    max_pos = int(need("llama.context_length"))
+    m = _Meta(header)
+    hidden = m.size("hidden_size", "llama.embedding_length")
+    heads = m.size("num_heads", "llama.attention.head_count")
+    if "llama.attention.key_length" not in meta and hidden % heads:
+        raise ConfigError(f"{path}: llama.attention.head_count {heads} does not divide "
+                          f"llama.embedding_length {hidden}")
+    head_dim = m.size("head_dim", "llama.attention.key_length", hidden // heads)
+    max_pos = m.size("max_position", "llama.context_length")
     embed = header.tensors.get("token_embd.weight")
     if embed is None:
         raise WeightError(f"{path}: missing tensor 'token_embd.weight'")
+    if len(embed.shape) != 2:
+        raise WeightError(f"{path}: tensor 'token_embd.weight' has shape {list(embed.shape)}, not [vocab, hidden]")
     tied = "output.weight" not in header.tensors
     names = GGUF_LLAMA_NAMES if not tied else _tied(GGUF_LLAMA_NAMES)
-    eos = meta.get("tokenizer.ggml.eos_token_id")
-    bos = meta.get("tokenizer.ggml.bos_token_id")
+    eos = m.optional_integer("tokenizer.ggml.eos_token_id", 0, MAX_TOKEN_ID)
     return DecoderConfig(
         family="llama",
         vocab_size=embed.shape[0],
         hidden_size=hidden,
-        intermediate_size=int(need("llama.feed_forward_length")),
-        num_layers=int(need("llama.block_count")),
+        intermediate_size=m.size("intermediate_size", "llama.feed_forward_length"),
+        num_layers=m.size("num_layers", "llama.block_count"),
         num_heads=heads,
-        num_kv_heads=int(meta.get("llama.attention.head_count_kv", heads)),
+        num_kv_heads=m.size("num_kv_heads", "llama.attention.head_count_kv", heads),
         head_dim=head_dim,
         max_position=max_pos,
         names=names,
-        norm_eps=float(meta.get("llama.attention.layer_norm_rms_epsilon", 1e-5)),
-        rope=_rope(header, head_dim),
+        norm_eps=m.number("llama.attention.layer_norm_rms_epsilon", 1e-5),
+        rope=_rope(header, m, head_dim),
         tie_embeddings=tied,
-        eos_token_ids=() if eos is None else (int(eos),),
-        bos_token_id=None if bos is None else int(bos),
+        eos_token_ids=() if eos is None else (eos,),
+        bos_token_id=m.optional_integer("tokenizer.ggml.bos_token_id", 0, MAX_TOKEN_ID),
     )
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+class _Meta:
+    """Typed reads of a GGUF file's metadata; every error names the file, the key and the value."""
+
+    def __init__(self, header: GGUFHeader):
+        self.meta, self.path = header.metadata, header.path
+
+    def fail(self, key: str, why: str) -> ConfigError:
+        return ConfigError(f"{self.path}: GGUF key '{key}' = {self.meta.get(key)!r} {why}")
+
+    def integer(self, key: str, low: int, high: int, default: int) -> int:
+        v = self.optional_integer(key, low, high)
+        return default if v is None else v
+
+    def optional_integer(self, key: str, low: int, high: int) -> int | None:
+        if key not in self.meta:
+            return None
+        v = self.meta[key]
+        if not _is_int(v):
+            raise self.fail(key, "must be an integer")
+        if not low <= v <= high:
+            raise self.fail(key, f"must be in {low}..{high}")
+        return int(v)
+
+    def size(self, what: str, key: str, default: int | None = None) -> int:
+        """A size (the DecoderConfig field ``what``), bounded by ``LIMITS``; required without a default."""
+        v = self.optional_integer(key, 1, LIMITS[what])
+        if v is None:
+            if default is None:
+                raise ConfigError(f"{self.path}: missing GGUF key '{key}'")
+            return default
+        return v
+
+    def number(self, key: str, default: float) -> float:
+        """A positive finite number."""
+        if key not in self.meta:
+            return default
+        v = self.meta[key]
+        if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)) \
+                or not math.isfinite(v):
+            raise self.fail(key, "must be a finite number")
+        if v <= 0:
+            raise self.fail(key, "must be positive")
+        return float(v)
+
+    def string(self, key: str, default: str) -> str:
+        v = self.meta.get(key, default)
+        if not isinstance(v, str):
+            raise self.fail(key, "must be a string")
+        return v
 
 
 def _tied(names: WeightNames) -> WeightNames:
@@ -321,16 +383,16 @@ def _tied(names: WeightNames) -> WeightNames:
     return replace(names, lm_head=None)
 
 
-def _rope(header: GGUFHeader, head_dim: int) -> RopeConfig:
+def _rope(header: GGUFHeader, m: _Meta, head_dim: int) -> RopeConfig:
     """Interleaved rope (see the module docstring) with the file's base, dims and scaling."""
     meta, path = header.metadata, header.path
-    theta = float(meta.get("llama.rope.freq_base", 10000.0))
-    rot = int(meta.get("llama.rope.dimension_count", head_dim))
-    kind = str(meta.get("llama.rope.scaling.type", "none"))
-    factor = float(meta.get("llama.rope.scaling.factor", meta.get("llama.rope.scale_linear", 1.0)))
+    theta = m.number("llama.rope.freq_base", 10000.0)
+    rot = m.integer("llama.rope.dimension_count", 1, head_dim, head_dim)
+    kind = m.string("llama.rope.scaling.type", "none")
+    factor = m.number("llama.rope.scaling.factor", m.number("llama.rope.scale_linear", 1.0))
     if kind == "none" and factor != 1.0 and "llama.rope.scale_linear" in meta:
         kind = "linear"
-    orig = int(meta.get("llama.rope.scaling.original_context_length", 0))
+    orig = m.integer("llama.rope.scaling.original_context_length", 1, LIMITS["max_position"], 0)
     base = RopeConfig(theta=theta, style="interleaved", rotary_dim=rot)
     if "rope_freqs.weight" in header.tensors:
         return _llama3_rope(header, base, orig or 8192)

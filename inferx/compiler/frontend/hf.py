@@ -131,7 +131,10 @@ def _index_shards(path: Path, index: Path) -> list[Path]:
 
 def decoder_program(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source: str) -> Program:
     """The Program of a decoder config and a weight store (any frontend's last step): builds the IR,
-    checks every weight the IR names against the store, and presents the weights in the IR's dtype."""
+    checks every weight the IR names against the store, and presents the weights in the IR's dtype.
+    The config's sizes are checked against the weights before the IR is built (its embedding table,
+    its last layer), so a config that claims more layers than the checkpoint holds costs nothing."""
+    _check_sizes(cfg, store, source)
     module = build_decoder_module(cfg)
     resolved = _resolve_weights(module, store, source)
     weights: Mapping[str, np.ndarray] = _Renamed(store, resolved)
@@ -142,6 +145,25 @@ def decoder_program(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source:
         head_dim=cfg.head_dim, dtype=cfg.dtype,
     )
     return Program(module, weights, info)
+
+
+def _check_sizes(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source: str) -> None:
+    """The embedding table is [vocab_size, hidden_size] and the last layer's first weight exists."""
+    embed = _find_key(cfg.names.embed, store)
+    if embed is None:
+        raise WeightError(f"{source}: missing weight '{cfg.names.embed}' (not in {_searched(store)})")
+    have = _shape(store, embed)
+    if have != (cfg.vocab_size, cfg.hidden_size):
+        raise WeightError(f"{_file_of(store, embed, source)}: weight '{embed}' has shape {list(have)} but the "
+                          f"config's vocab_size and hidden_size imply {[cfg.vocab_size, cfg.hidden_size]}")
+    last = cfg.names.input_norm.format(i=cfg.num_layers - 1) + ".weight"
+    if _find_key(last, store) is None:
+        raise WeightError(f"{source}: the config's {cfg.num_layers} layers need weight '{last}', which is "
+                          f"not in {_searched(store)}")
+
+
+def _file_of(store: Mapping[str, np.ndarray], key: str, source: str) -> str:
+    return str(store.entries[key].file) if isinstance(store, SafetensorsStore) else source
 
 
 def _resolve_weights(module: ModuleOp, store: Mapping[str, np.ndarray], source: str) -> dict[str, str]:
@@ -161,10 +183,8 @@ def _resolve_weights(module: ModuleOp, store: Mapping[str, np.ndarray], source: 
         assert isinstance(want, TensorType)
         have = _shape(store, key)
         if tuple(have) != tuple(want.shape):
-            where = store.entries[key].file if isinstance(store, SafetensorsStore) else source
-            raise WeightError(
-                f"{where}: weight '{key}' has shape {list(have)} but the config implies {list(want.shape)}"
-            )
+            raise WeightError(f"{_file_of(store, key, source)}: weight '{key}' has shape {list(have)} but the "
+                              f"config implies {list(want.shape)}")
         out[name] = key
     return out
 
@@ -172,7 +192,7 @@ def _resolve_weights(module: ModuleOp, store: Mapping[str, np.ndarray], source: 
 def _searched(store: Mapping[str, np.ndarray]) -> str:
     if isinstance(store, SafetensorsStore):
         return ", ".join(sorted({e.file.name for e in store.entries.values()})) or "any weight file"
-    return "the state dict"
+    return "the state dict" if isinstance(store, _TorchStateStore) else "the file's tensors"
 
 
 def _find_key(name: str, store: Mapping[str, np.ndarray]) -> str | None:
