@@ -8,6 +8,7 @@ one rule, so a shape is never computed in two places.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from xdsl.dialects.builtin import (
@@ -24,6 +25,7 @@ from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
 from inferx.compiler.ir.shapes import ShapeError
+from inferx.compiler.ir.symbolic import Dim
 from inferx.compiler.ir.types import DimAttr, DType, TensorType
 
 Attrs = Mapping[str, Attribute]
@@ -125,16 +127,27 @@ def get_int(attrs: Attrs, key: str, default: int | None = None) -> int:
 
 
 def get_float(attrs: Attrs, key: str, default: float | None = None) -> float:
+    """A float attribute; NaN is never a meaningful setting and is refused."""
     a = attrs.get(key)
     if a is None:
         if default is None:
             raise ShapeError(f"missing float attribute '{key}'")
         return default
     if isinstance(a, FloatAttr):
-        return float(a.value.data)
-    if isinstance(a, IntegerAttr):
-        return float(a.value.data)
-    raise ShapeError(f"attribute '{key}' must be a float, got {a}")
+        value = float(a.value.data)
+    elif isinstance(a, IntegerAttr):
+        value = float(a.value.data)
+    else:
+        raise ShapeError(f"attribute '{key}' must be a float, got {a}")
+    if math.isnan(value):
+        raise ShapeError(f"attribute '{key}' must be a number, got nan")
+    return value
+
+
+def positive(value: float | None, what: str) -> None:
+    """``value`` (an attribute read by get_float) is absent or a finite positive number."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ShapeError(f"{what} must be positive and finite, got {value}")
 
 
 def get_opt_float(attrs: Attrs, key: str) -> float | None:
@@ -195,6 +208,13 @@ def need_rank(t: TensorType, rank: int, what: str, layout: str = "") -> None:
     if t.rank != rank:
         hint = f" {layout}" if layout else ""
         raise ShapeError(f"{what} must have rank {rank}{hint}, got {t}")
+
+
+def nonempty(d: Dim, what: str) -> None:
+    """A dim that an op reduces over or indexes into is not a literal 0 (a mean or softmax of
+    nothing, a table with no rows)."""
+    if d == 0:
+        raise ShapeError(f"{what} must not be 0")
 
 
 def same_dtype(a: TensorType, b: TensorType, what: str) -> None:

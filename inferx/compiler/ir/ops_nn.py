@@ -29,6 +29,8 @@ from inferx.compiler.ir.ops_base import (
     need_float,
     need_index,
     need_rank,
+    nonempty,
+    positive,
     present_operands,
     same_dtype,
 )
@@ -55,6 +57,7 @@ class EmbeddingOp(IxOp):
         table, ids = ins
         need_rank(table, 2, "table", "[vocab, hidden]")
         need_index(ids, "ids")
+        nonempty(table.shape[0], "the table's vocab (dim 0)")
         return [TensorType((*ids.shape, table.shape[1]), table.dtype)]
 
 
@@ -134,7 +137,7 @@ class SoftmaxOp(IxOp):
     def infer(cls, ins, attrs, outs):
         (x,) = ins
         need_float(x, "input")
-        sh.norm_axis(get_int(attrs, "dim"), x.rank)
+        nonempty(x.shape[sh.norm_axis(get_int(attrs, "dim"), x.rank)], "the softmax dim")
         return [x]
 
 
@@ -159,8 +162,8 @@ class RMSNormOp(IxOp):
         if w.rank != 1:
             raise ShapeError(f"weight must have rank 1 [hidden], got {w}")
         sh.same(w.shape[0], x.shape[-1], "weight length must equal the input's last dim")
-        if get_float(attrs, "eps") <= 0:
-            raise ShapeError("eps must be positive")
+        positive(get_float(attrs, "eps"), "eps")
+        nonempty(x.shape[-1], "the normalized (last) dim")
         return [x]
 
 
@@ -237,8 +240,8 @@ class LayerNormOp(IxOp):
             if p.rank != 1:
                 raise ShapeError(f"{name} must have rank 1 [hidden], got {p}")
             sh.same(p.shape[0], x.shape[-1], f"{name} length must equal the input's last dim")
-        if get_float(attrs, "eps") <= 0:
-            raise ShapeError("eps must be positive")
+        positive(get_float(attrs, "eps"), "eps")
+        nonempty(x.shape[-1], "the normalized (last) dim")
         return [x]
 
 
@@ -278,8 +281,7 @@ class RopeOp(IxOp):
         rot = get_int(attrs, "rotary_dim", head_dim)
         if rot <= 0 or rot % 2 or rot > head_dim:
             raise ShapeError(f"rotary_dim {rot} must be even and in 2..head_dim ({head_dim})")
-        if get_float(attrs, "theta") <= 0:
-            raise ShapeError("theta must be positive")
+        positive(get_float(attrs, "theta"), "theta")
         get_str(attrs, "style", ROPE_STYLES, default="rotate_half")
         scaling = get_str(attrs, "scaling", ROPE_SCALINGS, default="none")
         needs = {"linear": ("factor",), "dynamic": ("factor", "original_max_position"),
@@ -287,12 +289,14 @@ class RopeOp(IxOp):
         for key in needs.get(scaling, ()):
             if key not in attrs:
                 raise ShapeError(f"scaling \"{scaling}\" needs the attribute '{key}'")
-        if scaling != "none" and get_float(attrs, "factor") <= 0:
-            raise ShapeError("scaling factor must be positive")
+        if scaling != "none":
+            positive(get_float(attrs, "factor"), "scaling factor")
         if scaling in ("dynamic", "llama3") and get_int(attrs, "original_max_position") <= 0:
             raise ShapeError("original_max_position must be positive")
         if scaling == "llama3":
             low, high = get_float(attrs, "low_freq_factor"), get_float(attrs, "high_freq_factor")
+            positive(low, "low_freq_factor")
+            positive(high, "high_freq_factor")
             if high <= low:
                 raise ShapeError("llama3 scaling needs high_freq_factor > low_freq_factor")
         return [x]
@@ -356,12 +360,9 @@ class AttentionOp(IxOp):
         window = attrs.get("window")
         if window is not None and get_int(attrs, "window") <= 0:
             raise ShapeError("window must be positive")
-        cap = get_opt_float(attrs, "softcap")
-        if cap is not None and cap <= 0:
-            raise ShapeError("softcap must be positive")
-        scale = get_opt_float(attrs, "scale")
-        if scale is not None and scale <= 0:
-            raise ShapeError("scale must be positive")
+        positive(get_opt_float(attrs, "softcap"), "softcap")
+        positive(get_opt_float(attrs, "scale"), "scale")
+        nonempty(q.shape[3], "head_dim (dim 3 of q)")
         get_flag(attrs, "causal")
         return [q.with_shape((*q.shape[:3], v.shape[3]))]
 

@@ -292,10 +292,20 @@ class DimSyntaxError(ValueError):
         self.offset = offset
 
 
+# A dim's text is short: longer or deeper input is refused at once rather than costing time
+# quadratic in its terms (canonical forms) or the parser's recursion.
+MAX_DIM_TOKENS = 256
+MAX_DIM_DEPTH = 8
+
+
 def parse_dim(text: str) -> Dim:
-    """Parses the text ``format_dim`` prints (and any equivalent spacing or parenthesisation)."""
+    """Parses the text ``format_dim`` prints (and any equivalent spacing or parenthesisation), of at
+    most MAX_DIM_TOKENS tokens and MAX_DIM_DEPTH nested parentheses."""
     tokens = _tokenize(text)
+    if len(tokens) > MAX_DIM_TOKENS + 1:  # the end marker
+        raise DimSyntaxError(f"dim expression of more than {MAX_DIM_TOKENS} tokens", tokens[MAX_DIM_TOKENS][1])
     pos = 0
+    depth = 0
 
     def peek() -> tuple[str, int]:
         return tokens[pos]
@@ -322,21 +332,34 @@ def parse_dim(text: str) -> Dim:
                 value = mul(value, factor())
             else:
                 tok, toff = take()
-                if not tok.isdigit() or int(tok) <= 0:
+                if not tok.isdigit() or len(tok) > 18 or int(tok) <= 0:
                     raise DimSyntaxError("floordiv takes a positive integer constant", toff)
                 value = floordiv(value, int(tok))
         return value
 
     def factor() -> Dim:
         tok, off = take()
-        if tok == "-":
-            return neg(factor())
+        negate = False
+        while tok == "-":
+            negate = not negate
+            tok, off = take()
+        value = atom(tok, off)
+        return neg(value) if negate else value
+
+    def atom(tok: str, off: int) -> Dim:
+        nonlocal depth
         if tok == "(":
+            depth += 1
+            if depth > MAX_DIM_DEPTH:
+                raise DimSyntaxError(f"dim expression nested deeper than {MAX_DIM_DEPTH} parentheses", off)
             value = expr()
             if take()[0] != ")":
                 raise DimSyntaxError("expected ')'", off)
+            depth -= 1
             return value
         if tok.isdigit():
+            if len(tok) > 18:
+                raise DimSyntaxError(f"integer {tok[:20]}... is too large for a dim", off)
             return int(tok)
         if tok.isidentifier() and tok != "floordiv":
             return sym(tok)

@@ -2,6 +2,11 @@
 
 ``parse_module`` remembers where each op started, so ``verify_module`` can report a verifier
 failure as ``file:line:col: error: ix.add: <rule>`` rather than a dump of the module.
+
+IR text may come from anywhere: brackets nested deeper than ``MAX_NESTING`` are refused before
+parsing (the parser recurses on each level), and whatever else the parser or a verifier raises
+on malformed input (a number too long to convert, a dim too large) is reported as an ``IRError``
+at the op, never as a traceback. Both steps take time linear in the text.
 """
 
 from __future__ import annotations
@@ -58,12 +63,39 @@ class _RecordingParser(Parser):
         return op
 
 
+# Brackets ((, [, {, <) open at once: real IR stays under 20; the parser's recursion allows ~100.
+MAX_NESTING = 64
+_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|->|[(\[{<)\]}>]')
+
+
+def _check_nesting(text: str, name: str) -> None:
+    depth = 0
+    for m in _BRACKETS.finditer(text):
+        tok = m.group()
+        if tok in "([{<":
+            depth += 1
+            if depth > MAX_NESTING:
+                line, col = SourceMap(name, text).line_col(m.start())
+                raise IRError(f"{name}:{line}:{col}: error: brackets nested more than {MAX_NESTING} deep\n"
+                              f"{_caret(text, m.start())}")
+        elif tok in ")]}>":
+            depth -= 1
+
+
 def parse_module(text: str, name: str = "<input>") -> tuple[ModuleOp, SourceMap]:
     """Parses IR text; a syntax error raises ``IRError`` with line, column and a caret."""
+    _check_nesting(text, name)
     source = SourceMap(name, text)
     parser = _RecordingParser(text, name, source)
     try:
         module = parser.parse_module()
+    except (ValueError, ArithmeticError, RecursionError) as e:  # malformed beyond the grammar's checks
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e).split("\n")[0]
+        if "integer string conversion" in why:
+            why = "an integer literal too long to read"
+        at = min(parser.pos, len(text))
+        line, col = source.line_col(at)
+        raise IRError(f"{name}:{line}:{col}: error: {why}\n{_caret(text, at)}") from None
     except ParseError as e:
         line, col = source.line_col(e.span.start)
         raise IRError(f"{name}:{line}:{col}: error: {e.msg}\n{_caret(text, e.span.start)}") from None
@@ -90,8 +122,10 @@ def verify_module(module: ModuleOp, source: SourceMap | None = None) -> None:
     for op in module.walk(reverse=False):
         try:
             op.verify(verify_nested_ops=False)
-        except VerifyException as e:
+        except (VerifyException, ValueError, ArithmeticError) as e:
             where = source.where(op) if source else "<ir>"
+            if not isinstance(e, VerifyException):
+                e = VerifyException(f"{op.name}: {e}")
             msg = str(e).split("\n")[0] if "Operation does not verify" not in str(e) else _first_rule(e)
             text = f"{where}: error: {msg}"
             if source and id(op) in source.starts:

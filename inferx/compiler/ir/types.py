@@ -52,20 +52,47 @@ FLOAT_DTYPES = tuple(d for d in DType if d.is_float)
 INDEX_DTYPES = (DType.i32, DType.i64)
 
 
+# Bounds of a dim in IR text: a real dim has a few terms and parentheses, and a static dim is far
+# below this size. A longer expression is refused at once (the algebra's canonical form costs
+# time quadratic in the terms), so is a deeper one (the parser recurses on parentheses).
+MAX_DIM_FACTORS = 64
+MAX_DIM_DEPTH = 8
+MAX_STATIC_DIM = 1 << 48
+
+
 def _parse_dim(parser: AttrParser) -> Dim:
-    """dim := term (('+' | '-') term)*; term := factor (('*' factor) | ('floordiv' int))*."""
+    """dim := term (('+' | '-') term)*; term := factor (('*' factor) | ('floordiv' int))*;
+    at most MAX_DIM_FACTORS factors and MAX_DIM_DEPTH nested parentheses."""
+    factors, depth = 0, 0
 
     def factor() -> Dim:
-        if parser.parse_optional_punctuation("-") is not None:
-            return sy.neg(factor())
+        nonlocal factors, depth
+        start = parser.pos
+        factors += 1
+        if factors > MAX_DIM_FACTORS:
+            parser.raise_error(f"a dim expression may have at most {MAX_DIM_FACTORS} factors", start)
+        negate = False
+        while parser.parse_optional_punctuation("-") is not None:
+            negate = not negate
+        value = atom()
+        return sy.neg(value) if negate else value
+
+    def atom() -> Dim:
+        nonlocal depth
+        start = parser.pos
         if parser.parse_optional_punctuation("(") is not None:
+            depth += 1
+            if depth > MAX_DIM_DEPTH:
+                parser.raise_error(f"a dim expression may nest at most {MAX_DIM_DEPTH} parentheses", start)
             value = expr()
             parser.parse_punctuation(")", " to close a dim expression")
+            depth -= 1
             return value
         number = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
         if number is not None:
+            if number > MAX_STATIC_DIM:
+                parser.raise_error(f"dim {number} is over the largest dim, {MAX_STATIC_DIM}", start, parser.pos)
             return number
-        start = parser.pos
         name = parser.parse_optional_identifier()
         if name == "floordiv":
             parser.raise_error("'floordiv' is an operator, not a symbol name", start, parser.pos)
@@ -82,7 +109,7 @@ def _parse_dim(parser: AttrParser) -> Dim:
             elif parser.parse_optional_keyword("floordiv") is not None:
                 start = parser.pos
                 divisor = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
-                if divisor is None or divisor <= 0:
+                if divisor is None or divisor <= 0 or divisor > MAX_STATIC_DIM:
                     parser.raise_error("floordiv takes a positive integer constant", start,
                                        parser.pos if divisor is not None else None)  # type: ignore[arg-type]
                 value = sy.floordiv(value, divisor)
@@ -179,10 +206,16 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
         printer.print_string(f", {self.dtype_attr.data}>")
 
     def verify(self) -> None:
-        if self.dtype_attr.data not in DType.__members__:
-            from xdsl.utils.exceptions import VerifyException
+        from xdsl.utils.exceptions import VerifyException
 
+        if self.dtype_attr.data not in DType.__members__:
             raise VerifyException(f"unknown element type {self.dtype_attr.data!r}")
+        for i, d in enumerate(self.shape_attr.data):
+            if isinstance(d, int) and not 0 <= d <= MAX_STATIC_DIM:
+                raise VerifyException(f"tensor dim #{i} is {d}: dims are sizes in 0..{MAX_STATIC_DIM}")
+            if isinstance(d, sy.SymExpr) and _always_negative(d):
+                raise VerifyException(f"tensor dim #{i} is {sy.format_dim(d)}, negative for every size of "
+                                      "its symbols")
 
     @property
     def shape(self) -> tuple[Dim, ...]:
@@ -213,6 +246,11 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
 
     def __str__(self) -> str:
         return f"[{', '.join(sy.format_dim(d) for d in self.shape)}] {self.dtype.value}"
+
+
+def _always_negative(d: sy.SymExpr) -> bool:
+    """``d <= -1`` for every binding of its symbols to sizes (only tried when a term is negative)."""
+    return any(c < 0 for _, c in d.terms) and sy.is_provably_nonnegative(sy.sub(sy.neg(d), 1))
 
 
 def format_shape(shape: Sequence[Dim]) -> str:
