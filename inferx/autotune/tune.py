@@ -117,8 +117,8 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     if options.only or options.skip:
         say(f"{'--only' if options.only else '--skip'}: {len(tasks)} of {len(extraction.tasks)} tasks")
     db = Database.load(options.out, options.target)
-    for problem in db.problems:
-        say(f"tuning database: skipped {problem}")
+    for line in db.problem_lines():
+        say(line)
     failures = FailureLog(options.out, options.target).load()
     runner = _runner(options, {t.task.key: t.kernel for t in tasks if t.kernel is not None})
     space = spaces_for(options.target)

@@ -12,10 +12,16 @@ for its template (a record of a schedule the template no longer accepts is ignor
 error); medians within ``TIE`` of the lowest are a tie, which goes to the schedule with the
 fewest optional knobs on (split-K, TMA, persistent grid, grouped order). Where a task has
 sustained records, they alone rank its schedules: every time of that regime is slower than a
-burst's, so the two are never compared. Lines that do not
-parse are skipped and listed in ``problems`` (file:line: reason), so a torn last line never
-stops a compile. Targets are device names ("h200", "h100"); "cpu" has no
+burst's, so the two are never compared. Targets are device names ("h200", "h100"); "cpu" has no
 database: GPU measurements say nothing about Triton's interpreter.
+
+Records are data from wherever the logs came from. ``load`` reads only regular files (a FIFO or a
+device under the folder would block or never end) and checks every line against the record
+schema (``Record.from_json``: an object whose fields have their types) and its schedule against
+its family's one statement of validity (``parse_schedule``), so a schedule the template would not
+generate is refused as it is read, not when it is picked. A line that fails is skipped and listed
+in ``problems`` (``file:line: reason``), which the compile reports with a count; a torn last line
+never stops a compile.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -144,23 +151,60 @@ class Record:
         }
 
     @staticmethod
-    def from_json(d: Mapping[str, Any]) -> Record:
+    def from_json(d: Any) -> Record:
+        """The record a parsed JSON line holds; ValueError (or TaskError) naming the field at fault."""
+        if not isinstance(d, dict):
+            kind = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+            raise ValueError(f"not a record: {kind.get(type(d), 'null')}, not a JSON object")
+        missing = [k for k in ("task", "schedule", "times_ms", "median_ms", "toolchain", "date") if k not in d]
+        if missing:
+            raise ValueError(f"not a record: missing field {missing[0]!r}")
+        bad = _field_problem(d)
+        if bad:
+            raise ValueError(f"not a record: {bad}")
         if d.get("regime", "") not in REGIMES:
             raise ValueError(f"not a record: regime must be one of {REGIMES}, got {d.get('regime')!r}")
-        try:
-            return Record(
-                task_from_json(d["task"]),
-                dict(d["schedule"]),
-                tuple(float(x) for x in d["times_ms"]),
-                float(d["median_ms"]),
-                dict(d["toolchain"]),
-                str(d["date"]),
-                str(d.get("source", "")),
-                str(d.get("note", "")),
-                str(d.get("regime", "")),
-            )
-        except (KeyError, TypeError) as e:
-            raise ValueError(f"not a record: missing or malformed field {e}") from None
+        return Record(
+            task_from_json(d["task"]),
+            dict(d["schedule"]),
+            tuple(float(x) for x in d["times_ms"]),
+            float(d["median_ms"]),
+            dict(d["toolchain"]),
+            d["date"],
+            d.get("source", ""),
+            d.get("note", ""),
+            d.get("regime", ""),
+        )
+
+
+def _is_number(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+def _field_problem(d: Mapping[str, Any]) -> str | None:
+    """The first field of a record object whose value is not of its type, as ``field=value: rule``."""
+    checks = (
+        ("schedule", lambda v: isinstance(v, dict) and all(isinstance(k, str) and type(x) is int
+                                                           for k, x in v.items()),
+         "an object of knob -> integer"),
+        ("times_ms", lambda v: isinstance(v, list) and v and all(_is_number(x) for x in v),
+         "a non-empty list of numbers"),
+        ("median_ms", _is_number, "a number"),
+        ("toolchain", lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+         "an object of strings"),
+        ("date", lambda v: isinstance(v, str), "a string"),
+        ("source", lambda v: isinstance(v, str), "a string"),
+        ("note", lambda v: isinstance(v, str), "a string"),
+    )
+    for key, ok, rule in checks:
+        if key in d and not ok(d[key]):
+            return f"{key}={_short(d[key])} must be {rule}"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass
@@ -182,14 +226,34 @@ class Database:
         db = Database(Path(root), target)
         folder = db.root / target
         for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-            for n, line in enumerate(path.read_text().splitlines(), 1):
-                if not line.strip():
+            data = _read_regular(path)
+            if data is None:
+                db.problems.append(f"{path}: not a regular file")
+                continue
+            for n, raw in enumerate(data.splitlines(), 1):
+                if not raw.strip():
                     continue
                 try:
-                    db._index(Record.from_json(json.loads(line)))
-                except (ValueError, TaskError) as e:  # JSONDecodeError is a ValueError
-                    db.problems.append(f"{path}:{n}: {e}")
+                    record = Record.from_json(json.loads(raw.decode("utf-8")))
+                    parse_schedule(record.task.template, record.schedule)
+                except (ValueError, TaskError, RecursionError) as e:  # JSON, UTF-8 and schedule errors too
+                    why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+                    db.problems.append(f"{path}:{n}: {why}")
+                    continue
+                db._index(record)
         return db
+
+    def problem_lines(self, shown: int = 5) -> list[str]:
+        """The lines refused on reading, for a progress report: their count, then the first
+        ``shown`` of them (file:line: reason) and how many more."""
+        if not self.problems:
+            return []
+        total = len(self.problems) + len(self.records)
+        lines = [f"tuning database: skipped {len(self.problems)} of {total} records"]
+        lines += [f"tuning database: skipped {p}" for p in self.problems[:shown]]
+        if len(self.problems) > shown:
+            lines.append(f"tuning database: ... and {len(self.problems) - shown} more")
+        return lines
 
     def best(self, task: AnyTask) -> tuple[Any, Record] | None:
         """(schedule, record) of the fastest valid record of ``task``, or None: of the records
@@ -237,6 +301,22 @@ class Database:
     def _index(self, record: Record) -> None:
         self.records.append(record)
         self._by_key.setdefault(record.task.key, []).append(record)
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file (opened without blocking, so a FIFO is
+    refused rather than waited on), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def _lock(fd: int) -> None:

@@ -42,13 +42,14 @@ class ScheduleChoice:
 def tuning_database(options: CompileOptions, say: Callable[[str], None] = lambda msg: None) -> Database | None:
     """The records for the target whose schedules are generated (``options.schedules`` or the
     target); None for the cpu target (GPU timings say nothing about Triton's interpreter) and when
-    ``options.tuning_logs`` is None. Unreadable lines are reported through ``say`` and skipped."""
+    ``options.tuning_logs`` is None. Lines refused on reading are skipped and reported through
+    ``say`` (``Database.problem_lines``)."""
     target = options.schedules or options.target
     if options.tuning_logs is None or target in NO_DATABASE:
         return None
     db = Database.load(options.tuning_logs, target)
-    for problem in db.problems:
-        say(f"        tuning database: skipped {problem}")
+    for line in db.problem_lines():
+        say(f"        {line}")
     return db
 
 
