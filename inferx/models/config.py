@@ -115,10 +115,12 @@ class DecoderConfig:
                 raise ConfigError(f"{self.family}: {key} must be an integer in 1..{limit}, got {value!r}")
         if not (math.isfinite(self.norm_eps) and self.norm_eps > 0):
             raise ConfigError(f"{self.family}: norm_eps must be a positive number, got {self.norm_eps!r}")
+        # An EOS id at or past the vocabulary is kept (small test models keep their family's
+        # default id): no step can emit it, so generation runs its whole budget.
         for i, t in enumerate(self.eos_token_ids):
-            if type(t) is not int or not 0 <= t < self.vocab_size:
+            if type(t) is not int or not 0 <= t <= MAX_TOKEN_ID:
                 raise ConfigError(f"{self.family}: eos_token_ids[{i}] = {t!r} is not a token id "
-                                  f"in [0, {self.vocab_size})")
+                                  f"(an integer in 0..{MAX_TOKEN_ID})")
         if self.bos_token_id is not None and (type(self.bos_token_id) is not int or self.bos_token_id < 0):
             raise ConfigError(f"{self.family}: bos_token_id must be a token id, got {self.bos_token_id!r}")
         if self.num_heads % self.num_kv_heads:
