@@ -208,9 +208,10 @@ def _compile_errors() -> tuple[type[BaseException], ...]:
 
 def _runtime_errors() -> tuple[type[BaseException], ...]:
     from inferx.runtime.artifact import ArtifactError
+    from inferx.runtime.cuda_driver import CudaError
     from inferx.runtime.session import SessionError
 
-    return (OSError, ArtifactError, SessionError)
+    return (OSError, ArtifactError, SessionError, CudaError)
 
 
 def _one_line(e: BaseException) -> str:

@@ -194,3 +194,21 @@ def test_opt_counts_ops_and_writes_its_output_whole(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "func.return %x" in (tmp_path / "out.mlir").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.mlir", "out.mlir"]
+
+
+def test_a_cuda_failure_at_load_is_one_error_line(model_dir: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device that cannot hold the model (CudaError from the driver) is the user's to fix: one
+    line naming the call, no traceback."""
+    import inferx.runtime.loaded as loaded
+    from inferx.runtime.cuda_driver import CudaError
+
+    art = tmp_path / "a.ixa"
+    assert invoke(["compile", str(model_dir), "-o", str(art), *CPU]).exit_code == 0
+
+    def fail(*args: object, **kwargs: object) -> object:
+        raise CudaError("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY")
+
+    monkeypatch.setattr(loaded, "load", fail)
+    result = invoke(["run", str(art), "--prompt-ids", "1,2", "--device", "cuda"])
+    assert_user_error(result, "cuMemAlloc", "OUT_OF_MEMORY")
