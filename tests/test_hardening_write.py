@@ -366,3 +366,15 @@ def test_paths_given_as_strings_are_paths(tmp_path: Path) -> None:
     opts = CompileOptions(dump_ir=str(tmp_path), tuning_logs=str(tmp_path))  # type: ignore[arg-type]
     assert opts.dump_ir == tmp_path and opts.tuning_logs == tmp_path
     assert CompileOptions(dtype="f32").dtype == "f32"  # the IR's spelling, as before
+
+
+def test_a_manifest_loading_would_refuse_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer refuses, before copying anything, a manifest past the bound loading reads."""
+    from inferx.runtime import artifact_write
+
+    monkeypatch.setattr(artifact_write, "MAX_MANIFEST_BYTES", 600)
+    sections = {"compiler_version": "0", "triton_version": "0", "target": "cpu", "notes": "x" * 1000}
+    out = tmp_path / "a"
+    with pytest.raises(ArtifactError, match=r"the manifest would be \d+ bytes, past the 600 bytes loading reads"):
+        artifact_write.write_artifact(out, sections, {"w.bin": b"\0" * 8})
+    assert not out.exists() and list(tmp_path.iterdir()) == []

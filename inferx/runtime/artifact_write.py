@@ -36,6 +36,7 @@ from inferx.runtime.artifact import (  # the format's own helpers, shared with l
     HEADER_LEN,
     MAGIC,
     MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
     PACKED_MAGIC,
     PACKED_SUFFIX,
     Artifact,
@@ -181,7 +182,6 @@ def _remove(path: Path) -> None:
             pass
 
 
-_MAX_MANIFEST = 256 << 20  # far above any compiled model's manifest; a bound on what is read
 
 
 def _manifest_problem(raw: bytes, packed: bool) -> tuple[str | None, dict[str, Any]]:
@@ -220,7 +220,7 @@ def _dir_problem(path: Path) -> str | None:
     st = manifest.lstat()
     if not stat.S_ISREG(st.st_mode):
         return f"its {MANIFEST_NAME} is not a regular file"
-    if st.st_size > _MAX_MANIFEST:
+    if st.st_size > MAX_MANIFEST_BYTES:
         return f"its {MANIFEST_NAME} has {st.st_size} bytes"
     problem, files = _manifest_problem(manifest.read_bytes(), packed=False)
     if problem:
@@ -255,7 +255,7 @@ def _packed_problem(path: Path, size: int) -> str | None:
         if len(head) < HEADER_LEN or head[: len(PACKED_MAGIC)] != PACKED_MAGIC:
             return "it does not start as a packed artifact does"
         _, _, header_len, m_len, payload, total, _ = _HEADER.unpack(head)
-        if header_len != HEADER_LEN or total != size or m_len > min(size - HEADER_LEN, _MAX_MANIFEST):
+        if header_len != HEADER_LEN or total != size or m_len > min(size - HEADER_LEN, MAX_MANIFEST_BYTES):
             return "its header does not match the file"
         problem, files = _manifest_problem(f.read(m_len), packed=True)
     if problem:
@@ -407,6 +407,18 @@ def _write_packed(
     return hashes
 
 
+def _check_manifest_size(sections: Mapping[str, Any], sizes: Mapping[str, int]) -> None:
+    """Refuses, before any file is copied, a manifest longer than loading reads
+    (``MAX_MANIFEST_BYTES``): the artifact could be written but never loaded. The length is
+    known beforehand: hashes are fixed-width hex and offsets are at most the payload's length."""
+    end = _payload_len(sizes, _packed_offsets(sizes))
+    files = {n: {"offset": end, "sha256": "0" * 64, "size": sizes[n]} for n in sorted(sizes)}
+    manifest = {**sections, "magic": MAGIC, "format_version": FORMAT_VERSION, "files": files}
+    n = len(canonical_json(_with_self_hash(manifest)))
+    if n > MAX_MANIFEST_BYTES:
+        raise ArtifactError(f"the manifest would be {n} bytes, past the {MAX_MANIFEST_BYTES} bytes loading reads")
+
+
 def _write(
     output: Path, sections: Mapping[str, Any], sources: Mapping[str, _Source], expect: Mapping[str, str] | None = None
 ) -> Path:
@@ -422,6 +434,7 @@ def _write(
                 checked = _check_sections(sections)
                 _check_names(list(sources))
                 sizes = {n: _source_size(n, sources[n]) for n in sources}
+                _check_manifest_size(checked, sizes)
                 with held():
                     _make_parents(output.parent, created)
                     if packed:
