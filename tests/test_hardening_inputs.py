@@ -434,6 +434,7 @@ def test_tuning_records_are_checked_on_reading(tmp_path: Path, record_line: dict
         json.dumps({**g, "schedule": {**g["schedule"], "num_warps": 4.0}}),
         json.dumps({**g, "date": 5}),
         "[" * 100000,
+        json.dumps({**g, "schedule": {**g["schedule"], "bm": 1 << 20, "bn": 1 << 20, "bk": 1 << 20}}),
         json.dumps(g),
     ]
     folder = tmp_path / "h200"
@@ -454,13 +455,14 @@ def test_tuning_records_are_checked_on_reading(tmp_path: Path, record_line: dict
         8: "'num_warps': 4.0",
         9: "date=5",
         10: "nested too deeply",
+        11: "tile dims must be at most 1024",
     }
     for n, text in want.items():
         assert any(p.startswith(f"{path}:{n}: ") and text in p for p in db.problems), (n, db.problems)
     assert any(p.startswith(f"{folder / 'other.jsonl'}:1: ") and "utf-8" in p for p in db.problems)
     lines_said = db.problem_lines(shown=2)
-    assert lines_said[0] == "tuning database: skipped 11 of 12 records"
-    assert lines_said[-1] == "tuning database: ... and 9 more"
+    assert lines_said[0] == "tuning database: skipped 12 of 13 records"
+    assert lines_said[-1] == "tuning database: ... and 10 more"
 
 
 def test_tuning_database_path_that_is_a_fifo(tmp_path: Path, record_line: dict[str, Any]) -> None:

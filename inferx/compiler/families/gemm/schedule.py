@@ -13,12 +13,19 @@ from inferx.compiler.families.interface import ScheduleError, pow2
 # The optional knobs and the value that means "off".
 OPTIONAL_KNOBS = OFF_VALUES
 
+# Bounds on a tile: a schedule past them would compile to a kernel that cannot launch (shared
+# memory, registers) or would not compile at all; the space never draws past them (it stops at
+# 256-wide tiles and K steps of 1024).
+MAX_TILE_DIM = 1024
+MAX_TILE_AREA = 1 << 17
+
 
 def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
     """The GemmSchedule a record's schedule dict names; ScheduleError if the template would not
     accept it: the fields bm, bn, bk, num_warps, num_stages and optionally split_k, tma and
     persistent; tile sizes powers of two; BM <= 8 (GEMV mode) or every tile dim >= 16 (tl.dot's
-    minimum); 1, 2, 4, 8 or 16 warps; 1 to 8 stages; split_k a power of two up to 16, above 1 only
+    minimum); each dim at most MAX_TILE_DIM and each of the three tile products at most
+    MAX_TILE_AREA; 1, 2, 4, 8 or 16 warps; 1 to 16 stages; split_k a power of two up to 16, above 1 only
     on the dot path; tma 0 or 1, 1 only on the dot path with tile dims up to 256 (a TMA box's
     limit); persistent 0, 1 or 2 (programs per SM), on the dot path without split-K; group_m 0 or
     a power of two up to 64 (row tiles per group), on the dot path; unroll 0 or 1, 1 only in GEMV
@@ -54,6 +61,9 @@ def gemm_schedule(d: Mapping[str, Any]) -> GemmSchedule:
         raise ScheduleError(f"defer must be 0 or 1, and 1 only in GEMV mode at BM 1: {s}")
     if not all(pow2(v) for v in (s.bm, s.bn, s.bk)):
         raise ScheduleError(f"tile sizes must be powers of two: {s}")
+    if max(s.bm, s.bn, s.bk) > MAX_TILE_DIM or max(s.bm * s.bk, s.bn * s.bk, s.bm * s.bn) > MAX_TILE_AREA:
+        raise ScheduleError(f"tile dims must be at most {MAX_TILE_DIM} and each tile operand at most "
+                            f"{MAX_TILE_AREA} elements: {s}")
     if not s.gemv and min(s.bm, s.bn, s.bk) < 16:
         raise ScheduleError(f"the dot path needs BM, BN, BK >= 16 (or BM <= {GEMV_MAX_ROWS} for GEMV mode): {s}")
     if s.num_warps not in (1, 2, 4, 8, 16):
