@@ -26,13 +26,18 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     weights start streaming as the one before it ends), ``fuse_mlp`` (each decode layer's MLP as
     one kernel, for ``max_batch`` up to 8), ``fuse_attention_o`` (each decode layer's attention and
     o projection as one kernel, for ``max_batch`` up to 8)."""
+    import dataclasses
     from pathlib import Path
 
     from inferx.compiler.driver import compile_model
-    from inferx.compiler.options import CompileOptions
+    from inferx.compiler.options import CompileError, CompileOptions
 
     if output is None:
         raise TypeError("compile() needs output=PATH")
+    known = {f.name for f in dataclasses.fields(CompileOptions)} - {"target"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise CompileError(f"unknown option {unknown[0]!r}; the options are {', '.join(sorted(known))}")
     dump = options.pop("dump_ir", None)
     opts = CompileOptions(target=target, dump_ir=Path(dump) if dump else None, **options)
     return compile_model(src, Path(output), opts)

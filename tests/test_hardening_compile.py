@@ -421,3 +421,11 @@ def test_the_tuners_build_still_compiles_in_its_own_worker(tmp_path: Path) -> No
     result = _run_python(["-c", code], tmp_path, stdin=ks)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "''"
+
+
+def test_an_unknown_compile_option_is_named(tmp_path: Path) -> None:
+    """A misspelt keyword is a CompileError naming it and the options there are, not a TypeError
+    from inside the options dataclass; nothing is written."""
+    with pytest.raises(CompileError, match=r"unknown option 'max_batchs'; the options are .*max_batch"):
+        inferx.compile(tmp_path / "model", output=tmp_path / "a", max_batchs=2)
+    assert not (tmp_path / "a").exists()
