@@ -364,6 +364,8 @@ def test_tune_cli_errors_name_what_is_wrong(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["tune", str(model), "--runner", "replay", "--replay", str(tmp_path / "nope"),
                                     "--out", str(tmp_path)])
     assert res.exit_code == 1 and "--replay" in res.output
+    res = CliRunner().invoke(main, ["tune", str(model), "--max-seq-len", "0", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "--max-seq-len must be an integer from 1 to 1048576, got 0" in res.output
     (tmp_path / "r.jsonl").write_text("")
     res = CliRunner().invoke(main, ["tune", str(model), "--runner", "replay", "--replay", str(tmp_path / "r.jsonl"),
                                     "--sustain-ms", "300", "--out", str(tmp_path)])

@@ -89,6 +89,15 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     a module)."""
     if options.target in NO_DATABASE or options.target not in HARDWARE:
         raise TuneError(f"cannot tune for target {options.target!r}: the targets are {', '.join(sorted(HARDWARE))}")
+    sizes = (("--max-seq-len", options.max_seq_len, 1 << 20), ("--max-batch", options.max_batch, 1 << 16),
+             ("--batch", options.batch, 1 << 16), ("--jobs", options.jobs, 1024))
+    for flag, value, hi in sizes:
+        if type(value) is not int or not 1 <= value <= hi:
+            raise TuneError(f"{flag} must be an integer from 1 to {hi}, got {value!r}")
+    if options.trials is not None and (type(options.trials) is not int or options.trials < 1):
+        raise TuneError(f"--trials must be a positive integer, got {options.trials!r}")
+    if options.budget_s is not None and not options.budget_s > 0:
+        raise TuneError(f"--budget must be positive, got {options.budget_s!r} s")
     if options.runner not in RUNNERS:
         raise TuneError(f"unknown runner {options.runner!r}: {', '.join(RUNNERS)}")
     if options.runner == "replay" and options.sustain_ms > 0:
