@@ -110,6 +110,9 @@ def test_time_kernels_lists_every_kernel_once(compiled) -> None:
            if a["template"] == "attention"]
     assert att and all(b - a == 2 * 8 * (2 * 8 * 4) for a, b in att), att
     assert all(r["record_ms"] is None for r in rows)  # compiled without a tuning database
+    for bad in ((1, 0, 8), (1, 1, -3), (1, 1, 8.5)):
+        with pytest.raises(SessionError, match="must be a positive integer"):
+            s.time_kernels("decode", *bad, warmup=0, iters=1)
     # a tuned kernel carries its record's time from the manifest
     artifact = load_artifact(art)
     name = rows[1]["kernel"]

@@ -381,6 +381,9 @@ class CudaSession(DecoderSession):
             self.drv.upload(ptr, a)
 
     def _bound_for_timing(self, entry: str, batch: int, seq: int, context: int) -> _Bound:
+        for name, v in (("batch", batch), ("seq", seq), ("context", context)):
+            if type(v) is not int or v < 1:
+                raise SessionError(f"cannot time {entry}: {name} must be a positive integer, got {v!r}")
         if context > self.max_context or (entry == "decode" and seq != 1) or context < seq:
             raise SessionError(
                 f"cannot time {entry} at batch {batch}, seq {seq}, context {context} "
