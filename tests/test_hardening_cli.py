@@ -175,8 +175,15 @@ def test_bad_compile_options_give_one_error_line_before_any_work(
     ids=["parens-in-a-dim", "nested-arrays", "nested-regions"],
 )
 def test_opt_on_deep_nesting(tmp_path: Path, text: str) -> None:
+    """An IR diagnostic: ``FILE:LINE:COL: error: ...`` then the source line and a caret."""
     (tmp_path / "deep.mlir").write_text(text)
-    assert_user_error(invoke(["opt", str(tmp_path / "deep.mlir")]), "deep.mlir", "nests too deeply")
+    result = invoke(["opt", str(tmp_path / "deep.mlir")])
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    assert "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1, result.stderr[:2000]
+    assert "deep.mlir:" in errors[0] and "nested more than 64 deep" in errors[0], errors[0][:300]
+    assert result.stderr.rstrip().endswith("^"), result.stderr[-300:]
 
 
 def test_opt_on_a_huge_module_refuses_at_once(tmp_path: Path) -> None:
