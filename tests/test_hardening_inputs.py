@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -384,6 +385,25 @@ def test_ir_values_are_refused(text: str, names: list[str]) -> None:
 )
 def test_deep_nesting_is_an_ir_error(text: str) -> None:
     assert "nested more than 64 deep" in _ir_error(text)
+
+
+@pytest.mark.parametrize(
+    "literal",
+    ['"' + "x" * 60, '"a\\q"', '"' + "x" * 40 + "\n" + '"'],
+    ids=["not-closed", "unknown-escape", "newline-inside"],
+)
+def test_a_string_literal_not_closed_is_refused_at_once(literal: str) -> None:
+    """The lexer's pattern backtracks exponentially on such a literal: 60 characters took minutes."""
+    start = time.process_time()
+    msg = _ir_error("func.func @f() attributes {a = " + literal + "} {\n  func.return\n}\n")
+    assert "x.mlir:1:32" in msg and "string literal not closed" in msg
+    assert time.process_time() - start < 5
+
+
+def test_string_literals_with_escapes_parse() -> None:
+    literal = '"q\\"x\\n\\t\\\\\\41 // not a comment"'
+    module, _ = parse_module("func.func @f() attributes {a = " + literal + "} {\n  func.return\n}\n")
+    assert '"q\\22x\\0A\\09\\\\A // not a comment"' in str(module)
 
 
 def test_long_dim_expressions_are_refused_at_once() -> None:

@@ -65,13 +65,21 @@ class _RecordingParser(Parser):
 
 # Brackets ((, [, {, <) open at once: real IR stays under 20; the parser's recursion allows ~100.
 MAX_NESTING = 64
-_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|->|[(\[{<)\]}>]')
+# A string literal as the lexer reads it (escapes \n \t \\ \" or two hex digits), one character
+# at a time: the lexer's own pattern backtracks exponentially on a literal that is not closed.
+_STRING = r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"'
+_BRACKETS = re.compile(_STRING + r'|//[^\n]*|"|->|[(\[{<)\]}>]')
 
 
 def _check_nesting(text: str, name: str) -> None:
+    """Brackets nest at most ``MAX_NESTING`` deep and every string literal is closed."""
     depth = 0
     for m in _BRACKETS.finditer(text):
         tok = m.group()
+        if tok == '"':
+            line, col = SourceMap(name, text).line_col(m.start())
+            raise IRError(f"{name}:{line}:{col}: error: a string literal not closed on its line (or with an "
+                          f"escape other than \\n \\t \\\\ \\\" or two hex digits)\n{_caret(text, m.start())}")
         if tok in "([{<":
             depth += 1
             if depth > MAX_NESTING:
