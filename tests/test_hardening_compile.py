@@ -141,6 +141,29 @@ def test_index_naming_a_non_string_is_refused(sharded: Path) -> None:
     assert str(sharded / INDEX) in msg and f"'{tensor}'" in msg
 
 
+@pytest.mark.parametrize("shard", ["\x00", "model-00001-of-00002.safetensors\x00"], ids=["nul", "trailing-nul"])
+def test_index_naming_a_file_with_a_nul_byte_is_refused(sharded: Path, shard: str) -> None:
+    tensor = _remap(sharded, shard)
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and f"'{tensor}'" in msg and "not a file name" in msg
+
+
+def test_index_naming_a_shard_that_does_not_hold_the_tensor_is_refused(sharded: Path) -> None:
+    """The tensor is in another shard: the index is wrong, and the weight is not taken from a file
+    it does not name for it."""
+    index = json.loads((sharded / INDEX).read_text())
+    weight_map = index["weight_map"]
+    shards = sorted(set(weight_map.values()))
+    # a tensor whose shard holds another one (so that the shard is still read) moved to another shard
+    tensor = next(t for t in sorted(weight_map) if list(weight_map.values()).count(weight_map[t]) > 1)
+    held_in, other = weight_map[tensor], next(s for s in shards if s != weight_map[tensor])
+    weight_map[tensor] = other
+    (sharded / INDEX).write_text(json.dumps(index))
+    msg = _import_error(sharded)
+    assert str(sharded / INDEX) in msg and f"tensor '{tensor}' names shard '{other}', which does not hold it" in msg
+    assert f"(it is in '{held_in}')" in msg
+
+
 def test_symlinks_inside_the_directory_and_to_the_hub_cache_blobs_import(sharded_dir: Path, tmp_path: Path) -> None:
     """The HuggingFace hub cache keeps a snapshot's files as symlinks into the repository's blobs."""
     repo = tmp_path / "models--org--tiny"

@@ -39,7 +39,13 @@ def import_hf_dir(path: Path, *, dtype: str | None = None) -> Program:
         raise ModelImportError(f"{path}: no config.json (is this a HuggingFace model directory?)")
     raw = read_json_object(config_path)
     cfg = with_dtype(decoder_config(raw, str(config_path)), dtype)
-    store = SafetensorsStore.open(_weight_files(path))
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = _index_shards(path, index)
+        store = SafetensorsStore.open(sorted(set(weight_map.values())))
+        _check_weight_map(index, weight_map, store)
+    else:
+        store = SafetensorsStore.open(_weight_files(path))
     return decoder_program(cfg, store, str(path))
 
 
@@ -84,9 +90,6 @@ def _json_kind(value: Any) -> str:
 
 
 def _weight_files(path: Path) -> list[Path]:
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        return _index_shards(path, index)
     files = sorted(path.glob("*.safetensors"))
     if not files:
         other = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt")]
@@ -95,8 +98,8 @@ def _weight_files(path: Path) -> list[Path]:
     return files
 
 
-def _index_shards(path: Path, index: Path) -> list[Path]:
-    """The shard files a sharded checkpoint's index names. The index is data: each name must be a
+def _index_shards(path: Path, index: Path) -> dict[str, Path]:
+    """{tensor: shard file} of a sharded checkpoint's index. The index is data: each name must be a
     relative path without ``..`` to an existing file that stays inside the model directory once
     symlinks are followed (or, for a snapshot of the HuggingFace hub cache, inside its ``blobs``)."""
     weight_map = read_json_object(index).get("weight_map")
@@ -106,10 +109,10 @@ def _index_shards(path: Path, index: Path) -> list[Path]:
     inside = [root]
     if root.parent.name == "snapshots":  # <cache>/models--org--name/snapshots/<revision>
         inside.append(root.parent.parent / "blobs")
-    files: set[Path] = set()
+    files: dict[str, Path] = {}
     for tensor, shard in weight_map.items():
         where = f"{index}: tensor '{tensor}' names shard {shard!r}"
-        if not isinstance(shard, str) or not shard:
+        if not isinstance(shard, str) or not shard or "\x00" in shard:
             raise ModelImportError(f"{where}: not a file name")
         name = PurePosixPath(shard)
         if name.is_absolute() or ".." in name.parts:
@@ -117,16 +120,28 @@ def _index_shards(path: Path, index: Path) -> list[Path]:
         file = path / name
         try:
             real = file.resolve()
-        except (OSError, RuntimeError) as e:  # a symlink loop
+        except (OSError, RuntimeError, ValueError) as e:  # a symlink loop, a name the OS refuses
             raise ModelImportError(f"{where}, which cannot be resolved: {e}") from None
         if not any(real.is_relative_to(d) for d in inside):
             raise ModelImportError(f"{where}, which leads outside the model directory (to {real})")
         if not real.is_file():
             raise ModelImportError(f"{where}, which is missing")
-        files.add(file)
+        files[tensor] = file
     if not files:
         raise ModelImportError(f"{index}: 'weight_map' names no shard")
-    return sorted(files)
+    return files
+
+
+def _check_weight_map(index: Path, weight_map: Mapping[str, Path], store: SafetensorsStore) -> None:
+    """Each tensor the index names is in the shard it names (a weight is never taken from a file
+    the index does not say holds it)."""
+    for tensor, file in weight_map.items():
+        entry = store.entries.get(tensor)
+        if entry is None or entry.file != file:
+            found = f" (it is in '{entry.file.name}')" if entry is not None else ""
+            raise ModelImportError(
+                f"{index}: tensor '{tensor}' names shard '{file.name}', which does not hold it{found}"
+            )
 
 
 def decoder_program(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source: str) -> Program:
