@@ -404,6 +404,46 @@ def test_sizes_are_checked_against_each_other_before_allocation(
     _refused(_copy(art, tmp_path / "a", edit), *names)
 
 
+def _logits_shape(shape: list[str]) -> Callable[[Manifest], None]:
+    def edit(m: Manifest) -> None:
+        entry = m["entries"]["prefill"]
+        entry["buffers"][entry["returns"][0]["name"]]["shape"] = shape
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, names",
+    [
+        (_logits_shape(["S_seq", str(VOCAB)]), ("entries.prefill.buffers", "[batch, seq, vocab]")),
+        (_logits_shape(["S_batch", "2", str(VOCAB)]), ("entries.prefill.buffers", "[batch, seq, vocab]")),
+        (lambda m: next(iter(m["kernels"].values()))["constexprs"].update(BM=0), ("constexprs.BM", "0 is below 1")),
+        (lambda m: next(iter(m["kernels"].values()))["constexprs"].update(BM=24), ("constexprs.BM", "powers of two")),
+    ],
+    ids=["logits-2d", "logits-fixed-seq", "constexpr-zero", "constexpr-not-pow2"],
+)
+def test_logits_shape_and_constexprs_are_checked(
+    art: Path, tmp_path: Path, edit: Callable[[Manifest], object], names: tuple[str, ...]
+) -> None:
+    """A fuzzed manifest returned logits of another shape; a BK of 0 failed inside Triton."""
+    _refused(_copy(art, tmp_path / "a", edit), *names)
+
+
+def test_a_kernel_that_fails_in_the_interpreter_names_itself(art: Path, tmp_path: Path) -> None:
+    """A kernel that fails at run time (here a division by zero in its body): an ArtifactError
+    naming the kernel, not Triton's own error."""
+    name = json.loads((art / "manifest.json").read_text())["entries"]["prefill"]["launches"][0]["kernel"]
+    meta = _kernels(art)[name]
+    source = (art / meta["file"]).read_text()
+    head = source.index(f"def {name}(")
+    body = source.index("\n", head) + 1
+    failing = source[:body] + "    _ = 1 // 0\n" + source[body:]
+    bad = _copy(art, tmp_path / "a", files={meta["file"]: failing.encode()})
+    session = inferx.load(bad, device="cpu")
+    with pytest.raises(ArtifactError, match=f"kernel {name} failed in Triton's interpreter"):
+        session.prefill(np.array([[1, 2]]))
+
+
 def test_a_grid_too_large_to_interpret_is_refused_for_a_cpu_session(art: Path, tmp_path: Path) -> None:
     """Within CUDA's bounds, but hours of work for Triton's interpreter."""
     name = sorted(_kernels(art))[0]

@@ -562,10 +562,18 @@ def _param(v: Any, at: _At, n_scratch: int) -> Param:
     return p
 
 
+MAX_CONSTEXPR = 1 << 16
+
+
 def _constexprs(v: Any, at: _At) -> dict[str, int]:
+    """A kernel's compile-time constants: every family's are tile sizes and counts (BM, BK,
+    SPLITS, ...), each a power of two from 1 to ``MAX_CONSTEXPR``."""
     out: dict[str, int] = {}
     for k, c in _map(v, at).items():
-        out[_name(k, at.key(k))] = _int(c, at.key(k), None, MAX_I32)
+        n = _int(c, at.key(k), 1, MAX_CONSTEXPR)
+        if n & (n - 1):
+            raise at.key(k).error(f"{n}: a kernel's constexprs are tile sizes and counts, powers of two")
+        out[_name(k, at.key(k))] = n
     return out
 
 
@@ -1078,6 +1086,14 @@ def _check_vocab(e: EntryPlan, m: Manifest, at: _At) -> None:
             .error(f"{first.kind} {first.name or first.index!r}: the logits are a buffer [..., vocab]")
         )
     logits = e.buffers[first.name]
+    lead = tuple(expr.parse(d) for d in logits.shape[:-1])
+    if lead not in ((expr.Sym("batch"), expr.Sym("seq")), (expr.Sym("batch"), expr.Num(1))):
+        raise (
+            at.key("buffers")
+            .key(first.name)
+            .key("shape")
+            .error(f"{list(logits.shape)}: the logits are [batch, seq, vocab] or [batch, 1, vocab]")
+        )
     if expr.parse(logits.shape[-1]) != expr.Num(vocab):
         raise (
             at.key("buffers")

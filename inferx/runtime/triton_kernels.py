@@ -139,21 +139,31 @@ def load_kernel(ks: KernelSource, *, interpret: bool) -> Any:
     with _LOCK, _interpret(interpret):
         exec(code, module.__dict__)  # noqa: S102
     fn = getattr(module, ks.name)
-    return _Interpreted(fn) if interpret else fn
+    return _Interpreted(fn, ks.name) if interpret else fn
 
 
 class _Interpreted:
-    """An interpreted kernel: ``fn[grid](*args, **kwargs)`` launches it under ``interpreting``."""
+    """An interpreted kernel: ``fn[grid](*args, **kwargs)`` launches it under ``interpreting``. A
+    kernel that fails in the interpreter raises ArtifactError naming it (the message of Triton's
+    error, the error itself chained)."""
 
-    def __init__(self, fn: Any):
+    def __init__(self, fn: Any, name: str):
         self.fn = fn
+        self.name = name
 
     def __getitem__(self, grid: tuple[int, ...]) -> Any:
         launch = self.fn[grid]
 
         def run(*args: Any, **kwargs: Any) -> Any:
             with interpreting():
-                return launch(*args, **kwargs)
+                try:
+                    return launch(*args, **kwargs)
+                except Exception as e:
+                    why = " ".join(str(e).split())[:300]
+                    raise ArtifactError(
+                        f"kernel {self.name} failed in Triton's interpreter (grid {list(grid)}): "
+                        f"{type(e).__name__}: {why}"
+                    ) from e
 
         return run
 
