@@ -10,8 +10,8 @@ Triton reads a kernel's source through ``inspect``, so the text also goes to a c
 directory private to the user (``CACHE``, mode 0700, owned by the user: anything else is
 refused), one file per source named by the kernel and the sha256 of its text. The file is checked
 against that hash before it is used and rewritten when it differs, and the code that runs is
-compiled from the verified text itself: a file planted in the cache never runs. (The directory's
-path is part of the line information of compiled cubins, so it stays the same for everyone.)
+compiled from the verified text itself: a file planted in the cache never runs. The directory is
+named by the user's id, so users of one machine never share (or block) one.
 
 Interpreted kernels run whatever mode Triton was imported in: a CPU session in a process where
 something imported Triton before ``TRITON_INTERPRET=1`` was set (as importing transformers can)
@@ -40,7 +40,7 @@ from inferx.runtime import expr
 from inferx.runtime.artifact import ArtifactError
 from inferx.runtime.kernel_source import KernelSource
 
-CACHE = Path(tempfile.gettempdir()) / "inferx-kernels"
+CACHE = Path(tempfile.gettempdir()) / f"inferx-kernels-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _LOCK = threading.RLock()
 
