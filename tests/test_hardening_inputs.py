@@ -455,6 +455,7 @@ def test_tuning_records_are_checked_on_reading(tmp_path: Path, record_line: dict
         json.dumps({**g, "date": 5}),
         "[" * 100000,
         json.dumps({**g, "schedule": {**g["schedule"], "bm": 1 << 20, "bn": 1 << 20, "bk": 1 << 20}}),
+        json.dumps({**g, "median_ms": -1}),
         json.dumps(g),
     ]
     folder = tmp_path / "h200"
@@ -476,13 +477,14 @@ def test_tuning_records_are_checked_on_reading(tmp_path: Path, record_line: dict
         9: "date=5",
         10: "nested too deeply",
         11: "tile dims must be at most 1024",
+        12: "median_ms=-1 must be a positive number",
     }
     for n, text in want.items():
         assert any(p.startswith(f"{path}:{n}: ") and text in p for p in db.problems), (n, db.problems)
     assert any(p.startswith(f"{folder / 'other.jsonl'}:1: ") and "utf-8" in p for p in db.problems)
     lines_said = db.problem_lines(shown=2)
-    assert lines_said[0] == "tuning database: skipped 12 of 13 records"
-    assert lines_said[-1] == "tuning database: ... and 10 more"
+    assert lines_said[0] == "tuning database: skipped 13 of 14 records"
+    assert lines_said[-1] == "tuning database: ... and 11 more"
 
 
 def test_tuning_database_path_that_is_a_fifo(tmp_path: Path, record_line: dict[str, Any]) -> None:

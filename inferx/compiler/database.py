@@ -189,7 +189,7 @@ def _field_problem(d: Mapping[str, Any]) -> str | None:
          "an object of knob -> integer"),
         ("times_ms", lambda v: isinstance(v, list) and v and all(_is_number(x) for x in v),
          "a non-empty list of numbers"),
-        ("median_ms", _is_number, "a number"),
+        ("median_ms", lambda v: _is_number(v) and not v <= 0, "a positive number"),
         ("toolchain", lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
          "an object of strings"),
         ("date", lambda v: isinstance(v, str), "a string"),

@@ -170,7 +170,7 @@ def mutate_json(
         donors = [v for _, v in rng.sample(nodes, min(len(nodes), 8))]
         op = rng.random()
         if not path:
-            value = odd_value(rng) if op < 0.5 else _tweak(rng, node, donors)
+            value = odd_value(rng) if op < 0.5 else copy.deepcopy(_tweak(rng, node, donors))
             notes.append(f"root -> {_short(value)}")
             continue
         parent = get(value, path[:-1])
@@ -182,7 +182,7 @@ def mutate_json(
         if op < 0.5:
             new = odd_value(rng)
         elif op < 0.85:
-            new = _tweak(rng, node, donors)
+            new = copy.deepcopy(_tweak(rng, node, donors))  # a donor may be an ancestor: no cycles
         else:
             new = copy.deepcopy(rng.choice(donors))
         parent[key] = new
