@@ -619,6 +619,7 @@ def all_samples() -> dict[type, list[Sample]]:
             nn.EmbeddingOp: n.embedding_samples(),
             nn.LastTokenOp: n.last_token_samples(),
             nn.LinearOp: n.linear_samples(),
+            nn.QLinearOp: n.qlinear_samples(),
             nn.MatmulOp: n.matmul_samples(),
             nn.SoftmaxOp: n.softmax_samples(),
             nn.RMSNormOp: n.rmsnorm_samples(),

@@ -105,6 +105,55 @@ def linear_samples() -> list[Sample]:
     return out
 
 
+def qlinear_samples() -> list[Sample]:
+    """int4 weights: codes (i4, the signed q - 8), group scales, optional mins and column scale;
+    the reference dequantizes in torch (an independent path) and calls F.linear."""
+    out = []
+    for i in range(12):
+        rng = np.random.default_rng(6150 + i)
+        (bb, ss) = BS[i]
+        group = (32, 64, 128)[i % 3]
+        k = group * (1, 2, 3, 1)[i % 4]
+        n = [3, 129, 7, 1, 16, 8, 33, 5, 129, 2, 7, 9][i]
+        has_mins, has_col = i % 2 == 0, i % 4 == 3
+        dt = {5: "f16", 9: "bf16"}.get(i, "f32")
+        sdt = "f32" if i % 5 == 4 else dt
+        x = rand(rng, (bb, ss, k), dt)
+        codes = rng.integers(-8, 8, (n, k)).astype(np.int8)
+        scales = rand(rng, (n, k // group), sdt, scale=0.02 * k**-0.5, low=0.001 * k**-0.5)
+        mins = rand(rng, (n, k // group), sdt, scale=0.1 * k**-0.5)
+        col = rand(rng, (k,), dt, scale=0.5, low=0.5)
+        weights = {"c": codes, "s": scales, **({"m": mins} if has_mins else {}), **({"k": col} if has_col else {})}
+
+        def body(bld, args, n=n, k=k, group=group, dt=dt, sdt=sdt, has_mins=has_mins, has_col=has_col):
+            cv = bld(ts.WeightOp, result_types=[T((n, k), "i4")], name=s("c"))
+            sv = bld(ts.WeightOp, result_types=[T((n, k // group), sdt)], name=s("s"))
+            mv = bld(ts.WeightOp, result_types=[T((n, k // group), sdt)], name=s("m")) if has_mins else None
+            kv = bld(ts.WeightOp, result_types=[T((k,), dt)], name=s("k")) if has_col else None
+            return [bld(nn.QLinearOp, args[0], cv, sv, mv, kv, group=int_attr(group))]
+
+        def ref(x, c, sc, *rest, group=group, has_mins=has_mins, has_col=has_col):
+            rest = list(rest)
+            q = (c.to(torch.float32) + 8).reshape(c.shape[0], -1, group)
+            w = q * sc[:, :, None] + rest.pop(0)[:, :, None] if has_mins else (q - 8) * sc[:, :, None]
+            w = w.reshape(c.shape)
+            if has_col:
+                w = w * rest.pop(0)[None, :]
+            return [F.linear(x, w)]
+
+        out.append(
+            Sample(
+                f"ix.qlinear-{i}-g{group}-{'mins' if has_mins else 'sym'}{'-col' if has_col else ''}-{dt}-{sdt}",
+                6150 + i,
+                [(T(("batch", "seq", k), dt), x)],
+                body,
+                ref,
+                weights=weights,
+            )
+        )
+    return out
+
+
 def matmul_samples() -> list[Sample]:
     out = []
     for i in range(10):

@@ -62,3 +62,35 @@ def test_a_quantized_weight_checks_its_parts() -> None:
         QuantizedWeight(Scheme(group=32), codes, np.ones((2, 2), np.float32))  # asymmetric without mins
     with pytest.raises(SchemeError):
         QuantizedWeight(Scheme(group=32), codes, np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32))
+
+
+def _qlinear_module(mins: bool, col: bool) -> str:
+    t, c, s = "!ix.tensor<[rows, 64], f32>", "!ix.tensor<[16, 64], i4>", "!ix.tensor<[16, 2], f32>"
+    extra, types = ("mins %m", f"mins {s}") if mins else ("", "")
+    if col:
+        extra, types = f"{extra} col_scale %k", f"{types} col_scale !ix.tensor<[64], f32>"
+    return (
+        f"func.func @f(%x: {t}) -> !ix.tensor<[rows, 16], f32> {{\n"
+        f'  %c = ix.weight {{name = "c"}} : {c}\n  %s = ix.weight {{name = "s"}} : {s}\n'
+        f'  %m = ix.weight {{name = "m"}} : {s}\n  %k = ix.weight {{name = "k"}} : !ix.tensor<[64], f32>\n'
+        f"  %0 = ix.qlinear %x, %c, %s {extra} {{group = 32}} : {t}, {c}, {s} {types} -> !ix.tensor<[rows, 16], f32>\n"
+        "  func.return %0 : !ix.tensor<[rows, 16], f32>\n}\n"
+    )
+
+
+@pytest.mark.parametrize("mins, col", [(False, False), (True, False), (True, True)])
+def test_the_interpreter_runs_qlinear_as_x_times_the_dequantized_weight(mins: bool, col: bool) -> None:
+    """Codes are stored as q - 8 (i4 values); the interpreter adds 8 back before ``dequantize``."""
+    from inferx.compiler.interpreter import Interpreter
+    from inferx.compiler.ir.textio import parse_module
+
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, 16, (16, 64)).astype(np.uint8)
+    s = rng.uniform(0.01, 0.1, (16, 2)).astype(np.float32)
+    m = rng.uniform(-0.5, 0.0, (16, 2)).astype(np.float32)
+    k = rng.uniform(0.5, 2.0, 64).astype(np.float32)
+    weights = {"c": codes.astype(np.int8) - 8, "s": s, "m": m, "k": k}
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    (got,) = Interpreter(parse_module(_qlinear_module(mins, col))[0], weights).run("f", x)
+    w = dequantize(codes, s, m if mins else None, 32, k if col else None)
+    np.testing.assert_allclose(got, x @ w.T, rtol=1e-5, atol=1e-5)

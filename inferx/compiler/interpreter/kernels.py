@@ -22,7 +22,8 @@ from inferx.compiler.interpreter.numerics import STORAGE, compute
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as ts
 from inferx.compiler.ir import symbolic as sy
-from inferx.compiler.ir.ops_base import get_dim, get_flag, get_float, get_int, get_ints, get_str
+from inferx.compiler.ir.ops_base import get_dim, get_flag, get_float, get_int, get_ints, get_str, present_operands
+from inferx.compiler.ir.quant import dequantize
 from inferx.compiler.ir.types import DType, TensorType
 
 
@@ -219,6 +220,24 @@ def linear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list
     return [y]
 
 
+def qlinear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
+    """The weight dequantized in fp32 (``quant.dequantize``, codes stored as ``q - 8``), then the
+    fp32 GEMM of ``linear``."""
+    assert isinstance(op, nn.QLinearOp)
+    x, codes, scales = _gemm_in(ins[0]), ins[1], ins[2]
+    extra = dict(zip(present_operands(op.properties, 3, ("mins", "col_scale")), ins[3:], strict=True))
+    group = get_int(op.attributes, "group")
+    mins = extra.get("mins")
+    w = dequantize(
+        (codes.astype(np.int16) + 8).astype(np.uint8),
+        _gemm_in(scales),
+        None if mins is None else _gemm_in(mins),
+        group,
+        None if "col_scale" not in extra else _gemm_in(extra["col_scale"]),
+    )
+    return [np.matmul(x, w.T)]
+
+
 def matmul(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
     return [np.matmul(_gemm_in(ins[0]), _gemm_in(ins[1]))]
 
@@ -294,6 +313,7 @@ KERNELS: dict[type[Operation], Kernel] = {
     nn.EmbeddingOp: embedding,
     nn.LastTokenOp: last_token,
     nn.LinearOp: linear,
+    nn.QLinearOp: qlinear,
     nn.MatmulOp: matmul,
     nn.SoftmaxOp: softmax,
     nn.RMSNormOp: rmsnorm,

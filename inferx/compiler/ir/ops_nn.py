@@ -35,8 +35,9 @@ from inferx.compiler.ir.ops_base import (
     same_dtype,
 )
 from inferx.compiler.ir.ops_tensor import FUNCTIONAL
+from inferx.compiler.ir.quant import GROUPS
 from inferx.compiler.ir.shapes import ShapeError
-from inferx.compiler.ir.types import TensorType
+from inferx.compiler.ir.types import DType, TensorType
 
 BHSD = "[batch, heads, seq, head_dim]"
 
@@ -94,6 +95,61 @@ class LinearOp(IxOp):
             if bias.rank != 1:
                 raise ShapeError(f"bias must have rank 1 [N], got {bias}")
             sh.same(bias.shape[0], n, "bias length must equal the weight's N")
+        return [x.with_shape((*x.shape[:-1], n))]
+
+
+@irdl_op_definition
+class QLinearOp(IxOp):
+    """``x[..., K] @ W^T`` with ``W[N, K]`` quantized (``inferx.compiler.ir.quant``): ``codes[N, K]``
+    of i4, each the signed value ``q - 8`` of a 4-bit code ``q``; ``scales[N, K / group]``; with
+    ``mins`` (same shape and dtype as the scales) ``w = q * s + m``, without ``w = (q - 8) * s``;
+    an optional ``col_scale[K]`` multiplies column k of W. ``group`` (32, 64 or 128) divides K.
+    The weight is dequantized in fp32 and the product accumulated in fp32."""
+
+    name = "ix.qlinear"
+    input = operand_def(TensorType)
+    codes = operand_def(TensorType)
+    scales = operand_def(TensorType)
+    mins = opt_operand_def(TensorType)
+    col_scale = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$input `,` $codes `,` $scales (`mins` $mins^)? (`col_scale` $col_scale^)? attr-dict `:` type($input)"
+        " `,` type($codes) `,` type($scales) (`mins` type($mins)^)? (`col_scale` type($col_scale)^)?"
+        " `->` type($result)"
+    )
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        x, codes, scales = ins[:3]
+        need_float(x, "input")
+        if x.rank < 1:
+            raise ShapeError("input must have rank >= 1")
+        need_rank(codes, 2, "codes", "[N, K]")
+        if codes.dtype is not DType.i4:
+            raise ShapeError(f"codes must be i4, got {codes.dtype.value}")
+        n, k = codes.shape
+        group = get_int(attrs, "group")
+        if group not in GROUPS:
+            raise ShapeError(f"group must be one of {', '.join(map(str, GROUPS))}, got {group}")
+        if not isinstance(k, int) or k % group:
+            raise ShapeError(f"the group {group} must divide the codes' K, got {k}")
+        sh.same(x.shape[-1], k, "input's last dim must equal the codes' K")
+        need_float(scales, "scales")
+        need_rank(scales, 2, "scales", "[N, K / group]")
+        sh.same(scales.shape[0], n, "scales' N must equal the codes' N")
+        sh.same(scales.shape[1], k // group, f"scales must have K / group = {k // group} columns")
+        extra = dict(zip(present_operands(attrs, 3, ("mins", "col_scale")), ins[3:], strict=True))
+        if "mins" in extra:
+            if extra["mins"] != scales:
+                raise ShapeError(f"mins must have the scales' type {scales}, got {extra['mins']}")
+        if "col_scale" in extra:
+            col = extra["col_scale"]
+            need_float(col, "col_scale")
+            need_rank(col, 1, "col_scale", "[K]")
+            sh.same(col.shape[0], k, "col_scale's length must equal K")
         return [x.with_shape((*x.shape[:-1], n))]
 
 
@@ -426,5 +482,5 @@ class LastTokenOp(IxOp):
 # Either form of RMSNorm: statistics from the input, or precomputed beside it.
 RMS_NORMS = (RMSNormOp, RMSNormSumSquaresOp)
 
-NN_OPS = [EmbeddingOp, LastTokenOp, LinearOp, MatmulOp, SoftmaxOp, RMSNormOp, LayerNormOp, RopeOp, AttentionOp,
-          KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]
+NN_OPS = [EmbeddingOp, LastTokenOp, LinearOp, QLinearOp, MatmulOp, SoftmaxOp, RMSNormOp, LayerNormOp, RopeOp,
+          AttentionOp, KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]
