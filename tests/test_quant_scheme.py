@@ -94,3 +94,21 @@ def test_the_interpreter_runs_qlinear_as_x_times_the_dequantized_weight(mins: bo
     (got,) = Interpreter(parse_module(_qlinear_module(mins, col))[0], weights).run("f", x)
     w = dequantize(codes, s, m if mins else None, 32, k if col else None)
     np.testing.assert_allclose(got, x @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_quantized_names_round_trip() -> None:
+    from inferx.compiler.ir.quant import parse_quantized_name, quantized_names
+
+    asym, sym = Scheme(group=64), Scheme(group=32, symmetric=True)
+    names = quantized_names("model.layers.0.mlp.up_proj.weight", asym)
+    assert names["codes"] == "model.layers.0.mlp.up_proj.weight.int4-g64.codes" and set(names) == {
+        "codes",
+        "scales",
+        "mins",
+    }
+    assert set(quantized_names("w", sym)) == {"codes", "scales"}
+    for part, name in names.items():
+        assert parse_quantized_name(name) == ("model.layers.0.mlp.up_proj.weight", asym, part)
+    assert parse_quantized_name("w.int4-g32-sym.mins") is None  # a symmetric scheme has no mins
+    for other in ("w", "w.codes", "w.int4-g100.codes", "w.int4-g32.bias", ".int4-g32.codes"):
+        assert parse_quantized_name(other) is None

@@ -20,7 +20,8 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.merge_gemms import MergeGemms
     from inferx.passes.norm_stats import NormStats
     from inferx.passes.plan_memory import PlanMemory
+    from inferx.passes.quantize import Quantize
     from inferx.passes.settle_dynamic_rope import SettleDynamicRope
 
-    return {p.name: p for p in (Canonicalize, CSE, DCE, MergeGemms, InterleavePairs, FoldNormWeights, Fuse, NormStats,
-                                      SettleDynamicRope, PlanMemory)}
+    return {p.name: p for p in (Canonicalize, CSE, DCE, Quantize, MergeGemms, InterleavePairs, FoldNormWeights, Fuse,
+                                      NormStats, SettleDynamicRope, PlanMemory)}

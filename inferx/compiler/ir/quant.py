@@ -55,6 +55,29 @@ class Scheme:
             )
 
 
+PARTS = ("codes", "scales", "mins")
+
+
+def quantized_names(weight: str, scheme: Scheme) -> dict[str, str]:
+    """The weight-store names of ``weight``'s quantized parts under ``scheme``: {part: name}, the
+    parts ``codes``, ``scales`` and (asymmetric) ``mins``. A store that quantizes serves them."""
+    parts = PARTS[:2] if scheme.symmetric else PARTS
+    return {part: f"{weight}.{scheme.name}.{part}" for part in parts}
+
+
+def parse_quantized_name(name: str) -> tuple[str, Scheme, str] | None:
+    """(weight, scheme, part) of a name ``quantized_names`` made, else None."""
+    head, _, part = name.rpartition(".")
+    weight, _, scheme = head.rpartition(".")
+    if part not in PARTS or not weight or _SCHEME.fullmatch(scheme) is None:
+        return None
+    try:
+        parsed = parse_scheme(scheme)
+    except SchemeError:
+        return None
+    return (weight, parsed, part) if part in quantized_names(weight, parsed) else None
+
+
 def parse_scheme(text: str) -> Scheme:
     """``int4-g128``, ``int4-g64``, ``int4-g32``, each optionally ``-sym``."""
     m = _SCHEME.fullmatch(text.strip())

@@ -1,0 +1,95 @@
+"""quantize: the linears a scheme names become ``ix.qlinear`` over quantized weights.
+
+    %w = ix.weight {name = "W"} : [N, K] bf16         %c = ix.weight {name = "W.int4-g128.codes"} : [N, K] i4
+    %y = ix.linear %x, %w                       ->    %s = ix.weight {name = "W.int4-g128.scales"} : [N, K/128] bf16
+                                                      %m = ix.weight {name = "W.int4-g128.mins"} : [N, K/128] bf16
+                                                      %y = ix.qlinear %x, %c, %s mins %m {group = 128}
+
+The new weights are named by ``quant.quantized_names``; the program's weight store serves them
+(``inferx.compiler.quant``: computed from ``W`` by the chosen method, or read as they are from a
+checkpoint that arrives quantized). Scales and minimums take the weight's dtype.
+
+Applies to an ``ix.linear`` in the "nk" layout without a bias whose weight is an ``ix.weight``,
+named by ``include`` and by no pattern of ``exclude`` (comma-separated ``fnmatch`` patterns on the
+weight's name; the default includes every linear). The LM head (a weight named ``*lm_head*``, or
+the embedding table a tied head reads) is left in float unless ``head`` is set. A linear the
+pass would quantize whose K the group does not divide stops it with an error naming the weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir import ops_tensor as t
+from inferx.compiler.ir.ops_base import int_attr
+from inferx.compiler.ir.quant import Scheme, SchemeError, parse_scheme, quantized_names
+from inferx.compiler.ir.textio import IRError
+from inferx.compiler.ir.types import DType, TensorType
+
+
+def _name(w: t.WeightOp) -> str:
+    return w.attributes["name"].data  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Quantize(ModulePass):
+    name = "quantize"
+
+    scheme: str = "int4-g128"
+    include: str = "*"
+    exclude: str = ""
+    head: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        try:
+            scheme = parse_scheme(self.scheme)
+        except SchemeError as e:
+            raise IRError(f"quantize: {e}") from None
+        tables = {_name(e.table.owner) for e in op.walk() if isinstance(e, nn.EmbeddingOp)
+                  and isinstance(e.table.owner, t.WeightOp)}
+        for lin in [o for o in op.walk() if isinstance(o, nn.LinearOp)]:
+            w = lin.weight.owner
+            if not isinstance(w, t.WeightOp) or lin.bias is not None:
+                continue
+            if lin.attributes.get("w_layout", StringAttr("nk")) != StringAttr("nk"):
+                continue
+            name = _name(w)
+            if not self._named(name, tables):
+                continue
+            wt = w.result.type
+            assert isinstance(wt, TensorType)
+            try:
+                scheme.check(tuple(wt.shape), name)  # type: ignore[arg-type]
+            except SchemeError as e:
+                raise IRError(f"quantize: {e}") from None
+            _rewrite(lin, name, wt, scheme)
+
+    def _named(self, name: str, tables: set[str]) -> bool:
+        if not self.head and (fnmatchcase(name, "*lm_head*") or name in tables):
+            return False
+        include = [p.strip() for p in self.include.split(",") if p.strip()]
+        exclude = [p.strip() for p in self.exclude.split(",") if p.strip()]
+        return any(fnmatchcase(name, p) for p in include) and not any(fnmatchcase(name, p) for p in exclude)
+
+
+def _rewrite(lin: nn.LinearOp, name: str, wt: TensorType, scheme: Scheme) -> None:
+    n, k = wt.shape
+    assert isinstance(n, int) and isinstance(k, int)
+    names = quantized_names(name, scheme)
+    group_t = TensorType((n, k // scheme.group), wt.dtype)
+    types = {"codes": TensorType((n, k), DType.i4), "scales": group_t, "mins": group_t}
+    parts = {part: t.WeightOp.make(result_types=[types[part]], name=StringAttr(names[part])) for part in names}
+    for w in parts.values():
+        Rewriter.insert_op(w, InsertPoint.before(lin))
+    mins = parts["mins"].results[0] if "mins" in parts else None
+    q = nn.QLinearOp.make(
+        lin.input, parts["codes"].results[0], parts["scales"].results[0], mins, None, group=int_attr(scheme.group)
+    )
+    Rewriter.replace_op(lin, q)
