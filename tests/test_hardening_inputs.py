@@ -406,6 +406,21 @@ def test_string_literals_with_escapes_parse() -> None:
     assert '"q\\22x\\0A\\09\\\\A // not a comment"' in str(module)
 
 
+def test_a_value_used_before_it_is_defined_is_refused() -> None:
+    """The parser takes ``%a = ix.add %a, ...``; a pass deleting it then raised from xDSL."""
+    t = "!ix.tensor<[4], f32>"
+    text = f"func.func @f(%x: {t}) {{\n  %a = ix.add %a, %x : ({t}, {t}) -> {t}\n  func.return\n}}\n"
+    msg = _ir_error(text)
+    assert "x.mlir:2:3" in msg and "ix.add: operand #0 is used before it is defined" in msg
+
+
+def test_an_integer_type_too_wide_is_refused_at_once() -> None:
+    """The parser builds a type's value range eagerly: i2147483648 ran out of memory."""
+    msg = _ir_error("func.func @f() attributes {a = array<i2147483648: 1>} {\n  func.return\n}\n")
+    assert "x.mlir:1:38" in msg and "integer type i2147483648 is wider than 128 bits" in msg
+    assert parse_module("func.func @f() attributes {a = array<i64: 1>, b = 1 : si8} {\n  func.return\n}\n")
+
+
 def test_long_dim_expressions_are_refused_at_once() -> None:
     """The canonical form's cost is quadratic in a dim's terms: 20000 terms took minutes."""
     assert "at most 64 factors" in _ir_error(_arg(" + ".join(f"s{i}" for i in range(20000))))

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 
@@ -68,11 +68,15 @@ MAX_NESTING = 64
 # A string literal as the lexer reads it (escapes \n \t \\ \" or two hex digits), one character
 # at a time: the lexer's own pattern backtracks exponentially on a literal that is not closed.
 _STRING = r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"'
-_BRACKETS = re.compile(_STRING + r'|//[^\n]*|"|->|[(\[{<)\]}>]')
+# An integer type (i32, si8, ui1, ...): the parser builds its value range, 2**width, eagerly.
+_INT_TYPE = r"(?<![\w%@#.$-])[su]?i(\d+)\b"
+MAX_INT_BITS = 128
+_BRACKETS = re.compile(_STRING + r'|//[^\n]*|"|->|' + _INT_TYPE + r"|[(\[{<)\]}>]")
 
 
 def _check_nesting(text: str, name: str) -> None:
-    """Brackets nest at most ``MAX_NESTING`` deep and every string literal is closed."""
+    """Brackets nest at most ``MAX_NESTING`` deep, every string literal is closed and no integer
+    type is wider than ``MAX_INT_BITS``."""
     depth = 0
     for m in _BRACKETS.finditer(text):
         tok = m.group()
@@ -80,6 +84,12 @@ def _check_nesting(text: str, name: str) -> None:
             line, col = SourceMap(name, text).line_col(m.start())
             raise IRError(f"{name}:{line}:{col}: error: a string literal not closed on its line (or with an "
                           f"escape other than \\n \\t \\\\ \\\" or two hex digits)\n{_caret(text, m.start())}")
+        if m.group(1) is not None:
+            if len(m.group(1)) > 4 or int(m.group(1)) > MAX_INT_BITS:
+                line, col = SourceMap(name, text).line_col(m.start())
+                raise IRError(f"{name}:{line}:{col}: error: integer type {tok[:40]} is wider than {MAX_INT_BITS} bits\n"
+                              f"{_caret(text, m.start())}")
+            continue
         if tok in "([{<":
             depth += 1
             if depth > MAX_NESTING:
@@ -126,9 +136,15 @@ _OP_NAME = re.compile(r"(?:%[^=]*=\s*)?\"?([A-Za-z_][\w.]*)")
 
 
 def verify_module(module: ModuleOp, source: SourceMap | None = None) -> None:
-    """Verifies every op, innermost first; the first failure raises ``IRError`` naming it."""
+    """Verifies every op, in order, and that each value is defined before its first use (the
+    parser lets ``%a = ix.add %a, ...`` through); the first failure raises ``IRError`` naming it."""
+    defined: set[SSAValue] = {a for op in module.walk() for r in op.regions for b in r.blocks for a in b.args}
     for op in module.walk(reverse=False):
         try:
+            for i, v in enumerate(op.operands):
+                if v not in defined:
+                    raise VerifyException(f"{op.name}: operand #{i} is used before it is defined")
+            defined.update(op.results)
             op.verify(verify_nested_ops=False)
         except (VerifyException, ValueError, ArithmeticError) as e:
             where = source.where(op) if source else "<ir>"
