@@ -1,0 +1,113 @@
+"""The weight store of a quantized program: the float weights, and the quantized parts of the
+weights the quantize pass named, computed on first access.
+
+``quantize_program`` runs the ``quantize`` pass on a program and wraps its store in a
+``QuantizedStore``, which serves every name ``quant.quantized_names`` makes: the codes as the
+interpreter stores i4 (int8, ``q - 8``), the scales and minimums in the storage of the weight's
+dtype. A weight is quantized when one of its parts is first read, by round-to-nearest unless
+another method or already-quantized weights are given; the parts of the most recent weights are
+kept, so reading codes, scales and minimums in turn quantizes once while the store as a whole
+never holds more than a few quantized weights (an 8B model's would not fit).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+
+import numpy as np
+
+from inferx.compiler.interpreter.numerics import STORAGE, round_to
+from inferx.compiler.ir.quant import QuantizedWeight, Scheme, parse_quantized_name
+from inferx.compiler.ir.types import DType
+from inferx.passes.dce import DCE
+from inferx.passes.pipeline import PassManager
+from inferx.passes.quantize import Quantize
+from inferx.program import Program
+
+Quantizer = Callable[[np.ndarray, Scheme, str, str], QuantizedWeight]  # (w, scheme, name, scale dtype)
+KEEP = 2  # quantized weights kept at once
+
+
+def rtn(w: np.ndarray, scheme: Scheme, name: str, scale_dtype: str) -> QuantizedWeight:
+    from inferx.compiler.quant.rtn import quantize_rtn
+
+    return quantize_rtn(w, scheme, name=name, scale_dtype=None if scale_dtype == "f32" else scale_dtype)
+
+
+class QuantizedStore(Mapping[str, np.ndarray]):
+    """``base``'s weights and the quantized parts of them (see the module docstring). ``supplied``
+    maps a weight's name to its QuantizedWeight when it arrives quantized."""
+
+    def __init__(
+        self,
+        base: Mapping[str, np.ndarray],
+        dtype: DType,
+        quantize: Quantizer = rtn,
+        supplied: Mapping[str, QuantizedWeight] | None = None,
+    ):
+        self.base, self.dtype, self.quantize = base, dtype, quantize
+        self.supplied = dict(supplied or {})
+        self._recent: OrderedDict[tuple[str, Scheme], QuantizedWeight] = OrderedDict()
+
+    def quantized(self, weight: str, scheme: Scheme) -> QuantizedWeight:
+        """``weight`` under ``scheme``: supplied, or computed from the float weight."""
+        qw = self.supplied.get(weight)
+        if qw is not None:
+            if qw.scheme != scheme:
+                raise KeyError(f"weight '{weight}' arrives as {qw.scheme.name}, not {scheme.name}")
+            return qw
+        key = (weight, scheme)
+        if key not in self._recent:
+            w = np.asarray(self.base[weight], dtype=np.float32)
+            self._recent[key] = self.quantize(w, scheme, weight, self.dtype.value)
+            while len(self._recent) > KEEP:
+                self._recent.popitem(last=False)
+        self._recent.move_to_end(key)
+        return self._recent[key]
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key in self.base:
+            return self.base[key]
+        parsed = parse_quantized_name(key)
+        if parsed is None or not (parsed[0] in self.base or parsed[0] in self.supplied):
+            raise KeyError(key)
+        weight, scheme, part = parsed
+        qw = self.quantized(weight, scheme)
+        if part == "codes":
+            return (qw.codes.astype(np.int16) - 8).astype(STORAGE[DType.i4])
+        values = qw.scales if part == "scales" else qw.mins
+        assert values is not None
+        return round_to(values, self.dtype)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        if key in self.base:
+            return True
+        parsed = parse_quantized_name(key)
+        return parsed is not None and (parsed[0] in self.base or parsed[0] in self.supplied)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+
+def quantize_program(
+    program: Program,
+    scheme: str,
+    *,
+    include: str = "*",
+    exclude: str = "",
+    head: bool = False,
+    quantize: Quantizer = rtn,
+    supplied: Mapping[str, QuantizedWeight] | None = None,
+) -> Program:
+    """``program`` with the linears ``scheme`` names (see the quantize pass) made ``ix.qlinear``
+    and its store a ``QuantizedStore`` (in place; returned for chaining)."""
+    assert program.info is not None, "quantize_program takes a decoder program"
+    PassManager([Quantize(scheme=scheme, include=include, exclude=exclude, head=head), DCE()]).run(program.module)
+    program.weights = QuantizedStore(program.weights, DType(program.info.dtype), quantize, supplied)
+    return program

@@ -1,0 +1,111 @@
+"""The quantize pass with its store, end to end on the reference interpreter: a quantized program
+computes what a float program holding the dequantized weights computes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+
+import inferx
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir.quant import QuantizedWeight, Scheme, parse_scheme, quantized_names
+from inferx.compiler.quant.store import QuantizedStore, quantize_program
+from inferx.program import Program
+
+
+def _plain_rtn(w: np.ndarray, scheme: Scheme, name: str, scale_dtype: str) -> QuantizedWeight:
+    """Asymmetric round-to-nearest, written here independently of the library's quantizers."""
+    n, k = w.shape
+    g = w.reshape(n, k // scheme.group, scheme.group)
+    lo, hi = g.min(axis=2), g.max(axis=2)
+    s = np.where(hi > lo, (hi - lo) / 15, 1.0).astype(np.float32)
+    q = np.clip(np.rint((g - lo[:, :, None]) / s[:, :, None]), 0, 15).astype(np.uint8).reshape(n, k)
+    return QuantizedWeight(scheme, q, s, lo.astype(np.float32))
+
+
+@pytest.fixture(scope="module")
+def model() -> T.LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    return T.LlamaForCausalLM(cfg).eval()
+
+
+def _logits(program: Program, ids: np.ndarray) -> np.ndarray:
+    return np.asarray(program.reference_session(max_batch=1, max_context=32).prefill(ids))
+
+
+def test_a_quantized_program_computes_with_the_dequantized_weights(model: T.LlamaForCausalLM) -> None:
+    scheme = parse_scheme("int4-g32")
+    q = quantize_program(inferx.import_model(model, dtype="f32"), scheme.name, quantize=_plain_rtn)
+    linears = [o for o in q.module.walk() if isinstance(o, nn.LinearOp)]
+    qlinears = [o for o in q.module.walk() if isinstance(o, nn.QLinearOp)]
+    assert qlinears and all(
+        "embed_tokens" in str(o.weight.owner) or "lm_head" in str(o.weight.owner) for o in linears
+    ), "every linear but the head is quantized"
+    store = q.weights
+    assert isinstance(store, QuantizedStore)
+    float_program = inferx.import_model(model, dtype="f32")
+    dequantized: dict[str, np.ndarray] = {}
+    for op in qlinears:
+        codes_name = op.codes.owner.attributes["name"].data  # type: ignore[attr-defined]
+        weight = codes_name.rsplit(".", 2)[0]
+        dequantized[weight] = store.quantized(weight, scheme).dequantize()
+    float_program.weights = _Overlay(float_program.weights, dequantized)
+    ids = np.arange(1, 13)[None] % 97
+    got, want = _logits(q, ids), _logits(float_program, ids)
+    repro = "repro: pytest tests/test_quant_store.py -k dequantized_weights"
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=repro)
+    # and int4 moved the logits: the test compares quantized numbers, not the float model's
+    assert np.abs(got - _logits(inferx.import_model(model, dtype="f32"), ids)).max() > 1e-3
+
+
+class _Overlay(Mapping[str, np.ndarray]):
+    def __init__(self, base: Mapping[str, np.ndarray], over: Mapping[str, np.ndarray]):
+        self.base, self.over = base, over
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.over[key] if key in self.over else self.base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.over or key in self.base
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+
+def test_the_store_serves_parts_in_the_interpreters_storage_and_quantizes_once() -> None:
+    calls: list[str] = []
+
+    def counting(w: np.ndarray, scheme: Scheme, name: str, scale_dtype: str) -> QuantizedWeight:
+        calls.append(name)
+        return _plain_rtn(w, scheme, name, scale_dtype)
+
+    rng = np.random.default_rng(0)
+    base = {"a": rng.standard_normal((4, 64)).astype(np.float32), "b": rng.standard_normal((2, 32)).astype(np.float32)}
+    from inferx.compiler.ir.types import DType
+
+    store = QuantizedStore(base, DType.f16, counting)
+    names = quantized_names("a", Scheme(group=32))
+    codes, scales, mins = (store[names[p]] for p in ("codes", "scales", "mins"))
+    assert calls == ["a"]
+    assert codes.dtype == np.int8 and codes.min() >= -8 and codes.max() <= 7
+    assert scales.dtype == np.float16 and mins.dtype == np.float16 and scales.shape == (4, 2)
+    assert names["codes"] in store and "a.int4-g32.bias" not in store and "c.int4-g32.codes" not in store
+    with pytest.raises(KeyError):
+        store["c.int4-g32.codes"]
+    assert list(store) == ["a", "b"] and store["b"] is base["b"]
