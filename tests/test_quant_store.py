@@ -109,3 +109,26 @@ def test_the_store_serves_parts_in_the_interpreters_storage_and_quantizes_once()
     with pytest.raises(KeyError):
         store["c.int4-g32.codes"]
     assert list(store) == ["a", "b"] and store["b"] is base["b"]
+
+
+def test_capture_records_each_linear_input_once_per_window(model: T.LlamaForCausalLM) -> None:
+    from inferx.compiler.quant.calibrate import capture
+
+    program = inferx.import_model(model, dtype="f32")
+    stats = capture(program, [list(range(1, 20)), list(range(5, 30))])
+    layer = "model.layers.0."
+    q, k, v = (stats[f"{layer}self_attn.{p}_proj.weight"] for p in "qkv")
+    assert q is k is v, "q, k and v read one input: one record"
+    down = stats[f"{layer}mlp.down_proj.weight"]
+    assert q.rows == down.rows == 19 + 25 and down.k == 96 and q.k == 64
+    h = q.hessian
+    assert np.allclose(h, h.T) and np.linalg.eigvalsh(h).min() > -1e-6
+    assert q.sample.shape == (44, 64) and (q.mean_abs > 0).all()
+    # the record is what the layer saw: the first layer's q input is the normed embedding
+    emb = model.model.embed_tokens.weight.detach().numpy()[list(range(1, 20))]
+    normed = (
+        emb
+        / np.sqrt((emb**2).mean(-1, keepdims=True) + 1e-6)
+        * model.model.layers[0].input_layernorm.weight.detach().numpy()
+    )
+    np.testing.assert_allclose(q.sample[:19], normed, rtol=1e-4, atol=1e-5)
