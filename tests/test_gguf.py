@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gguf_files import finish, llama_shapes
 
 import inferx
 from inferx.compiler.frontend.gguf import llama_config, read_gguf
@@ -196,9 +197,7 @@ def write_tiny(path: Path, arch: str = "llama", *, hidden: int = 64, q_rows: int
     """A 1-layer llama-shaped GGUF with random F32 weights (numpy shapes as HF's)."""
     import gguf
 
-    rng = np.random.default_rng(0)
     heads, kv, inter, vocab = 4, 2, 96, 128
-    hd = hidden // heads
     w = gguf.GGUFWriter(str(path), arch)
     w.add_context_length(256)
     w.add_embedding_length(hidden)
@@ -210,22 +209,7 @@ def write_tiny(path: Path, arch: str = "llama", *, hidden: int = 64, q_rows: int
     w.add_rope_freq_base(10000.0)
     for key, value in (extra or {}).items():
         getattr(w, f"add_{key}")(value)
-    shapes = {
-        "token_embd.weight": (vocab, hidden), "output_norm.weight": (hidden,), "output.weight": (vocab, hidden),
-        "blk.0.attn_norm.weight": (hidden,), "blk.0.ffn_norm.weight": (hidden,),
-        "blk.0.attn_q.weight": (q_rows or heads * hd, hidden), "blk.0.attn_k.weight": (kv * hd, hidden),
-        "blk.0.attn_v.weight": (kv * hd, hidden), "blk.0.attn_output.weight": (hidden, heads * hd),
-        "blk.0.ffn_gate.weight": (inter, hidden), "blk.0.ffn_up.weight": (inter, hidden),
-        "blk.0.ffn_down.weight": (hidden, inter),
-    }
-    for name, shape in shapes.items():
-        w.add_tensor(name, (rng.standard_normal(shape) * 0.1).astype(np.float32))
-    for name, array in (tensors or {}).items():
-        w.add_tensor(name, array)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w, llama_shapes(hidden, heads, kv, inter, vocab, q_rows), tensors)
     return path
 
 

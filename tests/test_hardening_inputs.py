@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from gguf_files import finish, llama_shapes
 
 import inferx
 from inferx.compiler.database import DEFAULT_ROOT, Database
@@ -196,7 +196,6 @@ def _gguf(path: Path, **meta: Any) -> Path:
     """A one-layer llama GGUF; ``meta`` overrides (or with None removes) metadata ('.' spelled '__')."""
     import gguf
 
-    rng = np.random.default_rng(0)
     hidden, heads, kv, inter, vocab = 64, 4, 2, 96, 128
     values: dict[str, Any] = {
         "llama.context_length": 256,
@@ -220,27 +219,7 @@ def _gguf(path: Path, **meta: Any) -> Path:
             w.add_uint64(key, v)
         else:
             w.add_int32(key, v) if v < 0 else w.add_uint32(key, v)
-    hd = hidden // heads
-    shapes = {
-        "token_embd.weight": (vocab, hidden),
-        "output_norm.weight": (hidden,),
-        "output.weight": (vocab, hidden),
-        "blk.0.attn_norm.weight": (hidden,),
-        "blk.0.ffn_norm.weight": (hidden,),
-        "blk.0.attn_q.weight": (heads * hd, hidden),
-        "blk.0.attn_k.weight": (kv * hd, hidden),
-        "blk.0.attn_v.weight": (kv * hd, hidden),
-        "blk.0.attn_output.weight": (hidden, heads * hd),
-        "blk.0.ffn_gate.weight": (inter, hidden),
-        "blk.0.ffn_up.weight": (inter, hidden),
-        "blk.0.ffn_down.weight": (hidden, inter),
-    }
-    for name, shape in shapes.items():
-        w.add_tensor(name, (rng.standard_normal(shape) * 0.1).astype(np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w, llama_shapes(hidden, heads, kv, inter, vocab))
     return path
 
 

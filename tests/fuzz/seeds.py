@@ -112,11 +112,10 @@ def build(root: Path) -> Bases:
 
 def _write_gguf(path: Path) -> None:
     import gguf
-    import numpy as np
 
-    rng = np.random.default_rng(0)
+    from tests.gguf_files import finish, llama_shapes
+
     hidden, heads, kv, inter, vocab = 16, 2, 1, 24, VOCAB
-    hd = hidden // heads
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_context_length(64)
     w.add_embedding_length(hidden)
@@ -132,26 +131,7 @@ def _write_gguf(path: Path) -> None:
     w.add_token_list([f"t{i}" for i in range(vocab)])
     w.add_token_scores([0.0] * vocab)
     w.add_token_types([1] * vocab)
-    shapes = {
-        "token_embd.weight": (vocab, hidden),
-        "output_norm.weight": (hidden,),
-        "output.weight": (vocab, hidden),
-        "blk.0.attn_norm.weight": (hidden,),
-        "blk.0.ffn_norm.weight": (hidden,),
-        "blk.0.attn_q.weight": (heads * hd, hidden),
-        "blk.0.attn_k.weight": (kv * hd, hidden),
-        "blk.0.attn_v.weight": (kv * hd, hidden),
-        "blk.0.attn_output.weight": (hidden, heads * hd),
-        "blk.0.ffn_gate.weight": (inter, hidden),
-        "blk.0.ffn_up.weight": (inter, hidden),
-        "blk.0.ffn_down.weight": (hidden, inter),
-    }
-    for name, shape in shapes.items():
-        w.add_tensor(name, (rng.standard_normal(shape) * 0.1).astype(np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w, llama_shapes(hidden, heads, kv, inter, vocab))
 
 
 _RUN = re.compile(r"//\s*RUN:.*?-p\s+(\"[^\"]*\"|'[^']*'|\S+)")
