@@ -39,3 +39,15 @@ def finish(writer: Any, shapes: dict[str, tuple[int, ...]], extra: dict[str, np.
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def add_llama_metadata(writer: Any, *, context: int, hidden: int, heads: int, kv: int, inter: int) -> None:
+    """The llama sizes of a one-layer model, RMSNorm eps 1e-5 and RoPE base 10000."""
+    writer.add_context_length(context)
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(1)
+    writer.add_feed_forward_length(inter)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gguf_files import finish, llama_shapes
+from gguf_files import add_llama_metadata, finish, llama_shapes
 
 import inferx
 from inferx.compiler.frontend.gguf import llama_config, read_gguf
@@ -199,14 +199,7 @@ def write_tiny(path: Path, arch: str = "llama", *, hidden: int = 64, q_rows: int
 
     heads, kv, inter, vocab = 4, 2, 96, 128
     w = gguf.GGUFWriter(str(path), arch)
-    w.add_context_length(256)
-    w.add_embedding_length(hidden)
-    w.add_block_count(1)
-    w.add_feed_forward_length(inter)
-    w.add_head_count(heads)
-    w.add_head_count_kv(kv)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(10000.0)
+    add_llama_metadata(w, context=256, hidden=hidden, heads=heads, kv=kv, inter=inter)
     for key, value in (extra or {}).items():
         getattr(w, f"add_{key}")(value)
     finish(w, llama_shapes(hidden, heads, kv, inter, vocab, q_rows), tensors)

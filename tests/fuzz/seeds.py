@@ -113,18 +113,11 @@ def build(root: Path) -> Bases:
 def _write_gguf(path: Path) -> None:
     import gguf
 
-    from tests.gguf_files import finish, llama_shapes
+    from tests.gguf_files import add_llama_metadata, finish, llama_shapes
 
     hidden, heads, kv, inter, vocab = 16, 2, 1, 24, VOCAB
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_context_length(64)
-    w.add_embedding_length(hidden)
-    w.add_block_count(1)
-    w.add_feed_forward_length(inter)
-    w.add_head_count(heads)
-    w.add_head_count_kv(kv)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(10000.0)
+    add_llama_metadata(w, context=64, hidden=hidden, heads=heads, kv=kv, inter=inter)
     w.add_eos_token_id(2)
     w.add_bos_token_id(1)
     w.add_tokenizer_model("llama")
