@@ -18,6 +18,7 @@ pass would quantize whose K the group does not divide stops it with an error nam
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -54,22 +55,8 @@ class Quantize(ModulePass):
             raise IRError(f"quantize: {e}") from None
         tables = {_name(e.table.owner) for e in op.walk() if isinstance(e, nn.EmbeddingOp)
                   and isinstance(e.table.owner, t.WeightOp)}
-        for lin in [o for o in op.walk() if isinstance(o, nn.LinearOp)]:
-            w = lin.weight.owner
-            if not isinstance(w, t.WeightOp) or lin.bias is not None:
-                continue
-            if lin.attributes.get("w_layout", StringAttr("nk")) != StringAttr("nk"):
-                continue
-            name = _name(w)
-            if not self._named(name, tables):
-                continue
-            wt = w.result.type
-            assert isinstance(wt, TensorType)
-            try:
-                scheme.check(tuple(wt.shape), name)  # type: ignore[arg-type]
-            except SchemeError as e:
-                raise IRError(f"quantize: {e}") from None
-            _rewrite(lin, name, wt, scheme)
+        names = {_name(lin.weight.owner) for lin in _candidates(op)}  # type: ignore[arg-type]
+        apply_schemes(op, {name: scheme for name in names if self._named(name, tables)})
 
     def _named(self, name: str, tables: set[str]) -> bool:
         if not self.head and (fnmatchcase(name, "*lm_head*") or name in tables):
@@ -77,6 +64,33 @@ class Quantize(ModulePass):
         include = [p.strip() for p in self.include.split(",") if p.strip()]
         exclude = [p.strip() for p in self.exclude.split(",") if p.strip()]
         return any(fnmatchcase(name, p) for p in include) and not any(fnmatchcase(name, p) for p in exclude)
+
+
+def _candidates(module: ModuleOp) -> list[nn.LinearOp]:
+    """The linears the pass can rewrite: "nk" layout, no bias, an ``ix.weight`` weight."""
+    out = []
+    for lin in module.walk():
+        if (isinstance(lin, nn.LinearOp) and isinstance(lin.weight.owner, t.WeightOp) and lin.bias is None
+                and lin.attributes.get("w_layout", StringAttr("nk")) == StringAttr("nk")):
+            out.append(lin)
+    return out
+
+
+def apply_schemes(module: ModuleOp, schemes: Mapping[str, Scheme]) -> None:
+    """Rewrites each linear the pass can rewrite whose weight ``schemes`` names, under its scheme
+    (a precision map; what the pass does with one scheme for the weights its options name)."""
+    for lin in _candidates(module):
+        name = _name(lin.weight.owner)  # type: ignore[arg-type]
+        scheme = schemes.get(name)
+        if scheme is None:
+            continue
+        wt = lin.weight.type
+        assert isinstance(wt, TensorType)
+        try:
+            scheme.check(tuple(wt.shape), name)  # type: ignore[arg-type]
+        except SchemeError as e:
+            raise IRError(f"quantize: {e}") from None
+        _rewrite(lin, name, wt, scheme)
 
 
 def _rewrite(lin: nn.LinearOp, name: str, wt: TensorType, scheme: Scheme) -> None:

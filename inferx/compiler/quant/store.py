@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from inferx.compiler.ir.quant import QuantizedWeight, Scheme, parse_quantized_na
 from inferx.compiler.ir.types import DType
 from inferx.passes.dce import DCE
 from inferx.passes.pipeline import PassManager
-from inferx.passes.quantize import Quantize
+from inferx.passes.quantize import Quantize, apply_schemes
 from inferx.program import Program
 
 Quantizer = Callable[[np.ndarray, Scheme, str, str], QuantizedWeight]  # (w, scheme, name, scale dtype)
@@ -47,7 +48,7 @@ class QuantizedStore(Mapping[str, np.ndarray]):
         supplied: Mapping[str, QuantizedWeight] | None = None,
     ):
         self.base, self.dtype, self.quantize = base, dtype, quantize
-        self.supplied = dict(supplied or {})
+        self.supplied: Mapping[str, QuantizedWeight] = supplied or {}
         self._recent: OrderedDict[tuple[str, Scheme], QuantizedWeight] = OrderedDict()
 
     def quantized(self, weight: str, scheme: Scheme) -> QuantizedWeight:
@@ -110,4 +111,41 @@ def quantize_program(
     assert program.info is not None, "quantize_program takes a decoder program"
     PassManager([Quantize(scheme=scheme, include=include, exclude=exclude, head=head), DCE()]).run(program.module)
     program.weights = QuantizedStore(program.weights, DType(program.info.dtype), quantize, supplied)
+    return program
+
+
+class _GGUFInt4(Mapping[str, QuantizedWeight]):
+    """The 4-bit tensors of a GGUF file as QuantizedWeights, each read from the file when asked for."""
+
+    def __init__(self, path: Path):
+        from inferx.compiler.frontend.gguf import read_gguf
+        from inferx.compiler.quant.gguf_int4 import int4_tensors
+
+        self.header = read_gguf(path)
+        self.names = sorted(int4_tensors(self.header))
+
+    def __getitem__(self, key: str) -> QuantizedWeight:
+        from inferx.compiler.quant.gguf_int4 import read_int4
+
+        if key not in self.names:
+            raise KeyError(key)
+        return read_int4(self.header, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def keep_gguf_quantized(program: Program, path: str | Path) -> Program:
+    """A program imported from the GGUF file ``path`` with each linear whose weight the file
+    holds in a 4-bit type (Q4_0, Q4_1, Q4_K) made ``ix.qlinear`` over the file's own codes and
+    scales, under the scheme the type is (``gguf_int4``): nothing is dequantized and quantized
+    again. Other weights (Q8_0, F16, F32) stay as imported. In place; returned for chaining."""
+    assert program.info is not None, "keep_gguf_quantized takes a decoder program"
+    supplied = _GGUFInt4(Path(path))
+    apply_schemes(program.module, {name: supplied[name].scheme for name in supplied})
+    PassManager([DCE()]).run(program.module)
+    program.weights = QuantizedStore(program.weights, DType(program.info.dtype), supplied=supplied)
     return program
