@@ -158,3 +158,28 @@ def test_smollm2_q4_1_kept_quantized_computes_what_its_dequantized_weights_do() 
         p.reference_session(max_batch=1, max_context=72).generate(ids, 32, stop_at_eos=False) for p in (native, floats)
     ]
     assert np.array_equal(tokens[0], tokens[1]), repro
+
+
+@pytest.mark.parametrize("method", ["awq", "gptq"])
+def test_calibrated_programs_compute_with_their_dequantized_weights(model: T.LlamaForCausalLM, method: str) -> None:
+    """AWQ's column scales reach ix.qlinear as an operand; GPTQ's codes come from the store."""
+    from inferx.compiler.quant.store import quantize_calibrated
+
+    scheme = parse_scheme("int4-g32")
+    windows = [list(range(1, 40)), list(range(30, 90))]
+    q = quantize_calibrated(inferx.import_model(model, dtype="f32"), scheme.name, method, windows)
+    qlinears = [o for o in q.module.walk() if isinstance(o, nn.QLinearOp)]
+    assert qlinears and all((o.col_scale is not None) == (method == "awq") for o in qlinears)
+    store = q.weights
+    assert isinstance(store, QuantizedStore)
+    names = {o.codes.owner.attributes["name"].data.rsplit(".", 2)[0] for o in qlinears}  # type: ignore[attr-defined]
+    float_program = inferx.import_model(model, dtype="f32")
+    float_program.weights = _Overlay(float_program.weights, {n: store.quantized(n, scheme).dequantize() for n in names})
+    ids = np.arange(3, 20)[None] % 97
+    np.testing.assert_allclose(
+        _logits(q, ids),
+        _logits(float_program, ids),
+        rtol=1e-4,
+        atol=1e-4,
+        err_msg=f"repro: pytest tests/test_quant_store.py -k 'calibrated and {method}'",
+    )

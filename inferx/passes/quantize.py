@@ -18,7 +18,7 @@ pass would quantize whose K the group does not divide stops it with an error nam
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -49,14 +49,18 @@ class Quantize(ModulePass):
     head: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        apply_schemes(op, self.schemes(op))
+
+    def schemes(self, module: ModuleOp) -> dict[str, Scheme]:
+        """{weight name: scheme} of the linears the options name (the pass's precision map)."""
         try:
             scheme = parse_scheme(self.scheme)
         except SchemeError as e:
             raise IRError(f"quantize: {e}") from None
-        tables = {_name(e.table.owner) for e in op.walk() if isinstance(e, nn.EmbeddingOp)
+        tables = {_name(e.table.owner) for e in module.walk() if isinstance(e, nn.EmbeddingOp)
                   and isinstance(e.table.owner, t.WeightOp)}
-        names = {_name(lin.weight.owner) for lin in _candidates(op)}  # type: ignore[arg-type]
-        apply_schemes(op, {name: scheme for name in names if self._named(name, tables)})
+        names = {_name(lin.weight.owner) for lin in _candidates(module)}  # type: ignore[arg-type]
+        return {name: scheme for name in sorted(names) if self._named(name, tables)}
 
     def _named(self, name: str, tables: set[str]) -> bool:
         if not self.head and (fnmatchcase(name, "*lm_head*") or name in tables):
@@ -76,9 +80,10 @@ def _candidates(module: ModuleOp) -> list[nn.LinearOp]:
     return out
 
 
-def apply_schemes(module: ModuleOp, schemes: Mapping[str, Scheme]) -> None:
+def apply_schemes(module: ModuleOp, schemes: Mapping[str, Scheme], scaled: Collection[str] = ()) -> None:
     """Rewrites each linear the pass can rewrite whose weight ``schemes`` names, under its scheme
-    (a precision map; what the pass does with one scheme for the weights its options name)."""
+    (a precision map; what the pass does with one scheme for the weights its options name); a
+    weight in ``scaled`` also gets a ``col_scale`` operand (activation-aware methods)."""
     for lin in _candidates(module):
         name = _name(lin.weight.owner)  # type: ignore[arg-type]
         scheme = schemes.get(name)
@@ -90,20 +95,24 @@ def apply_schemes(module: ModuleOp, schemes: Mapping[str, Scheme]) -> None:
             scheme.check(tuple(wt.shape), name)  # type: ignore[arg-type]
         except SchemeError as e:
             raise IRError(f"quantize: {e}") from None
-        _rewrite(lin, name, wt, scheme)
+        _rewrite(lin, name, wt, scheme, name in scaled)
 
 
-def _rewrite(lin: nn.LinearOp, name: str, wt: TensorType, scheme: Scheme) -> None:
+def _rewrite(lin: nn.LinearOp, name: str, wt: TensorType, scheme: Scheme, col_scale: bool) -> None:
     n, k = wt.shape
     assert isinstance(n, int) and isinstance(k, int)
-    names = quantized_names(name, scheme)
+    names = quantized_names(name, scheme, col_scale)
     group_t = TensorType((n, k // scheme.group), wt.dtype)
-    types = {"codes": TensorType((n, k), DType.i4), "scales": group_t, "mins": group_t}
+    types = {
+        "codes": TensorType((n, k), DType.i4), "scales": group_t, "mins": group_t,
+        "col_scale": TensorType((k,), wt.dtype),
+    }
     parts = {part: t.WeightOp.make(result_types=[types[part]], name=StringAttr(names[part])) for part in names}
     for w in parts.values():
         Rewriter.insert_op(w, InsertPoint.before(lin))
     mins = parts["mins"].results[0] if "mins" in parts else None
+    col = parts["col_scale"].results[0] if "col_scale" in parts else None
     q = nn.QLinearOp.make(
-        lin.input, parts["codes"].results[0], parts["scales"].results[0], mins, None, group=int_attr(scheme.group)
+        lin.input, parts["codes"].results[0], parts["scales"].results[0], mins, col, group=int_attr(scheme.group)
     )
     Rewriter.replace_op(lin, q)

@@ -55,13 +55,14 @@ class Scheme:
             )
 
 
-PARTS = ("codes", "scales", "mins")
+PARTS = ("codes", "scales", "mins", "col_scale")
 
 
-def quantized_names(weight: str, scheme: Scheme) -> dict[str, str]:
+def quantized_names(weight: str, scheme: Scheme, col_scale: bool = False) -> dict[str, str]:
     """The weight-store names of ``weight``'s quantized parts under ``scheme``: {part: name}, the
-    parts ``codes``, ``scales`` and (asymmetric) ``mins``. A store that quantizes serves them."""
-    parts = PARTS[:2] if scheme.symmetric else PARTS
+    parts ``codes``, ``scales``, (asymmetric) ``mins`` and (with ``col_scale``, for a method that
+    scales input channels) ``col_scale``. A store that quantizes serves them."""
+    parts = [p for p in PARTS if (p != "mins" or not scheme.symmetric) and (p != "col_scale" or col_scale)]
     return {part: f"{weight}.{scheme.name}.{part}" for part in parts}
 
 
@@ -75,7 +76,7 @@ def parse_quantized_name(name: str) -> tuple[str, Scheme, str] | None:
         parsed = parse_scheme(scheme)
     except SchemeError:
         return None
-    return (weight, parsed, part) if part in quantized_names(weight, parsed) else None
+    return (weight, parsed, part) if part in quantized_names(weight, parsed, col_scale=True) else None
 
 
 def parse_scheme(text: str) -> Scheme:

@@ -13,7 +13,7 @@ never holds more than a few quantized weights (an 8B model's would not fit).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +77,9 @@ class QuantizedStore(Mapping[str, np.ndarray]):
         qw = self.quantized(weight, scheme)
         if part == "codes":
             return (qw.codes.astype(np.int16) - 8).astype(STORAGE[DType.i4])
+        if part == "col_scale":  # a method that found no channel scaling worth having left none
+            ones = np.ones(qw.shape[1], dtype=np.float32)
+            return round_to(qw.col_scale if qw.col_scale is not None else ones, self.dtype)
         values = qw.scales if part == "scales" else qw.mins
         assert values is not None
         return round_to(values, self.dtype)
@@ -105,11 +108,19 @@ def quantize_program(
     head: bool = False,
     quantize: Quantizer = rtn,
     supplied: Mapping[str, QuantizedWeight] | None = None,
+    col_scale: bool = False,
 ) -> Program:
     """``program`` with the linears ``scheme`` names (see the quantize pass) made ``ix.qlinear``
-    and its store a ``QuantizedStore`` (in place; returned for chaining)."""
+    and its store a ``QuantizedStore`` (in place; returned for chaining). ``col_scale``: each
+    qlinear reads its weight's column scale (``supplied`` by an activation-aware method)."""
     assert program.info is not None, "quantize_program takes a decoder program"
-    PassManager([Quantize(scheme=scheme, include=include, exclude=exclude, head=head), DCE()]).run(program.module)
+    chosen = Quantize(scheme=scheme, include=include, exclude=exclude, head=head)
+    if col_scale:
+        schemes = chosen.schemes(program.module)
+        apply_schemes(program.module, schemes, scaled=set(schemes))
+        PassManager([DCE()]).run(program.module)
+    else:
+        PassManager([chosen, DCE()]).run(program.module)
     program.weights = QuantizedStore(program.weights, DType(program.info.dtype), quantize, supplied)
     return program
 
@@ -149,3 +160,48 @@ def keep_gguf_quantized(program: Program, path: str | Path) -> Program:
     PassManager([DCE()]).run(program.module)
     program.weights = QuantizedStore(program.weights, DType(program.info.dtype), supplied=supplied)
     return program
+
+
+METHODS = ("rtn", "awq", "gptq")
+
+
+def quantize_calibrated(
+    program: Program,
+    scheme: str,
+    method: str,
+    windows: Sequence[Sequence[int]],
+    *,
+    include: str = "*",
+    exclude: str = "",
+    head: bool = False,
+    act_order: bool = False,
+) -> Program:
+    """``program`` quantized under ``scheme`` by ``method`` (rtn, awq or gptq), the latter two
+    calibrated on ``windows`` of token ids (``calibrate.capture``: the float model's inputs to
+    each linear). In place; returned for chaining. Every weight is quantized here, before the
+    store is made: fine for small models, an 8B model wants it streamed layer by layer."""
+    if method not in METHODS:
+        raise ValueError(f"unknown quantization method {method!r}: expected one of {', '.join(METHODS)}")
+    if method == "rtn":
+        return quantize_program(program, scheme, include=include, exclude=exclude, head=head)
+    from inferx.compiler.quant.calibrate import capture
+
+    chosen = Quantize(scheme=scheme, include=include, exclude=exclude, head=head).schemes(program.module)
+    stats = capture(program, windows)
+    dtype = DType(program.info.dtype).value if program.info is not None else "f32"
+    scale_dtype = None if dtype == "f32" else dtype
+    supplied: dict[str, QuantizedWeight] = {}
+    for name, s in chosen.items():
+        w = np.asarray(program.weights[name], dtype=np.float32)
+        st = stats[name]
+        if method == "awq":
+            from inferx.compiler.quant.awq import quantize_awq
+
+            supplied[name] = quantize_awq(w, st.sample, s, name, stats=st.mean_abs, scale_dtype=scale_dtype)
+        else:
+            from inferx.compiler.quant.gptq import quantize_gptq
+
+            supplied[name] = quantize_gptq(w, st.hessian, s, name, act_order=act_order, scale_dtype=scale_dtype)
+    return quantize_program(
+        program, scheme, include=include, exclude=exclude, head=head, supplied=supplied, col_scale=method == "awq"
+    )
