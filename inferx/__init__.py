@@ -25,7 +25,9 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     programmatic dependent launch unless told otherwise), ``overlap`` (under PDL, each kernel's
     weights start streaming as the one before it ends), ``fuse_mlp`` (each decode layer's MLP as
     one kernel, for ``max_batch`` up to 8), ``fuse_attention_o`` (each decode layer's attention and
-    o projection as one kernel, for ``max_batch`` up to 8)."""
+    o projection as one kernel, for ``max_batch`` up to 8), ``quant`` (an int4 scheme such as
+    "int4-g128" or "int4-g32-sym": every linear but the LM head quantized by round-to-nearest and
+    run on int4 GEMM kernels)."""
     import dataclasses
     from pathlib import Path
 

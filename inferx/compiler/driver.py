@@ -1,6 +1,7 @@
 """The compiler driver: a model in, an artifact out, as a flat list of numbered phases.
 
-    1. import          the frontend builds the ix module and the weight store
+    1. import          the frontend builds the ix module and the weight store; with ``quant``,
+                       the linears become int4 ``ix.qlinear`` (``pipeline.quantize``)
     2. cleanup         }
     3. merge-gemms     } the IR phases of the one pipeline (``inferx.compiler.pipeline``), each
     4. fuse            } a pass pipeline; ``--dump-ir DIR`` writes the IR after each
@@ -129,6 +130,9 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
         raise CompileError(
             "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"
         )
+    if options.quant is not None:
+        say(f"        quant {options.quant}: every linear but the LM head, round-to-nearest")
+        program = pipeline.quantize(program, options)
     pipeline.dump(options, "1-import", program)
     for n, (name, spec) in enumerate(pipeline.phases(options), 2):
         phase(n, name)
@@ -183,7 +187,7 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
     for name, arr in weights.stored.items():
         fname = f"weights/{safe_name(name)}.bin"
         files[fname] = weight_bytes(arr, weights.dtypes[name])
-        weight_index[name] = WeightMeta(fname, tuple(arr.shape), weights.dtypes[name])
+        weight_index[name] = WeightMeta(fname, weights.manifest_shape(name), weights.dtypes[name])
     kernel_index = {}
     for name, ks in sorted(kernels.items()):
         files[f"kernels/{name}.py"] = ks.source.encode()

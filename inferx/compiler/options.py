@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inferx.compiler.database import DEFAULT_ROOT
+from inferx.compiler.ir.quant import SchemeError, parse_scheme
 
 TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
 DTYPES = ("fp32", "fp16", "bf16")
@@ -57,6 +58,10 @@ class CompileOptions:
     # attention_o template: no split of the context; tuned by ``inferx tune --fuse-attention-o``),
     # for decode buckets of up to 8 rows. Off: slower than the two kernels on Hopper (docs/performance.md).
     fuse_attention_o: bool = False
+    # Quantize the program's linears (all but the LM head) to this int4 scheme after import
+    # (``inferx.compiler.ir.quant``: int4-g128, -g64, -g32, optionally -sym), by round-to-nearest;
+    # they run on the int4 GEMM kernels. None: the weights stay in the program's dtype.
+    quant: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("dump_ir", "tuning_logs"):  # a path given as a string
@@ -84,6 +89,14 @@ def _problem(o: CompileOptions) -> str | None:
         return f"unknown target {o.target!r}: the targets are {', '.join(TARGETS)}"
     if o.dtype is not None and o.dtype not in DTYPES + _DTYPE_ALIASES:
         return f"unknown dtype {o.dtype!r}: the dtypes are {', '.join(DTYPES)}"
+    if o.quant is not None:
+        try:
+            if not isinstance(o.quant, str):
+                raise SchemeError(o.quant)
+            parse_scheme(o.quant)
+        except SchemeError:
+            return (f"unknown quant scheme {o.quant!r}: the schemes are int4-g128, int4-g64 and int4-g32, "
+                    "each optionally with -sym")
     if o.schedules is not None and o.schedules not in TARGETS:
         return f"unknown schedules target {o.schedules!r}: the targets are {', '.join(TARGETS)}"
     for problem in (

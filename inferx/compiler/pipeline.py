@@ -2,6 +2,7 @@
 (the IR passes, bind-families, and the passes kernel families bring). ``compile``, ``tune``,
 ``inferx opt`` and the tests all run it from here.
 
+    (quantize     with ``quant``: the linears made ix.qlinear over int4 weights, see ``quantize``)
     cleanup       canonicalize, cse, dce
     merge-gemms   q/k/v and gate/up become one GEMM each (weights concatenated), gate|up with
                   its rows interleaved (interleave-pairs); RMSNorm scales move into the weights of
@@ -105,6 +106,25 @@ def import_program(src: Any, options: CompileOptions) -> Program:
             options.progress("        dtype bf16 (the checkpoint is float32; --dtype to choose)")
         program = import_model(src, dtype="bf16")
     return program
+
+
+def quantize(program: Program, options: CompileOptions) -> Program:
+    """With ``options.quant``, ``program``'s linears (all but the LM head) made ``ix.qlinear``
+    under that scheme (the quantize pass) and its weights a store that serves their codes, scales
+    and minimums (``quant.store.quantize_program``, round-to-nearest); else ``program`` as it is.
+    Runs on the imported program, before cleanup: merge-gemms, interleave-pairs and
+    fold-norm-weights match ``ix.linear`` alone and leave the quantized linears as they are, one
+    qgemm kernel each (no q/k/v or gate|up merge)."""
+    if options.quant is None:
+        return program
+    from inferx.compiler.ir.quant import SchemeError
+    from inferx.compiler.ir.textio import IRError
+    from inferx.compiler.quant.store import quantize_program
+
+    try:
+        return quantize_program(program, options.quant)
+    except (IRError, SchemeError) as e:
+        raise CompileError(f"quant {options.quant}: {e}") from None
 
 
 def dump(options: CompileOptions, name: str, program: Program) -> None:

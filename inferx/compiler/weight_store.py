@@ -15,11 +15,14 @@ from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
 from inferx.compiler.ir import ops_tensor as ts
 from inferx.compiler.ir.ops_tensor import WeightOp
+from inferx.compiler.ir.quant import pack_int4
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.compiler.options import CompileError
 from inferx.program import Program
 
 FORMAT_NOTE = "weights are stored little-endian in the kernel dtype; bf16 as its 16 raw bits"
+# i4 codes (q - 8, ``ix.qlinear``) are stored packed: codes + 8 two to a byte along the last dim,
+# element 2j in the low nibble (``quant.pack_int4``), so an [N, K] weight is N x K / 2 bytes.
 
 
 def safe_name(name: str) -> str:
@@ -66,6 +69,12 @@ class WeightFolder:
             self.dtypes[name] = v.type.dtype.value  # type: ignore[attr-defined]
         return name
 
+    def manifest_shape(self, name: str) -> tuple[int, ...]:
+        """The shape the manifest states for a stored weight: its array's, except for i4 codes,
+        stated unpacked ([N, K], stored as [N, K / 2] bytes)."""
+        shape = tuple(self.stored[name].shape)
+        return (*shape[:-1], 2 * shape[-1]) if self.dtypes[name] == "i4" else shape
+
     def _name(self, v: SSAValue) -> str:
         if v not in self._names:
             owner = v.owner
@@ -95,6 +104,8 @@ class WeightFolder:
 
     @staticmethod
     def _storage(a: np.ndarray, dtype: DType) -> np.ndarray:
+        if dtype == DType.i4:  # codes q - 8 in -8..7, packed as q two to a byte
+            return np.ascontiguousarray(pack_int4((a.astype(np.int16) + 8).astype(np.uint8)))
         want = {DType.f32: np.float32, DType.bf16: np.float32, DType.f16: np.float16, DType.i32: np.int32,
                 DType.i64: np.int64, DType.i8: np.int8}.get(dtype)
         if want is None:

@@ -7,9 +7,10 @@ folded into stored weights; the kernels are in an order where every input is com
 use; the module computes what it computed before (the interpreter runs both).
 
 Grouping, in program order:
-  1. an anchor starts a group: ``linear``, ``matmul``, ``attention``, ``embedding``,
+  1. an anchor starts a group: ``linear``, ``qlinear``, ``matmul``, ``attention``, ``embedding``,
      ``last_token``, ``softmax``, the reductions and the norms;
-  2. a norm whose only user is a linear joins that linear as its prologue;
+  2. a norm whose only user is a linear joins that linear as its prologue (not a qlinear: the
+     int4 template has no prologue);
   3. an op that only rearranges or maps elements (elementwise math, casts, layout ops, rope,
      kv_write) joins the group of one of its operands as an epilogue, provided each of its other
      operands is computed before that group starts (so no group ever waits on a later one);
@@ -36,8 +37,8 @@ from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 
 # Ops that need a launch of their own: each starts a group.
 ANCHORS: tuple[type[Operation], ...] = (
-    nn.LinearOp, nn.MatmulOp, nn.AttentionOp, nn.EmbeddingOp, nn.LastTokenOp, nn.SoftmaxOp, nn.RMSNormOp,
-    nn.LayerNormOp, t.ReduceSumOp, t.ReduceMeanOp, t.ReduceMaxOp,
+    nn.LinearOp, nn.QLinearOp, nn.MatmulOp, nn.AttentionOp, nn.EmbeddingOp, nn.LastTokenOp, nn.SoftmaxOp,
+    nn.RMSNormOp, nn.LayerNormOp, t.ReduceSumOp, t.ReduceMeanOp, t.ReduceMaxOp,
 )
 PROLOGUES = (nn.RMSNormOp, nn.LayerNormOp)
 ELEMENTWISE = (

@@ -40,8 +40,15 @@ from inferx.runtime.manifest import Manifest, check_sizes, read_kernels
 from inferx.runtime.plan import Launch, bind, run
 from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 
-# numpy views of the stored weights; bf16 is stored as its 16 raw bits
-NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "i64": np.int64, "i8": np.int8}
+# numpy views of the stored weights; bf16 is stored as its 16 raw bits, i4 packed two to a byte
+NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "i64": np.int64, "i8": np.int8,
+            "i4": np.uint8}
+
+
+def stored_shape(shape: tuple[int, ...], dtype: str) -> tuple[int, ...]:
+    """The shape of a weight's stored array: i4 [..., K] is uint8 [..., K / 2] (K is even: the
+    manifest's byte count of the file says so)."""
+    return (*shape[:-1], (shape[-1] + 1) // 2) if dtype == "i4" and shape else shape
 
 
 def _triton_mode(interpret: bool) -> None:
@@ -152,7 +159,7 @@ class ArtifactSession(DecoderSession):
             self.kernels[name] = (ks, load_kernel(ks, interpret=device == "cpu"))
         self.weights: dict[str, Any] = {}
         for name, w in m.weights.items():
-            arr = np.array(artifact.mmap(w.file, NP_DTYPE[w.dtype], w.shape))
+            arr = np.array(artifact.mmap(w.file, NP_DTYPE[w.dtype], stored_shape(w.shape, w.dtype)))
             t = (
                 torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
                 if w.dtype == "bf16"

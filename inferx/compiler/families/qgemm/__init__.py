@@ -1,0 +1,41 @@
+"""The qgemm family: an int4 weight GEMM (``ix.qlinear``) with its fused epilogue, as a GEMV for
+decode rows or tiles on ``tl.dot`` for prefill. ``codegen`` generates, ``heuristic`` schedules,
+``schedule`` says what a schedule may be.
+
+Not tuned yet: it has no task, space or cost model, so ``schedule_type`` stays None and the
+compiler treats it as it treats the families that take no schedule (no record looked up, its
+kernels counted among the fallbacks as "not tuned"); ``generate`` takes its schedule from
+``heuristic`` itself. ``parse_schedule`` states the validity rules all the same, for schedules
+given to ``codegen.generate`` directly."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from inferx.compiler.families.interface import KernelFamily
+from inferx.compiler.families.qgemm import codegen, heuristic, schedule
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.runtime.kernel_source import KernelSource
+
+
+class QGemmFamily(KernelFamily):
+    name = codegen.TEMPLATE
+    anchors = (nn.QLinearOp,)
+
+    def applies(self, kernel: KernelOp) -> str | None:
+        return codegen.applies(kernel)
+
+    def generate(self, kernel: KernelOp, name: str, schedule: Any, target: str, overlap: bool,
+                 grid_wait: bool) -> KernelSource:
+        return codegen.generate(kernel, name, heuristic.heuristic_schedule(kernel, target))
+
+    def parse_schedule(self, d: Mapping[str, Any]) -> Any:
+        return schedule.qgemm_schedule(d)
+
+    def launch_cost(self) -> dict[str, Any]:
+        return {"kv": "seq", "per_row": False, "flops": "largest_weight"}
+
+
+FAMILY = QGemmFamily()

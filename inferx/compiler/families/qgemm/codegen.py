@@ -1,0 +1,142 @@
+"""The int4 GEMM template: ``y = x[..., K] @ W^T`` with ``W[N, K]`` held as packed 4-bit codes
+(``ix.qlinear``), then any epilogue the tile emitter can express (residual add, activations,
+casts, reshape/transpose into heads, RoPE, KV-cache write).
+
+Applies to a kernel whose body starts with an ``ix.qlinear`` of kernel inputs (no prologue:
+fuse leaves a norm before a quantized linear in a kernel of its own). Each program computes a
+BM x BN tile of y. Its K loop, in steps of BK within one quantization group, loads the packed
+bytes of its W rows (uint8 [BN, BK / 2], two codes to a byte, element 2j in the low nibble),
+unpacks them into [BN, BK] codes (``tl.interleave`` of the low and high nibbles), dequantizes
+them in fp32 with the group's scale and minimum (``q * s + m``, or ``(q - 8) * s`` without
+minimums: ``quant.dequantize``'s numerics), scales x's columns by ``col_scale`` where there is
+one, and accumulates ``x_tile @ w_tile^T`` in fp32: ``tl.dot`` on the dot path (BM >= 16), a
+broadcast product summed over K in GEMV mode (BM <= GEMV_MAX_ROWS). Under RoPE a second
+accumulator holds each column's partner (``common/rope.py``), so rotation happens in registers.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import BlockArgument, SSAValue
+
+from inferx.compiler.families.common.rope import partner_expr, rope_regions
+from inferx.compiler.families.common.source import module_source
+from inferx.compiler.families.common.tile import TL_DTYPE, Emitter, Tile
+from inferx.compiler.families.qgemm.schedule import QGemmSchedule, check_fits
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.ops_base import get_int
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.types import DType, TensorType
+from inferx.runtime.kernel_source import KernelSource
+
+TEMPLATE = "qgemm"
+
+
+def qlinear_of(kernel: KernelOp) -> nn.QLinearOp:
+    op = kernel.body.block.first_op
+    assert isinstance(op, nn.QLinearOp)
+    return op
+
+
+def applies(kernel: KernelOp) -> str | None:
+    """None if this template implements the kernel, else the reason it does not."""
+    op = kernel.body.block.first_op
+    if not isinstance(op, nn.QLinearOp):
+        return "the body does not start with a qlinear"
+    if not all(isinstance(v, BlockArgument) for v in op.operands):
+        return "the qlinear's operands are not all kernel inputs"
+    x_t, y_t = op.input.type, op.result.type
+    assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
+    if not isinstance(x_t.shape[-1], int) or not isinstance(y_t.shape[-1], int):
+        return "K and N must be static"
+    return None
+
+
+def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSource:
+    """The kernel's Triton source under ``schedule``; CodegenError where the schedule does not fit
+    the kernel's group (``schedule.check_fits``)."""
+    sched = schedule
+    em = Emitter(kernel, name)
+    q = qlinear_of(kernel)
+    x_t, y_t = q.input.type, q.result.type
+    assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
+    k_dim, n_dim = x_t.shape[-1], y_t.shape[-1]
+    assert isinstance(k_dim, int) and isinstance(n_dim, int)
+    group = get_int(q.attributes, "group")
+    why = check_fits(sched, group)
+    if why is not None:
+        raise em.error(q, f"{why}: {sched}")
+    ops = list(kernel.body.block.ops)
+    epilogue = ops[1:]
+    partner = partner_expr(rope_regions(em, q, epilogue))
+    low = x_t.dtype in (DType.f16, DType.bf16)
+    x_ptr, codes, scales = (f"in{_idx(v)}" for v in (q.input, q.codes, q.scales))
+    mins = f"in{_idx(q.mins)}" if q.mins is not None else None
+    col = f"in{_idx(q.col_scale)}" if q.col_scale is not None else None
+    rows = em.dim(sy.product(x_t.shape[:-1]))
+
+    e = em.emit
+    e("pid_m = tl.program_id(0)")
+    e("pid_n = tl.program_id(1)")
+    e("r = pid_m * BM + tl.arange(0, BM)")
+    e("c = pid_n * BN + tl.arange(0, BN)")
+    e(f"M = {rows}")
+    e("rm = r < M")
+    e(f"cn = c < {n_dim}")
+    e("j = tl.arange(0, BK // 2)")
+    e("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    if partner:
+        e(f"pc = c + {partner}")
+        e("accp = tl.zeros((BM, BN), dtype=tl.float32)")
+    e(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+    e("kk = k0 + tl.arange(0, BK)")
+    e(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None], other=0)")
+    if col is not None or not low or sched.gemv:
+        e("a = a.to(tl.float32)")
+    if col is not None:
+        e(f"a = a * tl.load({col} + kk).to(tl.float32)[None, :]")
+        if low and not sched.gemv:
+            e(f"a = a.to({TL_DTYPE[x_t.dtype]})")
+    e(f"g = k0 // {group}")
+    for cols, acc, w in (("c", "acc", "w"), *((("pc", "accp", "wp"),) if partner else ())):
+        # codes: BK / 2 bytes of each of BN rows, unpacked along K (low nibble first)
+        e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], "
+          "other=0)")
+        e(f"{w} = tl.interleave(b & 15, b >> 4).to(tl.float32)")
+        e(f"s = tl.load({scales} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
+        if mins is not None:
+            e(f"mn = tl.load({mins} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
+            e(f"{w} = {w} * s[:, None] + mn[:, None]")
+        else:
+            e(f"{w} = ({w} - 8.0) * s[:, None]")
+        if sched.gemv:
+            e(f"{acc} += tl.sum(a[:, None, :] * {w}[None, :, :], 2)")
+        elif low:
+            e(f"{acc} = tl.dot(a, tl.trans({w}.to({TL_DTYPE[x_t.dtype]})), {acc})")
+        else:
+            e(f"{acc} = tl.dot(a, tl.trans({w}), {acc}, input_precision=\"ieee\")")
+    em.indent -= 1
+    lead = em.unravel("r[:, None]", y_t.shape[:-1])
+    em.values[q.result] = Tile("acc", [*lead, "c[None, :]"], "(rm[:, None] & cn[None, :])", y_t,
+                               "accp" if partner else None)
+    em.run_epilogue(epilogue)
+    params = em.params()
+    constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
+    args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
+    return KernelSource(
+        name=name,
+        template=TEMPLATE,
+        source=module_source(name, args, em.lines),
+        params=tuple(params),
+        grid=(f"cdiv({rows}, {sched.bm})", f"cdiv({n_dim}, {sched.bn})"),
+        constexprs=constexprs,
+        aliases=em.aliases,
+        num_warps=sched.num_warps,
+        num_stages=sched.num_stages,
+    )
+
+
+def _idx(v: SSAValue) -> int:
+    assert isinstance(v, BlockArgument)
+    return v.index

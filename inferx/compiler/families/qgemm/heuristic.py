@@ -1,0 +1,35 @@
+"""The qgemm schedules used without a tuning record (the family has no tuning task yet), by the
+shape of the kernel's rows. None of them is measured on a GPU yet; each says what it aims at.
+
+- Decode rows (no ``seq`` in the rows: a batch of single tokens) on sm_90: GEMV mode, one row
+  per program, BN = 16 W rows by BK = the group (up to 128): the weight is streamed once per row
+  as packed bytes, which is the whole point of int4 at batch 1.
+- Prefill rows on sm_90: the dot path, 64 x 64 tiles, BK = the group up to 64, 4 warps, 3 stages.
+- The cpu target (Triton's interpreter, where each program and each K step is a Python-level
+  step): the dot path with BM = 16 for decode and 64 for prefill, BN = 64 (narrower for narrow
+  weights), BK = the group: few programs, few steps, the same results.
+"""
+
+from __future__ import annotations
+
+from inferx.compiler.families.qgemm.codegen import qlinear_of
+from inferx.compiler.families.qgemm.schedule import QGemmSchedule
+from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.ops_base import get_int
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.types import TensorType
+
+
+def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> QGemmSchedule:
+    q = qlinear_of(kernel)
+    x_t, y_t = q.input.type, q.result.type
+    assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
+    n = y_t.shape[-1]
+    group = get_int(q.attributes, "group")
+    prefill = "seq" in sy.symbols_of(sy.product(x_t.shape[:-1]))
+    bn = 64 if not isinstance(n, int) or n >= 64 else 32 if n >= 32 else 16
+    if target == "cpu":
+        return QGemmSchedule(64 if prefill else 16, bn, group)
+    if prefill:
+        return QGemmSchedule(64, bn, min(group, 64), num_warps=4, num_stages=3)
+    return QGemmSchedule(1, 16, min(group, 128), num_warps=4, num_stages=2)

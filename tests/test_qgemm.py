@@ -1,0 +1,298 @@
+"""The int4 GEMM family (qgemm) and quantized artifacts: the kernel against the interpreter's
+``ix.qlinear`` in Triton's interpreter, a quantized tiny Llama compiled for the cpu target against
+the reference session of the same quantized program (fp32), the packed codes in the artifact,
+the fused kernel counts, and the ``quant`` compile option."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+
+import inferx
+from inferx.compiler import pipeline
+from inferx.compiler.families import family
+from inferx.compiler.families.common.errors import CodegenError
+from inferx.compiler.families.interface import ScheduleError
+from inferx.compiler.families.qgemm import codegen
+from inferx.compiler.families.qgemm.heuristic import heuristic_schedule
+from inferx.compiler.families.qgemm.schedule import QGemmSchedule
+from inferx.compiler.interpreter.context import KernelContext
+from inferx.compiler.interpreter.kernels import qlinear
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.quant import QuantizedWeight, Scheme, pack_int4
+from inferx.compiler.ir.textio import parse_module
+from inferx.compiler.options import CompileError, CompileOptions
+from inferx.compiler.quant.store import quantize_program
+from inferx.program import Program
+from inferx.runtime.triton_kernels import grid, load_kernel
+
+TOL = 1e-4  # relative to the largest logit (fp32 throughout)
+MAX_SEQ_LEN = 32
+PROMPT = [5, 17, 3, 88, 41, 9, 60, 2, 33, 71, 14]
+STEPS = 3
+
+
+def _rtn(w: np.ndarray, scheme: Scheme, name: str, scale_dtype: str) -> QuantizedWeight:
+    """Round-to-nearest written here, independently of the library's quantizers: asymmetric
+    (min and max of each group) or symmetric (the group's largest magnitude maps to -8)."""
+    n, k = w.shape
+    g = w.reshape(n, k // scheme.group, scheme.group).astype(np.float32)
+    if scheme.symmetric:
+        s = np.abs(g).max(axis=2) / 8
+        s = np.where(s > 0, s, 1.0).astype(np.float32)
+        q = np.clip(np.rint(g / s[:, :, None]) + 8, 0, 15).astype(np.uint8).reshape(n, k)
+        return QuantizedWeight(scheme, q, s)
+    lo, hi = g.min(axis=2), g.max(axis=2)
+    s = np.where(hi > lo, (hi - lo) / 15, 1.0).astype(np.float32)
+    q = np.clip(np.rint((g - lo[:, :, None]) / s[:, :, None]), 0, 15).astype(np.uint8).reshape(n, k)
+    return QuantizedWeight(scheme, q, s, lo.astype(np.float32))
+
+
+# --- the kernel -----------------------------------------------------------------------------
+
+
+def _qlinear_kernel(m: int, k: int, n: int, group: int, mins: bool, col: bool, dtype: str = "f32") -> KernelOp:
+    """A qgemm kernel of one ``ix.qlinear`` with static shapes, parsed from IR text."""
+    g = k // group
+    types = [f"!ix.tensor<[{m}, {k}], {dtype}>", f"!ix.tensor<[{n}, {k}], i4>", f"!ix.tensor<[{n}, {g}], {dtype}>"]
+    if mins:
+        types.append(f"!ix.tensor<[{n}, {g}], {dtype}>")
+    if col:
+        types.append(f"!ix.tensor<[{k}], {dtype}>")
+    y = f"!ix.tensor<[{m}, {n}], {dtype}>"
+    names = [f"%a{i}" for i in range(len(types))]
+    args = ", ".join(f"%x{i}: {t}" for i, t in enumerate(types))
+    block = ", ".join(f"{a}: {t}" for a, t in zip(names, types, strict=True))
+    extra = (" mins %a3" if mins else "") + (f" col_scale %a{len(types) - 1}" if col else "")
+    extra_t = (f" mins {types[3]}" if mins else "") + (f" col_scale {types[-1]}" if col else "")
+    operands = ", ".join(f"%x{i}" for i in range(len(types)))
+    q_types = f"{types[0]}, {types[1]}, {types[2]}{extra_t} -> {y}"
+    text = f"""
+    func.func @f({args}) -> {y} {{
+      %y = ix.kernel "qgemm"({operands}) {{name = "k0"}} : ({", ".join(types)}) -> {y} {{
+      ^bb0({block}):
+        %q = ix.qlinear %a0, %a1, %a2{extra} {{group = {group} : i64}} : {q_types}
+        ix.yield %q : {y}
+      }}
+      func.return %y : {y}
+    }}
+    """
+    module, _ = parse_module(text)
+    return next(o for o in module.walk() if isinstance(o, KernelOp))
+
+
+KERNEL_CASES = [
+    # (M, K, N, group, mins, col_scale, dtype, schedule or None for the cpu heuristic)
+    (1, 64, 33, 32, True, False, "f32", None),
+    (5, 64, 33, 32, False, False, "f32", None),
+    (33, 128, 17, 64, True, True, "f32", None),
+    (33, 128, 17, 64, False, True, "f32", None),
+    (5, 128, 33, 128, True, False, "f32", (16, 16, 32)),  # BK below the group: four steps per group
+    (1, 64, 17, 32, False, True, "f32", (1, 16, 32)),  # GEMV mode
+    (5, 64, 33, 64, True, True, "f32", (4, 32, 16)),  # GEMV mode, several rows per program
+    (5, 64, 33, 32, True, True, "f16", None),  # the dot on fp16 operands, W dequantized in fp32
+]
+F16_TOL = 2e-3  # W rounded to fp16 for the dot, and y stored in fp16
+
+
+@pytest.mark.parametrize("case", KERNEL_CASES, ids=lambda c: "m{}-k{}-n{}-g{}-mins{:d}-col{:d}-{}-{}".format(*c))
+def test_qgemm_kernel_matches_the_interpreters_qlinear(case: tuple[Any, ...]) -> None:
+    m, k, n, group, mins, col, dtype, sched = case
+    kernel = _qlinear_kernel(m, k, n, group, mins, col, dtype)
+    schedule = heuristic_schedule(kernel, "cpu") if sched is None else QGemmSchedule(*sched)
+    ks = codegen.generate(kernel, "kernel", schedule)
+    np_dtype = np.float32 if dtype == "f32" else np.float16
+    rng = np.random.default_rng(m * 1000 + k + n)
+    x = rng.standard_normal((m, k)).astype(np_dtype)
+    q = rng.integers(0, 16, (n, k), dtype=np.uint8)
+    scales = (rng.random((n, k // group)) * 0.1 + 0.01).astype(np_dtype)
+    ins = [x, (q.astype(np.int16) - 8).astype(np.int8), scales]
+    if mins:
+        ins.append(-(rng.random((n, k // group)) * 0.5).astype(np_dtype))
+    if col:
+        ins.append((rng.random(k) + 0.5).astype(np_dtype))
+    op = kernel.body.block.first_op
+    assert isinstance(op, nn.QLinearOp)
+    (want,) = qlinear(op, ins, KernelContext(env={}, weights={}))
+    # the kernel reads the codes as stored in an artifact: q two to a byte
+    tensors = [torch.from_numpy(a) for a in [x, pack_int4(q), *ins[2:]]]
+    out = torch.empty((m, n), dtype=torch.float32 if dtype == "f32" else torch.float16)
+    fn = load_kernel(ks, interpret=True)
+    fn[grid(ks, {})](*tensors, out, **ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
+    err = float(np.abs(out.float().numpy() - want).max())
+    tol = (1e-4 if dtype == "f32" else F16_TOL) * max(1.0, float(np.abs(want).max()))
+    repro = f"repro: pytest tests/test_qgemm.py -k 'm{m}-k{k}-n{n}-g{group}' ({dtype}, {schedule})"
+    assert err <= tol, f"max abs error {err:.3g} > {tol:.3g}\n{repro}"
+
+
+def test_schedule_rules() -> None:
+    parse = family("qgemm").parse_schedule
+    ok = {"bm": 16, "bn": 32, "bk": 32, "num_warps": 4, "num_stages": 2}
+    assert parse(ok) == QGemmSchedule(16, 32, 32)
+    assert parse({**ok, "bm": 1, "bn": 8}).gemv
+    for bad, rule in (
+        ({**ok, "bm": 12}, "powers of two"),
+        ({**ok, "bm": 8, "bk": 256}, "bk must be 16..128"),
+        ({**ok, "bn": 8}, "at least 16 on the dot path"),
+        ({**ok, "num_warps": 3}, "num_warps"),
+        ({**ok, "split_k": 2}, "fields must be"),
+    ):
+        with pytest.raises(ScheduleError, match=rule):
+            parse(bad)
+    kernel = _qlinear_kernel(4, 64, 16, 32, True, False)
+    with pytest.raises(CodegenError, match="BK 64 must divide the quantization group 32"):
+        codegen.generate(kernel, "kernel", QGemmSchedule(16, 16, 64))
+
+
+# --- a quantized model, compiled -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model() -> T.LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return T.LlamaForCausalLM(cfg).eval()
+
+
+# The schemes compiled, each with the linears it leaves in float: the down projections' K (96)
+# is not a multiple of 64, so under int4-g64 they stay ix.linear (a program mixing both kinds).
+SCHEMES = {"int4-g32": "", "int4-g64-sym": "*down_proj*"}
+
+
+def _quantized(model: T.LlamaForCausalLM, scheme: str) -> Program:
+    program = inferx.import_model(model, dtype="f32")
+    return quantize_program(program, scheme, exclude=SCHEMES[scheme], quantize=_rtn)
+
+
+@pytest.fixture(scope="module", params=list(SCHEMES))
+def compiled(request: pytest.FixtureRequest, model: T.LlamaForCausalLM,
+             tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Program, Path]:
+    scheme = request.param
+    program = _quantized(model, scheme)
+    out = tmp_path_factory.mktemp("qgemm") / scheme
+    path = inferx.compile(program, target="cpu", output=out, max_seq_len=MAX_SEQ_LEN, max_batch=2)
+    return scheme, program, path
+
+
+def _assert_close(got: Any, want: Any, what: str, repro: str) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}\n{repro}"
+    err = float(np.abs(got - want).max())
+    tol = TOL * max(1.0, float(np.abs(want).max()))
+    assert err <= tol, f"{what}: max abs error {err:.3g} > {tol:.3g}\n{repro}"
+
+
+def test_cpu_session_matches_the_reference_session(compiled: tuple[str, Program, Path]) -> None:
+    scheme, program, path = compiled
+    repro = f"repro: pytest tests/test_qgemm.py -k 'matches_the_reference and {scheme}'"
+    cpu = inferx.load(path, device="cpu")
+    ref = program.reference_session(max_batch=1, max_context=MAX_SEQ_LEN)
+    ids = np.array([PROMPT])
+    got, want = cpu.prefill(ids), ref.prefill(ids)
+    _assert_close(got, want, "prefill logits", repro)
+    tokens: list[tuple[int, int]] = []
+    got_last, want_last = np.asarray(got)[0, -1], np.asarray(want)[0, -1]
+    for step in range(STEPS):
+        tokens.append((int(got_last.argmax()), int(want_last.argmax())))
+        tok = np.array([[tokens[-1][1]]])
+        got, want = cpu.decode(tok), ref.decode(tok)
+        _assert_close(got, want, f"decode step {step}", repro)
+        got_last, want_last = np.asarray(got)[0, -1], np.asarray(want)[0, -1]
+    assert [a for a, _ in tokens] == [b for _, b in tokens], f"greedy tokens differ: {tokens}\n{repro}"
+
+
+def test_gpu_schedules_match_in_the_interpreter(model: T.LlamaForCausalLM, tmp_path: Path) -> None:
+    """The sm_90 heuristic's schedules (GEMV mode for decode, 64 x 64 tiles for prefill) on a cpu
+    artifact (``schedules="sm_90"``), against the reference session."""
+    program = _quantized(model, "int4-g32")
+    path = inferx.compile(program, target="cpu", schedules="sm_90", output=tmp_path / "a",
+                          max_seq_len=MAX_SEQ_LEN, max_batch=1)
+    sources = [p.read_text() for p in (path / "kernels").glob("qgemm_*.py")]
+    assert any("tl.sum(a[:, None, :]" in s for s in sources) and any("tl.dot(" in s for s in sources)
+    repro = "repro: pytest tests/test_qgemm.py -k gpu_schedules"
+    cpu = inferx.load(path, device="cpu")
+    ref = program.reference_session(max_batch=1, max_context=MAX_SEQ_LEN)
+    ids = np.array([PROMPT])
+    want = ref.prefill(ids)
+    _assert_close(cpu.prefill(ids), want, "prefill logits", repro)
+    tok = np.array([[int(np.asarray(want)[0, -1].argmax())]])
+    _assert_close(cpu.decode(tok), ref.decode(tok), "decode logits", repro)
+
+
+def test_codes_are_stored_packed_and_run_on_qgemm(compiled: tuple[str, Program, Path]) -> None:
+    scheme, program, path = compiled
+    manifest = json.loads((path / "manifest.json").read_text())
+    codes = {k: w for k, w in manifest["weights"].items() if k.endswith(".codes")}
+    per_layer = 6 if SCHEMES[scheme] else 7  # q, k, v, o, gate, up and (int4-g32) down
+    assert len(codes) == per_layer * 2, sorted(codes)
+    for name, w in codes.items():
+        n, k = w["shape"]
+        assert w["dtype"] == "i4" and (path / w["file"]).stat().st_size == n * k // 2, (name, w)
+        scales = manifest["weights"][name.removesuffix("codes") + "scales"]
+        assert scales["dtype"] == "f32" and scales["shape"] == [n, k // int(scheme.split("-g")[1][:2])]
+    assert any(k.endswith(".mins") for k in manifest["weights"]) == (not scheme.endswith("-sym"))
+    templates = [k["template"] for k in manifest["kernels"].values()]
+    assert "qgemm" in templates and templates.count("gemm") >= 1  # the float LM head
+
+
+def test_quantized_layers_fuse_into_one_kernel_per_linear(model: T.LlamaForCausalLM) -> None:
+    """merge-gemms, interleave-pairs and fold-norm-weights match ix.linear alone: a quantized
+    layer keeps its seven linears apart (no q/k/v or gate|up merge) and each is the anchor of a
+    qgemm kernel with its epilogue (RoPE and the KV write, the residual add, SiLU); the norms run
+    as reductions and silu(gate) * up as a pointwise kernel. 11 kernels per decode layer against
+    the float program's 5."""
+
+    def kernels(program: Program) -> dict[str, int]:
+        opts = CompileOptions(target="cpu", dtype="f32", max_seq_len=MAX_SEQ_LEN, max_batch=2)
+        for _, spec in pipeline.phases(opts):
+            pipeline.run(spec, program)
+        decode = next(f for f in program.module.ops if f.sym_name.data == "decode")  # type: ignore[attr-defined]
+        out: dict[str, int] = {}
+        for o in decode.body.block.ops:
+            if isinstance(o, KernelOp):
+                out[o.template.data] = out.get(o.template.data, 0) + 1
+        return out
+
+    layers = model.config.num_hidden_layers
+    floats = kernels(inferx.import_model(model, dtype="f32"))
+    quantized = kernels(_quantized(model, "int4-g32"))
+    assert floats == {"gather": 1, "gemm": 4 * layers + 1, "attention": layers}, floats
+    assert quantized == {"gather": 1, "gemm": 1, "qgemm": 7 * layers, "attention": layers,
+                         "reduction": 2 * layers, "pointwise": layers}, quantized
+
+
+def test_the_quant_option_quantizes_after_import(model: T.LlamaForCausalLM, tmp_path: Path) -> None:
+    """``quant=`` runs the quantize pass and the library's round-to-nearest: the artifact computes
+    what the reference session of ``quantize_program`` with the same scheme computes."""
+    pytest.importorskip("inferx.compiler.quant.rtn")
+    path = inferx.compile(model, target="cpu", dtype="f32", quant="int4-g32", output=tmp_path / "a",
+                          max_seq_len=MAX_SEQ_LEN, max_batch=1)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert any(w["dtype"] == "i4" for w in manifest["weights"].values())
+    program = quantize_program(inferx.import_model(model, dtype="f32"), "int4-g32")
+    ids = np.array([PROMPT])
+    want = program.reference_session(max_batch=1, max_context=MAX_SEQ_LEN).prefill(ids)
+    _assert_close(inferx.load(path, device="cpu").prefill(ids), want, "prefill logits",
+                  "repro: pytest tests/test_qgemm.py -k quant_option")
+
+
+def test_a_group_that_does_not_divide_k_is_a_compile_error(model: T.LlamaForCausalLM, tmp_path: Path) -> None:
+    with pytest.raises(CompileError, match=r"quant int4-g64: .*down_proj.weight: K = 96 is not a multiple"):
+        inferx.compile(model, target="cpu", dtype="f32", quant="int4-g64", output=tmp_path / "a",
+                       max_seq_len=MAX_SEQ_LEN, max_batch=1)
+    assert not (tmp_path / "a").exists()
+
+
+def test_compile_options_refuse_an_unknown_scheme() -> None:
+    with pytest.raises(CompileError, match="unknown quant scheme 'int4-g16'"):
+        CompileOptions(target="cpu", quant="int4-g16")
+    with pytest.raises(CompileError, match="unknown quant scheme 'int8'"):
+        inferx.compile("unused", target="cpu", output="unused", quant="int8")
