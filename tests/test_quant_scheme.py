@@ -110,5 +110,8 @@ def test_quantized_names_round_trip() -> None:
     for part, name in names.items():
         assert parse_quantized_name(name) == ("model.layers.0.mlp.up_proj.weight", asym, part)
     assert parse_quantized_name("w.int4-g32-sym.mins") is None  # a symmetric scheme has no mins
+    scaled = quantized_names("w", sym, col_scale=True)
+    assert set(scaled) == {"codes", "scales", "col_scale"}
+    assert parse_quantized_name(scaled["col_scale"]) == ("w", sym, "col_scale")
     for other in ("w", "w.codes", "w.int4-g100.codes", "w.int4-g32.bias", ".int4-g32.codes"):
         assert parse_quantized_name(other) is None
