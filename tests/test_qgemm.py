@@ -227,6 +227,25 @@ def test_gpu_schedules_match_in_the_interpreter(model: T.LlamaForCausalLM, tmp_p
     _assert_close(cpu.decode(tok), ref.decode(tok), "decode logits", repro)
 
 
+def test_column_scales_reach_the_kernels(model: T.LlamaForCausalLM, tmp_path: Path) -> None:
+    """A program whose qlinears read a column scale (as AWQ's do) compiles and computes what its
+    reference session computes."""
+
+    def scaled(w: np.ndarray, scheme: Scheme, name: str, scale_dtype: str) -> QuantizedWeight:
+        cs = np.linspace(0.5, 2.0, w.shape[1]).astype(np.float32)
+        qw = _rtn(w / cs[None, :], scheme, name, scale_dtype)
+        qw.col_scale = cs
+        return qw
+
+    program = quantize_program(inferx.import_model(model, dtype="f32"), "int4-g32", quantize=scaled, col_scale=True)
+    assert all(o.col_scale is not None for o in program.module.walk() if isinstance(o, nn.QLinearOp))
+    path = inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=MAX_SEQ_LEN, max_batch=1)
+    ids = np.array([PROMPT])
+    want = program.reference_session(max_batch=1, max_context=MAX_SEQ_LEN).prefill(ids)
+    _assert_close(inferx.load(path, device="cpu").prefill(ids), want, "prefill logits",
+                  "repro: pytest tests/test_qgemm.py -k column_scales")
+
+
 def test_codes_are_stored_packed_and_run_on_qgemm(compiled: tuple[str, Program, Path]) -> None:
     scheme, program, path = compiled
     manifest = json.loads((path / "manifest.json").read_text())
