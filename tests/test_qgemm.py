@@ -315,3 +315,49 @@ def test_compile_options_refuse_an_unknown_scheme() -> None:
         CompileOptions(target="cpu", quant="int4-g16")
     with pytest.raises(CompileError, match="unknown quant scheme 'int8'"):
         inferx.compile("unused", target="cpu", output="unused", quant="int8")
+
+
+def _q4_gguf(path: Path) -> Path:
+    """A one-layer llama GGUF whose seven linears are Q4_0 (``gguf.quants.quantize``); the rest F32."""
+    import gguf
+    from gguf_files import add_llama_metadata, llama_shapes
+
+    shapes = llama_shapes(64, 4, 2, 96, 128)
+    w = gguf.GGUFWriter(str(path), "llama")
+    add_llama_metadata(w, context=64, hidden=64, heads=4, kv=2, inter=96)
+    rng = np.random.default_rng(0)
+    for name, shape in shapes.items():
+        x = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        if len(shape) == 2 and name.startswith("blk."):
+            q = gguf.GGMLQuantizationType.Q4_0
+            w.add_tensor(name, gguf.quants.quantize(x, q), raw_dtype=q)
+        else:
+            w.add_tensor(name, x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_quant_gguf_keeps_the_files_int4_weights(tmp_path: Path) -> None:
+    """``quant="gguf"``: a GGUF file's Q4_0 linears run on qgemm with the file's codes, and the
+    artifact computes what the same file compiled to float (its weights dequantized) computes."""
+    src = _q4_gguf(tmp_path / "q4.gguf")
+    opts = dict(target="cpu", dtype="f32", max_seq_len=MAX_SEQ_LEN, max_batch=1)
+    native = inferx.compile(src, quant="gguf", output=tmp_path / "native", **opts)
+    floats = inferx.compile(src, output=tmp_path / "float", **opts)
+    weights = json.loads((native / "manifest.json").read_text())["weights"]
+    assert sum(w["dtype"] == "i4" for w in weights.values()) == 7
+    ids = np.array([PROMPT])
+    want = inferx.load(floats, device="cpu").prefill(ids)
+    _assert_close(inferx.load(native, device="cpu").prefill(ids), want, "prefill logits",
+                  "repro: pytest tests/test_qgemm.py -k quant_gguf")
+
+
+def test_quant_gguf_needs_a_gguf_file(model: T.LlamaForCausalLM, tmp_path: Path) -> None:
+    want = r"quant gguf keeps a GGUF file's 4-bit weights: the model \(a LlamaForCausalLM\) is not a .gguf file"
+    with pytest.raises(CompileError, match=want):
+        inferx.compile(model, target="cpu", dtype="f32", quant="gguf", output=tmp_path / "a",
+                       max_seq_len=MAX_SEQ_LEN, max_batch=1)
+    assert not (tmp_path / "a").exists()

@@ -41,6 +41,7 @@ from inferx.compiler.codegen import generate, heuristic_schedule
 from inferx.compiler.families.common.tile import dim_code
 from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.ops_nn import QLinearOp
 from inferx.compiler.ir.types import TensorType
 from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, TARGETS, CompileError, CompileOptions
 from inferx.compiler.schedules import (
@@ -131,8 +132,10 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
             "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"
         )
     if options.quant is not None:
-        say(f"        quant {options.quant}: every linear but the LM head, round-to-nearest")
-        program = pipeline.quantize(program, options)
+        program = pipeline.quantize(program, options, src)
+        kept = len({str(op.codes.owner) for op in program.module.walk() if isinstance(op, QLinearOp)})
+        how = "as the GGUF file stores them" if options.quant == "gguf" else "by round-to-nearest"
+        say(f"        quant {options.quant}: {kept} linears in int4, {how} (the LM head stays float)")
     pipeline.dump(options, "1-import", program)
     for n, (name, spec) in enumerate(pipeline.phases(options), 2):
         phase(n, name)

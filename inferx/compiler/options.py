@@ -60,7 +60,8 @@ class CompileOptions:
     fuse_attention_o: bool = False
     # Quantize the program's linears (all but the LM head) to this int4 scheme after import
     # (``inferx.compiler.ir.quant``: int4-g128, -g64, -g32, optionally -sym), by round-to-nearest;
-    # they run on the int4 GEMM kernels. None: the weights stay in the program's dtype.
+    # they run on the int4 GEMM kernels. "gguf": a GGUF file's 4-bit linears (Q4_0, Q4_1, Q4_K)
+    # kept as the file stores them. None: the weights stay in the program's dtype.
     quant: str | None = None
 
     def __post_init__(self) -> None:
@@ -89,14 +90,14 @@ def _problem(o: CompileOptions) -> str | None:
         return f"unknown target {o.target!r}: the targets are {', '.join(TARGETS)}"
     if o.dtype is not None and o.dtype not in DTYPES + _DTYPE_ALIASES:
         return f"unknown dtype {o.dtype!r}: the dtypes are {', '.join(DTYPES)}"
-    if o.quant is not None:
+    if o.quant is not None and o.quant != "gguf":
         try:
             if not isinstance(o.quant, str):
                 raise SchemeError(o.quant)
             parse_scheme(o.quant)
         except SchemeError:
             return (f"unknown quant scheme {o.quant!r}: the schemes are int4-g128, int4-g64 and int4-g32, "
-                    "each optionally with -sym")
+                    "each optionally with -sym, and gguf (a GGUF file's 4-bit weights as stored)")
     if o.schedules is not None and o.schedules not in TARGETS:
         return f"unknown schedules target {o.schedules!r}: the targets are {', '.join(TARGETS)}"
     for problem in (

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from xdsl.dialects.func import FuncOp
@@ -108,10 +109,12 @@ def import_program(src: Any, options: CompileOptions) -> Program:
     return program
 
 
-def quantize(program: Program, options: CompileOptions) -> Program:
+def quantize(program: Program, options: CompileOptions, source: Any = None) -> Program:
     """With ``options.quant``, ``program``'s linears (all but the LM head) made ``ix.qlinear``
     under that scheme (the quantize pass) and its weights a store that serves their codes, scales
-    and minimums (``quant.store.quantize_program``, round-to-nearest); else ``program`` as it is.
+    and minimums (``quant.store.quantize_program``, round-to-nearest); with "gguf", the 4-bit
+    linears of the GGUF file ``source`` kept as stored (``quant.store.keep_gguf_quantized``);
+    else ``program`` as it is.
     Runs on the imported program, before cleanup: merge-gemms, interleave-pairs and
     fold-norm-weights match ``ix.linear`` alone and leave the quantized linears as they are, one
     qgemm kernel each (no q/k/v or gate|up merge)."""
@@ -119,8 +122,14 @@ def quantize(program: Program, options: CompileOptions) -> Program:
         return program
     from inferx.compiler.ir.quant import SchemeError
     from inferx.compiler.ir.textio import IRError
-    from inferx.compiler.quant.store import quantize_program
+    from inferx.compiler.quant.store import keep_gguf_quantized, quantize_program
 
+    if options.quant == "gguf":
+        path = Path(source) if isinstance(source, (str, Path)) else None
+        if path is None or path.suffix.lower() != ".gguf":
+            what = str(path) if path is not None else f"a {type(source).__name__}"
+            raise CompileError(f"quant gguf keeps a GGUF file's 4-bit weights: the model ({what}) is not a .gguf file")
+        return keep_gguf_quantized(program, path)
     try:
         return quantize_program(program, options.quant)
     except (IRError, SchemeError) as e:
