@@ -298,6 +298,28 @@ FUSE_ATTENTION_O_HELP = (
 @click.option("--overlap/--no-overlap", default=False, show_default=True, help=OVERLAP_HELP)
 @click.option("--fuse-mlp/--no-fuse-mlp", default=False, show_default=True, help=FUSE_MLP_HELP)
 @click.option("--fuse-attention-o/--no-fuse-attention-o", default=False, show_default=True, help=FUSE_ATTENTION_O_HELP)
+@click.option(
+    "--quant",
+    default=None,
+    metavar="SCHEME",
+    help="int4 weights for every linear but the LM head: int4-g128, int4-g64 or int4-g32 (groups of K with "
+    "a scale and a minimum each; -sym for a scale alone), or gguf (a GGUF file's 4-bit weights as stored).",
+)
+@click.option(
+    "--quant-method",
+    type=click.Choice(["rtn", "awq", "gptq"]),
+    default="rtn",
+    show_default=True,
+    help="How --quant rounds: round-to-nearest, or AWQ or GPTQ calibrated on --calibration text.",
+)
+@click.option(
+    "--calibration",
+    default=None,
+    metavar="FILE",
+    help="UTF-8 text that AWQ and GPTQ run through the model (default: CPython's documentation text).",
+)
+@click.option("--quant-head/--no-quant-head", default=False, show_default=True,
+              help="Quantize the LM head too (with a --quant scheme).")
 def compile_command(
     model: str,
     output: str,
@@ -311,6 +333,10 @@ def compile_command(
     overlap: bool,
     fuse_mlp: bool,
     fuse_attention_o: bool,
+    quant: str | None,
+    quant_method: str,
+    calibration: str | None,
+    quant_head: bool,
 ) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
@@ -327,6 +353,8 @@ def compile_command(
         raise UserError(f"{model}: a .gguf model must be a file")
     if dump_ir is not None and Path(dump_ir).exists() and not Path(dump_ir).is_dir():
         raise UserError(f"--dump-ir {dump_ir}: exists and is not a directory")
+    if calibration is not None and not Path(calibration).is_file():
+        raise UserError(f"--calibration {calibration}: no such file")
     try:
         options = CompileOptions(
             target=target,
@@ -340,10 +368,15 @@ def compile_command(
             overlap=overlap,
             fuse_mlp=fuse_mlp,
             fuse_attention_o=fuse_attention_o,
+            quant=quant,
+            quant_method=quant_method,
+            calibration=Path(calibration) if calibration else None,
+            quant_head=quant_head,
         )
     except CompileError as e:  # an option's field, said as its flag
         raise UserError(
-            re.sub(r"^(max_seq_len|max_batch|jobs) ", lambda m: f"--{m[1].replace('_', '-')} ", str(e))
+            re.sub(r"^(max_seq_len|max_batch|jobs|quant_head|quant_method|calibration) ",
+                   lambda m: f"--{m[1].replace('_', '-')} ", str(e))
         ) from None
     with _user_errors(_compile_errors()):
         out = compile_model(path, Path(output), options)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -98,12 +99,34 @@ def test_compile_help_lists_the_drivers_targets() -> None:
     (["compile", "{model}", "-o", "x.ixa", "--target", "cpu", "--dtype", "bf16", "--max-seq-len", "32"], ["bf16"]),
     (["compile", "{model}", "-o", "x.ixa", "--target", "cpu", "--max-seq-len", "4096"], ["4096"]),
     (["compile", "{model}/config.json", "-o", "x.ixa"], ["config.json", "HF model directory or a .gguf"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g48"], ["'int4-g48'", "int4-g128"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g128"], ["int4-g128", "K = 64"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant-head"], ["--quant-head", "int4 scheme"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "gguf"], ["quant gguf", "not a .gguf file"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g32", "--quant-method", "awq"],
+     ["awq", "no tokenizer"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g32", "--quant-method", "gptq",
+      "--calibration", "no-such.txt"], ["--calibration no-such.txt", "no such file"]),
 ])
 def test_compile_user_errors(model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
                              names: list[str]) -> None:
     monkeypatch.chdir(tmp_path)
     assert_user_error(invoke([a.format(model=model_dir) for a in args]), *names)
     assert not (tmp_path / "x.ixa").exists()
+
+
+def test_compile_quant_writes_int4_weights(model_dir: Path, tmp_path: Path) -> None:
+    """``--quant int4-g32 --quant-head``: every linear, the LM head included, stored as packed int4
+    codes with their scales and minimums; the progress says how many."""
+    out = tmp_path / "q.ixa"
+    result = invoke(["compile", str(model_dir), "-o", str(out), *CPU_FLAGS, "--quant", "int4-g32", "--quant-head"])
+    assert result.exit_code == 0, result.output
+    assert "quant int4-g32: 15 linears in int4, by round-to-nearest (the LM head too)" in result.stderr
+    weights = json.loads(invoke(["inspect", str(out), "--json"]).output)
+    assert weights, "inspect --json printed nothing"
+    manifest = inferx.runtime.artifact.load_artifact(out).manifest["weights"]
+    codes = sorted(n for n, w in manifest.items() if w["dtype"] == "i4")
+    assert len(codes) == 15 and any(n.startswith("lm_head.") for n in codes), codes
 
 
 def test_compile_refuses_an_unsupported_architecture(tmp_path: Path) -> None:
@@ -271,3 +294,30 @@ def test_console_scripts(model_dir: Path, tmp_path: Path) -> None:
         assert done.returncode == 1, (args, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert done.stderr.startswith("error: ") and Path(args[2]).name in done.stderr
+
+
+def test_compile_quant_method_calibrates_on_the_text_given(model_dir: Path, tmp_path: Path) -> None:
+    """``--quant-method gptq --calibration FILE``: the file's text, tokenized by the checkpoint's
+    tokenizer, is what GPTQ calibrates on (windows of the model's context, 64 tokens, here)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab={f"w{i}": i for i in range(VOCAB)}, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    src = tmp_path / "with-tok"
+    src.mkdir()
+    for f in model_dir.iterdir():
+        (src / f.name).write_bytes(f.read_bytes())
+    T.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="w0", eos_token="w2").save_pretrained(src)
+    text = tmp_path / "cal.txt"
+    text.write_text(" ".join(f"w{(i * 7) % VOCAB}" for i in range(300)))
+    out = tmp_path / "q.ixa"
+    result = invoke(["compile", str(src), "-o", str(out), *CPU_FLAGS, "--quant", "int4-g32", "--quant-method", "gptq",
+                     "--calibration", str(text)])
+    assert result.exit_code == 0, result.output
+    assert re.search(rf"calibrating gptq on [1-9] windows of 64 tokens of {re.escape(str(text))}", result.stderr)
+    assert "14 linears in int4, by GPTQ (the LM head stays float)" in result.stderr
+    short = tmp_path / "short.txt"
+    short.write_text("w1 w2 w3")
+    assert_user_error(invoke(["compile", str(src), "-o", str(tmp_path / "r.ixa"), *CPU_FLAGS, "--quant", "int4-g32",
+                              "--quant-method", "awq", "--calibration", str(short)]), str(short), "3 tokens")
+    assert not (tmp_path / "r.ixa").exists()

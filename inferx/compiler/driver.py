@@ -134,8 +134,10 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
     if options.quant is not None:
         program = pipeline.quantize(program, options, src)
         kept = len({str(op.codes.owner) for op in program.module.walk() if isinstance(op, QLinearOp)})
-        how = "as the GGUF file stores them" if options.quant == "gguf" else "by round-to-nearest"
-        say(f"        quant {options.quant}: {kept} linears in int4, {how} (the LM head stays float)")
+        how = {"gguf": "as the GGUF file stores them", "rtn": "by round-to-nearest", "awq": "by AWQ",
+               "gptq": "by GPTQ"}["gguf" if options.quant == "gguf" else options.quant_method]
+        head = "the LM head too" if options.quant_head else "the LM head stays float"
+        say(f"        quant {options.quant}: {kept} linears in int4, {how} ({head})")
     pipeline.dump(options, "1-import", program)
     for n, (name, spec) in enumerate(pipeline.phases(options), 2):
         phase(n, name)

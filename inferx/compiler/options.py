@@ -10,6 +10,8 @@ from pathlib import Path
 from inferx.compiler.database import DEFAULT_ROOT
 from inferx.compiler.ir.quant import SchemeError, parse_scheme
 
+QUANT_METHODS = ("rtn", "awq", "gptq")
+
 TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
 DTYPES = ("fp32", "fp16", "bf16")
 _DTYPE_ALIASES = ("f32", "f16")  # the IR's spellings, accepted from the Python API
@@ -59,13 +61,20 @@ class CompileOptions:
     # for decode buckets of up to 8 rows. Off: slower than the two kernels on Hopper (docs/performance.md).
     fuse_attention_o: bool = False
     # Quantize the program's linears (all but the LM head) to this int4 scheme after import
-    # (``inferx.compiler.ir.quant``: int4-g128, -g64, -g32, optionally -sym), by round-to-nearest;
+    # (``inferx.compiler.ir.quant``: int4-g128, -g64, -g32, optionally -sym), by ``quant_method``;
     # they run on the int4 GEMM kernels. "gguf": a GGUF file's 4-bit linears (Q4_0, Q4_1, Q4_K)
     # kept as the file stores them. None: the weights stay in the program's dtype.
     quant: str | None = None
+    # rtn (round-to-nearest), awq or gptq; the last two calibrate on ``calibration`` (a text file;
+    # None: CPython's documentation text, ``pydoc_data.topics``) run through the float model.
+    quant_method: str = "rtn"
+    calibration: Path | None = None
+    # The LM head quantized too (a scheme's quant only): it is the largest single weight of a small
+    # model, and the one whose rounding shows most in the logits.
+    quant_head: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("dump_ir", "tuning_logs"):  # a path given as a string
+        for name in ("dump_ir", "tuning_logs", "calibration"):  # a path given as a string
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Path(getattr(self, name)))
         problem = _problem(self)
@@ -98,6 +107,12 @@ def _problem(o: CompileOptions) -> str | None:
         except SchemeError:
             return (f"unknown quant scheme {o.quant!r}: the schemes are int4-g128, int4-g64 and int4-g32, "
                     "each optionally with -sym, and gguf (a GGUF file's 4-bit weights as stored)")
+    if o.quant_method not in QUANT_METHODS:
+        return f"unknown quant method {o.quant_method!r}: the methods are {', '.join(QUANT_METHODS)}"
+    scheme = o.quant is not None and o.quant != "gguf"
+    if not scheme and (o.quant_method != "rtn" or o.quant_head or o.calibration is not None):
+        what = "quant_head" if o.quant_head else "calibration" if o.calibration is not None else "quant_method"
+        return f"{what} applies to an int4 scheme's quant (such as int4-g128), not to quant {o.quant}"
     if o.schedules is not None and o.schedules not in TARGETS:
         return f"unknown schedules target {o.schedules!r}: the targets are {', '.join(TARGETS)}"
     for problem in (

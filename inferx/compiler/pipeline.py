@@ -131,9 +131,62 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
             raise CompileError(f"quant gguf keeps a GGUF file's 4-bit weights: the model ({what}) is not a .gguf file")
         return keep_gguf_quantized(program, path)
     try:
-        return quantize_program(program, options.quant)
+        if options.quant_method == "rtn":
+            return quantize_program(program, options.quant, head=options.quant_head)
+        from inferx.compiler.quant.store import quantize_calibrated
+
+        windows = calibration_windows(program, options, source)
+        if options.progress is not None:
+            options.progress(f"        calibrating {options.quant_method} on {len(windows)} windows of "
+                             f"{len(windows[0])} tokens of {options.calibration or 'pydoc_data.topics'}")
+        return quantize_calibrated(program, options.quant, options.quant_method, windows, head=options.quant_head)
     except (IRError, SchemeError) as e:
         raise CompileError(f"quant {options.quant}: {e}") from None
+
+
+CALIBRATION_WINDOW = 256  # tokens a calibration window holds: one prefill each
+CALIBRATION_WINDOWS = 16
+
+
+def calibration_windows(program: Program, options: CompileOptions, source: Any = None) -> list[list[int]]:
+    """Windows of token ids the calibrated methods run through the float model: the text of
+    ``options.calibration`` (CPython's documentation text when None) tokenized by the program's
+    tokenizer (or that of the HF checkpoint directory ``source``) and cut into CALIBRATION_WINDOWS
+    windows of CALIBRATION_WINDOW tokens, or of the model's context where that is shorter (fewer
+    windows where the text is short, at least one).
+    CompileError without a tokenizer or text enough."""
+    tokenizer = program.tokenizer
+    if tokenizer is None and isinstance(source, (str, Path)) and Path(source).is_dir():
+        tokenizer = _checkpoint_tokenizer(Path(source))
+    if tokenizer is None:
+        raise CompileError(f"quant method {options.quant_method} calibrates on text: the model has no tokenizer")
+    if options.calibration is None:
+        import pydoc_data.topics
+
+        text = "\n\n".join(pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics))
+    else:
+        try:
+            text = Path(options.calibration).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise CompileError(f"calibration {options.calibration}: cannot be read as UTF-8 text ({e})") from None
+    ids = list(tokenizer(text)["input_ids"])  # type: ignore[operator]
+    step = min(CALIBRATION_WINDOW, program.info.max_context) if program.info is not None else CALIBRATION_WINDOW
+    if len(ids) < step:
+        raise CompileError(f"calibration {options.calibration}: {len(ids)} tokens, fewer than one window of {step}")
+    return [ids[i : i + step] for i in range(0, len(ids) - step + 1, step)][:CALIBRATION_WINDOWS]
+
+
+def _checkpoint_tokenizer(path: Path) -> Any:
+    """The tokenizer an HF checkpoint directory holds (tokenizer.json or the files of a slow
+    tokenizer), read from disk alone; None where it holds none."""
+    if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+    except (OSError, ValueError) as e:
+        raise CompileError(f"{path}: its tokenizer cannot be read ({' '.join(str(e).split())[:200]})") from None
 
 
 def dump(options: CompileOptions, name: str, program: Program) -> None:
