@@ -651,6 +651,15 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
     help="Also time each prefill returning the last token's logits alone (InferX's prefill_last entry; "
     "the peers compute the LM head over the last token alone too).",
 )
+@click.option(
+    "--quant",
+    default=None,
+    metavar="SCHEME",
+    help="Also compile and time an artifact whose layers' linears are int4 under SCHEME (e.g. int4-g128), "
+    "beside the bf16 one in the same process.",
+)
+@click.option("--quant-head/--no-quant-head", default=False, show_default=True,
+              help="With --quant, the int4 artifact's LM head in int4 too.")
 def bench_command(
     shape: str,
     batch: str,
@@ -668,6 +677,8 @@ def bench_command(
     fuse_mlp: bool,
     fuse_attention_o: bool,
     prefill_last: bool,
+    quant: str | None,
+    quant_head: bool,
 ) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
@@ -694,6 +705,8 @@ def bench_command(
             fuse_mlp=fuse_mlp,
             fuse_attention_o=fuse_attention_o,
             prefill_last=prefill_last,
+            quant=quant,
+            quant_head=quant_head,
         )
         bench(opts, Path(out) if out else None)
     except BenchError as e:

@@ -18,7 +18,7 @@ from inferx.benchmark import report
 from inferx.benchmark.floor import LaunchFloor, fit
 from inferx.benchmark.llama import PlainLlama
 from inferx.benchmark.main import BenchError, check_device, int_list, options
-from inferx.benchmark.roofline import Ceilings, Dims, decode_bytes, prefill_bytes, prefill_flops
+from inferx.benchmark.roofline import Ceilings, Dims, decode_bytes, int4_weight_bytes, prefill_bytes, prefill_flops
 from inferx.benchmark.run import BenchOptions, Hooks, compile_settings, run_bench
 from inferx.benchmark.shapes import make_config, make_model
 from inferx.cli import main
@@ -85,6 +85,20 @@ def test_decode_bytes_by_hand_8b() -> None:
     assert parts["weights"] == weights and parts["kv_read"] == kv_read
     assert parts["total"] == weights + kv_read + 2 * L * kv * 2 + 2 * h + 2 * V
     assert round(parts["total"] / 1e9, 2) == 15.08  # docs/performance.md: 15.08 GB at this config
+
+
+def test_int4_weight_bytes_by_hand_8b() -> None:
+    """int4-g128 with bf16 scales and minimums: 0.5 + 4/128 bytes per layer weight; the norms stay
+    bf16; the LM head int4 with ``head``, else bf16."""
+    h, f, L, V, kv = 4096, 14336, 32, 128256, 8 * 128
+    mats = L * (2 * h * h + 2 * h * kv + 3 * h * f)
+    norms = 2 * (2 * L * h + h)
+    d = Dims.of(make_config("8b"))
+    assert int4_weight_bytes(d, 128, False, head=True) == round((mats + V * h) * (0.5 + 4 / 128) + norms)
+    assert int4_weight_bytes(d, 128, False, head=False) == round(mats * (0.5 + 4 / 128) + norms + 2 * V * h)
+    assert int4_weight_bytes(d, 32, True, head=True) == round((mats + V * h) * (0.5 + 2 / 32) + norms)
+    with_head = decode_bytes(d, 1, 512, weights=int4_weight_bytes(d, 128, False, head=True))["total"]
+    assert 4.0e9 < with_head < 4.4e9  # the issue's ~4.2 GB for the 8B step with an int4 LM head
 
 
 def test_decode_bytes_count_a_tied_embedding_once() -> None:
@@ -163,6 +177,21 @@ def test_config_rows_derive_roofline_and_ratios() -> None:
     assert pre["inferx_ms"] is None and pre["fraction_of_roofline"] is None and pre["eager_ms"] == 50.0
 
 
+def test_int4_rows_and_table() -> None:
+    """An int4 artifact's measurement beside bf16's: its ms, the speedup over bf16, and its own
+    roofline (fewer bytes, so a lower floor); the table grows four columns."""
+    ms = [report.measurement("decode", 1, 1, 512, "inferx", [4.0]),
+          report.measurement("decode", 1, 1, 512, report.QUANT_IMPL, [1.6])]
+    dims = Dims.of(make_config("8b"))
+    (row,) = report.config_rows(ms, dims, Ceilings(4e12, 8e14), quant=report.QuantBytes(128, False, True))
+    assert row["int4_ms"] == 1.6 and row["int4_speedup"] == pytest.approx(2.5)
+    want = decode_bytes(dims, 1, 512, weights=int4_weight_bytes(dims, 128, False, True))["total"] / 4e9
+    assert row["int4_roofline_ms"] == pytest.approx(want) and row["int4_roofline_ms"] < row["roofline_ms"] / 3
+    assert row["int4_fraction"] == pytest.approx(want / 1.6)
+    lines = report.shape_table([row])
+    assert "int4 ms" in lines[0] and "int4 vs bf16" in lines[0] and "2.50x" in lines[1]
+
+
 def test_tables_and_atomic_json(tmp_path: Path) -> None:
     lines = report.shape_table(_rows())
     assert lines[0].split()[:3] == ["config", "InferX", "ms"]
@@ -213,7 +242,7 @@ def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
     session = FakeSession()
     compiled: list[Path] = []
 
-    def fake_compile(ckpt: Path, out: Path, opts: BenchOptions, say: Any) -> Path:
+    def fake_compile(ckpt: Path, out: Path, opts: BenchOptions, say: Any, quant: str | None = None) -> Path:
         assert (ckpt / "config.json").is_file() and list(ckpt.glob("*.safetensors"))
         assert json.loads((ckpt / "config.json").read_text())["tie_word_embeddings"] is True
         out.mkdir()
@@ -252,6 +281,31 @@ def test_run_flow_with_a_faked_session(tmp_path: Path) -> None:
                       lines.append)
     assert "InferX compiled with --fuse-mlp\n" in report.render(fused)
 
+    # --quant: a second artifact, compiled with the scheme and timed as inferx-int4 in the same run
+    schemes: list[str | None] = []
+
+    def quant_compile(ckpt: Path, out: Path, opts: BenchOptions, say: Any, quant: str | None = None) -> Path:
+        schemes.append(quant)
+        return fake_compile(ckpt, out, opts, say)
+
+    sessions: list[FakeSession] = []
+
+    def load(art: Path, dev: str) -> FakeSession:
+        sessions.append(FakeSession())
+        return sessions[-1]
+
+    q_opts = replace(opts, workdir=None, quant="int4-g32", quant_head=True)
+    results = run_bench(q_opts, Hooks(compile=quant_compile, load=load), lines.append)
+    assert schemes == [None, "int4-g32"] and len(sessions) == 2 and all(x.closed for x in sessions)
+    assert sessions[1].steps == sessions[0].steps
+    shape = results["shapes"][0]
+    assert {m["impl"] for m in shape["measurements"]} >= {"inferx", "inferx-int4"}
+    assert all(r["int4_ms"] is not None and r["int4_roofline_ms"] <= r["roofline_ms"] for r in shape["rows"])
+    assert all(r["int4_roofline_ms"] < r["roofline_ms"] for r in shape["rows"] if r["entry"] == "decode")
+    text = report.render(results)
+    assert "InferX int4 kernels, decode b2 ctx8" in text and "int4 vs bf16" in text
+    assert "the LM head int4 too" in text
+
 
 # --- options and the CLI ------------------------------------------------------------------------
 
@@ -260,6 +314,12 @@ def test_option_errors() -> None:
     assert int_list("1, 4,16", "--batch") == (1, 4, 16)
     with pytest.raises(BenchError, match="--batch '1,x': 'x' is not a positive integer"):
         int_list("1,x", "--batch")
+    with pytest.raises(BenchError, match="unknown quant scheme 'int8'"):
+        options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, quant="int8")
+    with pytest.raises(BenchError, match="--quant-head needs --quant"):
+        options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, quant_head=True)
+    assert compile_settings(options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None), "int4-g128") != \
+        compile_settings(options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None))
     with pytest.raises(BenchError, match="unknown peer 'vllm'"):
         options("1b", "1", "512", "", "vllm", "", 3, 1, "cuda", None)
     with pytest.raises(BenchError, match="--device cpu runs only --shape tiny"):
@@ -340,7 +400,7 @@ def test_prefill_only_run_breaks_down_prefill_alone(tmp_path: Path) -> None:
     """``--context ''`` measures prefill alone: no decode rows, the prefill kernels broken down."""
     session = FakeSession()
 
-    def fake_compile(ckpt: Path, out: Path, opts: BenchOptions, say: Any) -> Path:
+    def fake_compile(ckpt: Path, out: Path, opts: BenchOptions, say: Any, quant: str | None = None) -> Path:
         out.mkdir()
         return out
 

@@ -9,6 +9,10 @@ config with the roofline beside them:
 - ``speedup_vs_compile`` = the fastest torch.compile mode's median / InferX's (above 1: InferX is
   faster);
 - ``tokens_per_s`` = batch * seq / InferX's median step.
+
+With an int4 artifact ("inferx-int4", ``bench --quant``): ``int4_ms``, ``int4_speedup`` = InferX
+bf16 ms / int4 ms, and ``int4_roofline_ms``, the floor with the weights' int4 bytes
+(``roofline.int4_weight_bytes``), with ``int4_fraction`` = that floor / int4 ms.
 """
 
 from __future__ import annotations
@@ -18,13 +22,33 @@ import os
 import statistics
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from inferx.benchmark.floor import LaunchFloor
-from inferx.benchmark.roofline import Ceilings, Dims, decode_bytes, decode_flops, prefill_bytes, prefill_flops
+from inferx.benchmark.roofline import (
+    Ceilings,
+    Dims,
+    decode_bytes,
+    decode_flops,
+    int4_weight_bytes,
+    prefill_bytes,
+    prefill_flops,
+)
 
 PEERS = ("eager", "hf", "compile")
+QUANT_IMPL = "inferx-int4"
+
+
+@dataclass(frozen=True)
+class QuantBytes:
+    """What an int4 artifact's weights take: the scheme's group, whether it is symmetric, and
+    whether its LM head is int4 too."""
+
+    group: int
+    symmetric: bool
+    head: bool
 
 
 def measurement(entry: str, batch: int, seq: int, context: int, impl: str, samples_ms: Sequence[float] | None = None,
@@ -43,7 +67,8 @@ def _key(m: Mapping[str, Any]) -> tuple[str, int, int, int]:
     return (m["entry"], m["batch"], m["seq"], m["context"])
 
 
-def config_rows(measurements: Iterable[Mapping[str, Any]], dims: Dims, ceilings: Ceilings) -> list[dict[str, Any]]:
+def config_rows(measurements: Iterable[Mapping[str, Any]], dims: Dims, ceilings: Ceilings,
+                quant: QuantBytes | None = None) -> list[dict[str, Any]]:
     """One row per (entry, batch, seq, context), in the order configs first appear (see the module
     docstring for the derived columns; a column is None where its measurement is missing)."""
     groups: dict[tuple[str, int, int, int], dict[str, Mapping[str, Any]]] = {}
@@ -59,6 +84,12 @@ def config_rows(measurements: Iterable[Mapping[str, Any]], dims: Dims, ceilings:
             nbytes, flops = prefill_bytes(dims, batch, seq, last=last)["total"], prefill_flops(dims, batch, seq, last)
             roof = ceilings.prefill_ms(dims, batch, seq, last)
         ms = {impl: m.get("median_ms") for impl, m in by_impl.items()}
+        q_ms = ms.get(QUANT_IMPL)
+        q_roof = None
+        if quant is not None:
+            w = int4_weight_bytes(dims, quant.group, quant.symmetric, quant.head)
+            q_roof = (ceilings.decode_ms(dims, batch, context, weights=w) if entry == "decode"
+                      else ceilings.prefill_ms(dims, batch, seq, entry == "prefill_last", weights=w))
         compiled = {impl: t for impl, t in ms.items() if impl.startswith("compile:") and t is not None}
         best = min(compiled, key=lambda k: compiled[k]) if compiled else None
         ix = ms.get("inferx")
@@ -70,6 +101,8 @@ def config_rows(measurements: Iterable[Mapping[str, Any]], dims: Dims, ceilings:
             "eager_ms": ms.get("eager"), "hf_ms": ms.get("hf"),
             "compile_ms": compiled[best] if best else None, "compile_mode": best.split(":", 1)[1] if best else None,
             "speedup_vs_compile": compiled[best] / ix if best and ix else None,
+            "int4_ms": q_ms, "int4_speedup": ix / q_ms if ix and q_ms else None, "int4_roofline_ms": q_roof,
+            "int4_fraction": q_roof / q_ms if q_roof and q_ms else None,
             "errors": {impl: m["error"] for impl, m in by_impl.items() if "error" in m},
         })
     return rows
@@ -95,8 +128,9 @@ def config_label(row: Mapping[str, Any]) -> str:
 
 def shape_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The per-shape table: InferX beside its roofline and its peers (times in ms per step)."""
+    int4 = any(r.get("int4_ms") is not None or r.get("int4_roofline_ms") is not None for r in rows)
     out = [["config", "InferX ms", "tokens/s", "% roofline", "vs compile", "compile ms", "mode", "eager ms", "hf ms",
-            "roofline ms"]]
+            "roofline ms"] + (["int4 ms", "int4 vs bf16", "int4 % roofline", "int4 roofline ms"] if int4 else [])]
     for r in rows:
         frac, speed = r["fraction_of_roofline"], r["speedup_vs_compile"]
         out.append([config_label(r), _ms(r["inferx_ms"]),
@@ -104,6 +138,10 @@ def shape_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                     "-" if frac is None else f"{frac:.0%}", "-" if speed is None else f"{speed:.2f}x",
                     _ms(r["compile_ms"]), r["compile_mode"] or "-", _ms(r["eager_ms"]), _ms(r["hf_ms"]),
                     _ms(r["roofline_ms"])])
+        if int4:
+            q_speed, q_frac = r.get("int4_speedup"), r.get("int4_fraction")
+            out[-1] += [_ms(r.get("int4_ms")), "-" if q_speed is None else f"{q_speed:.2f}x",
+                        "-" if q_frac is None else f"{q_frac:.0%}", _ms(r.get("int4_roofline_ms"))]
     return table(out)
 
 
@@ -157,24 +195,28 @@ def render(results: Mapping[str, Any]) -> str:
     compiled = [flag for flag in COMPILE_FLAGS if opts.get(flag)]
     if compiled:
         lines.append(f"InferX compiled with {', '.join('--' + f.replace('_', '-') for f in compiled)}")
+    if opts.get("quant"):
+        head = "int4 too" if opts.get("quant_head") else "bf16"
+        lines.append(f"InferX int4: every layer's linears {opts['quant']} (round-to-nearest), the LM head {head}")
     for s in results["shapes"]:
         lines += ["", f"== {s['name']} ({s['shape']}) =="]
         lines += shape_table(s["rows"])
-        for key in ("kernels", "kernels_large"):
-            if s.get(key):
-                kc = s[f"{key}_config"]
-                lines += ["", f"InferX kernels, decode b{kc['batch']} ctx{kc['context']}:"]
-                lines += kernel_table(s[key], floor)
-        if s.get("prefill_kernels"):
-            pc = s["prefill_kernels_config"]
-            lines += ["", f"InferX kernels, prefill b{pc['batch']} {pc['seq']} tok (each kernel's launches in a "
-                      "graph of their own):"]
-            lines += kernel_table(s["prefill_kernels"])
-        h = s.get("host_ms")
-        if h and "error" in h:
-            lines.append(f"InferX host time per decode step: not measured: {h['error']}")
-        elif h:
-            lines.append(f"InferX host time per decode step: median {h['median']:.3f} ms over {h['steps']} steps")
+        for prefix, name in (("", "InferX"), ("int4_", "InferX int4")):
+            for key in ("kernels", "kernels_large"):
+                if s.get(prefix + key):
+                    kc = s[f"{prefix}{key}_config"]
+                    lines += ["", f"{name} kernels, decode b{kc['batch']} ctx{kc['context']}:"]
+                    lines += kernel_table(s[prefix + key], floor)
+            if s.get(prefix + "prefill_kernels"):
+                pc = s[prefix + "prefill_kernels_config"]
+                lines += ["", f"{name} kernels, prefill b{pc['batch']} {pc['seq']} tok (each kernel's launches in a "
+                          "graph of their own):"]
+                lines += kernel_table(s[prefix + "prefill_kernels"])
+            h = s.get(prefix + "host_ms")
+            if h and "error" in h:
+                lines.append(f"{name} host time per decode step: not measured: {h['error']}")
+            elif h:
+                lines.append(f"{name} host time per decode step: median {h['median']:.3f} ms over {h['steps']} steps")
         errors = [(r, impl, e) for r in s["rows"] for impl, e in r["errors"].items()]
         lines += [f"error: {config_label(r)} {impl}: {e}" for r, impl, e in errors]
         lines += [f"note: {n}" for n in s.get("notes", [])]

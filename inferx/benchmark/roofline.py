@@ -63,11 +63,23 @@ class Dims:
         return self.layers * self.layer_params() + self.hidden + self.vocab * self.hidden
 
 
-def decode_bytes(dims: Dims, batch: int, context: int, elem: int = 2) -> dict[str, int]:
-    """Bytes one decode step must move, by part (see the module docstring); ``total`` sums them."""
+def int4_weight_bytes(dims: Dims, group: int, symmetric: bool, head: bool, elem: int = 2) -> int:
+    """Bytes of the weights a step reads when every layer's matrices (and with ``head`` the LM
+    head) are int4: half a byte per weight, and per ``group`` weights a scale (and, unless
+    ``symmetric``, a minimum) of ``elem`` bytes; norms (and a float LM head) stay ``elem`` bytes."""
+    per = 0.5 + elem * (1 if symmetric else 2) / group
+    layers = dims.layers * (dims.layer_params() - 2 * dims.hidden)
+    lm_head = dims.vocab * dims.hidden
+    norms = dims.layers * 2 * dims.hidden + dims.hidden
+    return round(layers * per + norms * elem + lm_head * (per if head else elem))
+
+
+def decode_bytes(dims: Dims, batch: int, context: int, elem: int = 2, weights: int | None = None) -> dict[str, int]:
+    """Bytes one decode step must move, by part (see the module docstring); ``total`` sums them.
+    ``weights``: the weights' bytes where they are not ``elem`` bytes each (``int4_weight_bytes``)."""
     kv_row = dims.kv_heads * dims.head_dim * elem
     parts = {
-        "weights": dims.step_weight_params() * elem,
+        "weights": dims.step_weight_params() * elem if weights is None else weights,
         "kv_read": 2 * dims.layers * batch * context * kv_row,
         "kv_write": 2 * dims.layers * batch * kv_row,
         "embedding_rows": batch * dims.hidden * elem,
@@ -77,12 +89,13 @@ def decode_bytes(dims: Dims, batch: int, context: int, elem: int = 2) -> dict[st
     return parts
 
 
-def prefill_bytes(dims: Dims, batch: int, seq: int, elem: int = 2, last: bool = False) -> dict[str, int]:
+def prefill_bytes(dims: Dims, batch: int, seq: int, elem: int = 2, last: bool = False,
+                  weights: int | None = None) -> dict[str, int]:
     """Bytes a prefill of ``seq`` tokens per sequence must move, by part; ``total`` sums them.
-    ``last``: the logits of each sequence's last token alone."""
+    ``last``: the logits of each sequence's last token alone; ``weights`` as ``decode_bytes``'s."""
     tokens = batch * seq
     parts = {
-        "weights": dims.step_weight_params() * elem,
+        "weights": dims.step_weight_params() * elem if weights is None else weights,
         "kv_write": 2 * dims.layers * tokens * dims.kv_heads * dims.head_dim * elem,
         "embedding_rows": tokens * dims.hidden * elem,
         "logits": (batch if last else tokens) * dims.vocab * elem,
@@ -115,16 +128,16 @@ class Ceilings:
     copy_bytes_per_s: float
     matmul_flops_per_s: float
 
-    def decode_ms(self, dims: Dims, batch: int, context: int) -> float:
+    def decode_ms(self, dims: Dims, batch: int, context: int, weights: int | None = None) -> float:
         """Decode's floor: its bytes over the copy rate (its FLOPs are far under the matmul ceiling,
-        and the larger of the two is taken anyway)."""
-        return max(decode_bytes(dims, batch, context)["total"] / self.copy_bytes_per_s,
+        and the larger of the two is taken anyway); ``weights`` as ``decode_bytes``'s."""
+        return max(decode_bytes(dims, batch, context, weights=weights)["total"] / self.copy_bytes_per_s,
                    decode_flops(dims, batch, context) / self.matmul_flops_per_s) * 1e3
 
-    def prefill_ms(self, dims: Dims, batch: int, seq: int, last: bool = False) -> float:
+    def prefill_ms(self, dims: Dims, batch: int, seq: int, last: bool = False, weights: int | None = None) -> float:
         """Prefill's floor: the larger of its FLOPs over the matmul rate and its bytes over the copy rate."""
         return max(prefill_flops(dims, batch, seq, last) / self.matmul_flops_per_s,
-                   prefill_bytes(dims, batch, seq, last=last)["total"] / self.copy_bytes_per_s) * 1e3
+                   prefill_bytes(dims, batch, seq, last=last, weights=weights)["total"] / self.copy_bytes_per_s) * 1e3
 
 
 def measure_ceilings(device: str, iters: int = 20) -> Ceilings:

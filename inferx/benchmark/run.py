@@ -75,6 +75,8 @@ class BenchOptions:
     fuse_mlp: bool = False  # compiled with each decode layer's MLP as one kernel (batches up to 8)
     fuse_attention_o: bool = False  # and/or its attention and o projection as one (batches up to 8)
     prefill_last: bool = False  # each prefill also timed returning the last token's logits alone
+    quant: str | None = None  # an int4 scheme: a second InferX artifact with int4 linears, timed as "inferx-int4"
+    quant_head: bool = False  # ... its LM head in int4 too
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -87,6 +89,16 @@ class BenchOptions:
             raise ValueError("batches, contexts, prefill lengths and --iters must be positive, --warmup not negative")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"unknown device {self.device!r}: use cuda or cpu")
+        if self.quant is not None:
+            from inferx.compiler.ir.quant import SchemeError, parse_scheme
+
+            try:
+                parse_scheme(self.quant)
+            except SchemeError:
+                raise ValueError(f"unknown quant scheme {self.quant!r}: the schemes are int4-g128, int4-g64 and "
+                                 "int4-g32, each optionally with -sym") from None
+        elif self.quant_head:
+            raise ValueError("--quant-head needs --quant SCHEME")
 
     @property
     def max_seq_len(self) -> int:
@@ -100,17 +112,19 @@ class Hooks:
     session must answer ``time_step``, ``time_kernels``, ``prefill``, ``decode``, ``reset`` and
     carry ``host_ms`` (inferx.runtime)."""
 
-    compile: Callable[[Path, Path, BenchOptions, Callable[[str], None]], Path] | None = None
+    compile: Callable[[Path, Path, BenchOptions, Callable[[str], None], str | None], Path] | None = None
     load: Callable[[Path, str], Any] | None = None
 
 
-def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[str], None]) -> Path:
+def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[str], None],
+                    quant: str | None = None) -> Path:
+    """The bf16 artifact, or with ``quant`` the int4 one (``opts.quant_head``: its LM head too)."""
     import inferx
 
     return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
                           max_batch=max(opts.batches), jobs=opts.jobs, overlap=opts.overlap,
-                          fuse_mlp=opts.fuse_mlp, fuse_attention_o=opts.fuse_attention_o,
-                          progress=lambda line: say(f"  {line}"))
+                          fuse_mlp=opts.fuse_mlp, fuse_attention_o=opts.fuse_attention_o, quant=quant,
+                          quant_head=opts.quant_head and quant is not None, progress=lambda line: say(f"  {line}"))
 
 
 def _load_inferx(art: Path, device: str, pdl: bool) -> Any:
@@ -224,8 +238,17 @@ def run_shape(shape: str, opts: BenchOptions, ceilings: Ceilings, hooks: Hooks,
     finally:
         if opts.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    out["rows"] = report.config_rows(out["measurements"], dims, ceilings)
+    out["rows"] = report.config_rows(out["measurements"], dims, ceilings, quant=_quant_bytes(opts))
     return out
+
+
+def _quant_bytes(opts: BenchOptions) -> report.QuantBytes | None:
+    if opts.quant is None:
+        return None
+    from inferx.compiler.ir.quant import parse_scheme
+
+    scheme = parse_scheme(opts.quant)
+    return report.QuantBytes(group=scheme.group, symmetric=scheme.symmetric, head=opts.quant_head)
 
 
 def _configs(opts: BenchOptions) -> list[tuple[str, int, int, int]]:
@@ -236,18 +259,50 @@ def _configs(opts: BenchOptions) -> list[tuple[str, int, int, int]]:
     return decode + prefill
 
 
-def compile_settings(opts: BenchOptions) -> str:
+def compile_settings(opts: BenchOptions, quant: str | None = None) -> str:
     """The options an artifact is compiled with, as a kept work directory records them: a run with
     other settings compiles again instead of timing the kept artifact."""
-    return json.dumps({"max_batch": max(opts.batches), "max_seq_len": opts.max_seq_len, "overlap": opts.overlap,
-                       "fuse_mlp": opts.fuse_mlp, "fuse_attention_o": opts.fuse_attention_o}, sort_keys=True) + "\n"
+    settings = {"max_batch": max(opts.batches), "max_seq_len": opts.max_seq_len, "overlap": opts.overlap,
+                "fuse_mlp": opts.fuse_mlp, "fuse_attention_o": opts.fuse_attention_o}
+    if quant is not None:
+        settings.update(quant=quant, quant_head=opts.quant_head)
+    return json.dumps(settings, sort_keys=True) + "\n"
+
+
+def _variants(opts: BenchOptions) -> list[tuple[str, str | None, str, str]]:
+    """(impl, quant scheme, artifact directory name, prefix of its kernel tables) of each InferX
+    artifact a run times: the bf16 one, and the int4 one with ``opts.quant``."""
+    out: list[tuple[str, str | None, str, str]] = [("inferx", None, "artifact", "")]
+    if opts.quant is not None:
+        name = f"artifact-{opts.quant}{'-head' if opts.quant_head else ''}"
+        out.append((report.QUANT_IMPL, opts.quant, name, "int4_"))
+    return out
 
 
 def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, hooks: Hooks,
                     out: dict[str, Any], say: Callable[[str], None]) -> None:
-    ckpt, art = workdir / "checkpoint", workdir / "artifact"
-    marker = workdir / "artifact.complete"
-    settings = compile_settings(opts)
+    ckpt = workdir / "checkpoint"
+    variants = _variants(opts)
+    try:
+        for n, (impl, quant, art_name, prefix) in enumerate(variants):
+            session = _artifact_session(shape, model, opts, workdir, hooks, out, say, quant, art_name,
+                                        last=n == len(variants) - 1)
+            if session is not None:
+                _time_session(shape, session, impl, prefix, model, opts, out, say)
+    finally:
+        if opts.workdir is None:
+            shutil.rmtree(ckpt, ignore_errors=True)  # the model stays in memory; free the disk
+
+
+def _artifact_session(shape: str, model: Any, opts: BenchOptions, workdir: Path, hooks: Hooks, out: dict[str, Any],
+                      say: Callable[[str], None], quant: str | None, art_name: str, last: bool) -> Any:
+    """A loaded session of one of the run's artifacts (compiled unless the kept work directory
+    holds it with the same settings), or None after recording why it could not be had."""
+    ckpt, art = workdir / "checkpoint", workdir / art_name
+    marker = workdir / f"{art_name}.complete"
+    settings = compile_settings(opts, quant)
+    what = f"int4 ({quant}{', LM head too' if opts.quant_head else ''})" if quant else "bf16"
+    suffix = f"_{quant}" if quant else ""
     try:
         kept = marker.read_text() if marker.is_file() else None
         if kept is not None and kept != settings:
@@ -261,50 +316,61 @@ def _measure_inferx(shape: str, model: Any, opts: BenchOptions, workdir: Path, h
                 save_checkpoint(model, ckpt)
                 out["setup_s"]["save_checkpoint"] = time.perf_counter() - clock
             clock = time.perf_counter()
-            say(f"{shape}: compiling with InferX (max_batch {max(opts.batches)}, max_seq_len {opts.max_seq_len})")
-            (hooks.compile or _compile_inferx)(ckpt, art, opts, say)
+            say(f"{shape}: compiling the {what} artifact with InferX (max_batch {max(opts.batches)}, "
+                f"max_seq_len {opts.max_seq_len})")
+            if quant is None:
+                (hooks.compile or _compile_inferx)(ckpt, art, opts, say)
+            else:
+                (hooks.compile or _compile_inferx)(ckpt, art, opts, say, quant)
             marker.write_text(settings)
-            out["setup_s"]["inferx_compile"] = time.perf_counter() - clock
-            if opts.workdir is None:
-                shutil.rmtree(ckpt, ignore_errors=True)  # the model stays in memory; free the disk
+            out["setup_s"][f"inferx_compile{suffix}"] = time.perf_counter() - clock
+        if last and opts.workdir is None:
+            shutil.rmtree(ckpt, ignore_errors=True)
         clock = time.perf_counter()
-        say(f"{shape}: loading the artifact")
+        say(f"{shape}: loading the {what} artifact")
         session = hooks.load(art, opts.device) if hooks.load else _load_inferx(art, opts.device, opts.pdl)
-        out["setup_s"]["inferx_load"] = time.perf_counter() - clock
+        out["setup_s"][f"inferx_load{suffix}"] = time.perf_counter() - clock
+        return session
     except Exception as e:  # noqa: BLE001 - the peers still run; the error is reported
-        out["notes"].append(f"InferX not measured: {_one_line(e)}")
-        say(f"{shape}: InferX failed: {_one_line(e)}")
+        out["notes"].append(f"InferX {what} not measured: {_one_line(e)}")
+        say(f"{shape}: InferX {what} failed: {_one_line(e)}")
         traceback.print_exc()
-        return
+        return None
+
+
+def _time_session(shape: str, session: Any, impl: str, prefix: str, model: Any, opts: BenchOptions,
+                  out: dict[str, Any], say: Callable[[str], None]) -> None:
+    """Every config of ``session`` as ``impl``, its kernel breakdowns under ``prefix``-ed keys,
+    its host time per step; the session is closed after."""
     try:
         for entry, batch, seq, context in _configs(opts):
-            say(f"{shape}: inferx {entry} batch {batch} seq {seq} context {context}")
+            say(f"{shape}: {impl} {entry} batch {batch} seq {seq} context {context}")
             try:
                 samples = session.time_step(entry, batch, seq, context, warmup=opts.warmup, iters=opts.iters)
-                out["measurements"].append(report.measurement(entry, batch, seq, context, "inferx", samples))
+                out["measurements"].append(report.measurement(entry, batch, seq, context, impl, samples))
             except Exception as e:  # noqa: BLE001
-                out["measurements"].append(report.measurement(entry, batch, seq, context, "inferx",
+                out["measurements"].append(report.measurement(entry, batch, seq, context, impl,
                                                               error=_one_line(e)))
         # The smallest decode batch's kernels, and the largest's where it differs (a prefill-only
         # run, --context '', has no decode step)
         decode_batches = sorted({min(opts.batches), max(opts.batches)}) if opts.kernels and opts.contexts else []
         for key, batch in zip(("kernels", "kernels_large")[: len(decode_batches)], decode_batches, strict=True):
             context = min(opts.contexts)
-            say(f"{shape}: inferx kernels, decode batch {batch} context {context}")
+            say(f"{shape}: {impl} kernels, decode batch {batch} context {context}")
             try:
-                out[key] = [dict(k) for k in session.time_kernels("decode", batch, 1, context)]
-                out[f"{key}_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
+                out[prefix + key] = [dict(k) for k in session.time_kernels("decode", batch, 1, context)]
+                out[f"{prefix}{key}_config"] = {"entry": "decode", "batch": batch, "seq": 1, "context": context}
             except Exception as e:  # noqa: BLE001
-                out["notes"].append(f"kernel breakdown (decode batch {batch}) failed: {_one_line(e)}")
+                out["notes"].append(f"{impl} kernel breakdown (decode batch {batch}) failed: {_one_line(e)}")
         if opts.kernels and opts.prefills:  # the longest prompt's kernels too: where prefill time goes
             seq = max(opts.prefills)
-            say(f"{shape}: inferx kernels, prefill batch 1 seq {seq}")
+            say(f"{shape}: {impl} kernels, prefill batch 1 seq {seq}")
             try:
-                out["prefill_kernels"] = [dict(k) for k in session.time_kernels("prefill", 1, seq, seq)]
-                out["prefill_kernels_config"] = {"entry": "prefill", "batch": 1, "seq": seq, "context": seq}
+                out[prefix + "prefill_kernels"] = [dict(k) for k in session.time_kernels("prefill", 1, seq, seq)]
+                out[prefix + "prefill_kernels_config"] = {"entry": "prefill", "batch": 1, "seq": seq, "context": seq}
             except Exception as e:  # noqa: BLE001
-                out["notes"].append(f"prefill kernel breakdown failed: {_one_line(e)}")
-        out["host_ms"] = _host_ms(session, model.config.vocab_size, opts)
+                out["notes"].append(f"{impl} prefill kernel breakdown failed: {_one_line(e)}")
+        out[prefix + "host_ms"] = _host_ms(session, model.config.vocab_size, opts)
     finally:
         close = getattr(session, "close", None)
         if callable(close):
