@@ -1,5 +1,5 @@
 """The qgemm kernel alone on the Llama-3-8B projections, beside torch's int4 weight-only kernel
-(``torch.ops.aten._weight_int4pack_mm``, tinygemm) and the bf16 matmul, at 1 and 16 rows.
+(``torch.ops.aten._weight_int4pack_mm``, tinygemm) and the bf16 matmul, at 1 and 16 rows, and at 2048 (a prefill's).
 
 Each kernel is timed as the product runs it: a CUDA graph of ``--launches`` launches, replayed
 after warm-up, CUDA events around each replay, the median over ``--iters`` replays divided by the
@@ -84,13 +84,17 @@ def graph_ms(launch, copies: int, launches: int, iters: int) -> float:  # type: 
     return statistics.median(times)
 
 
-def sweep(m: int, group: int) -> list[QGemmSchedule]:
-    """The schedules tried at ``m`` rows: GEMV mode at one row, the dot path at more."""
-    if m <= 8:
-        space = itertools.product([m], [16, 32, 64, 128], [64, 128], [2, 4, 8], [2, 3])
+def sweep(m: int, group: int, k: int) -> list[QGemmSchedule]:
+    """The schedules tried at ``m`` rows: GEMV mode with deferred sums at one row, the dot path at
+    more (decode batches, prefill)."""
+    if m == 1:
+        space = itertools.product([1], [8, 16, 32], [512, 1024, 256], [4, 8], [2, 1])
+    elif m <= 64:
+        space = itertools.product([16], [32, 16, 64], [128, 64], [4], [4, 3, 5])
     else:
-        space = itertools.product([16], [32, 64, 128], [64, 128], [4, 8], [2, 3, 4])
-    return [s for s in itertools.starmap(QGemmSchedule, space) if check_fits(s, group) is None]
+        space = itertools.product([128, 64], [128, 256, 64], [64], [8, 4], [3, 4])
+    out = [s for s in itertools.starmap(QGemmSchedule, space) if check_fits(s, group, k) is None]
+    return [s for s in out if s.bm > 1 or s.bn * s.bk <= 16384]
 
 
 def probe_row(name: str, n: int, k: int, m: int, a: argparse.Namespace, gen: torch.Generator,
@@ -116,8 +120,9 @@ def probe_row(name: str, n: int, k: int, m: int, a: argparse.Namespace, gen: tor
     op = kernel_op(m, k, n, a.group)
     row: dict = {"shape": name, "n": n, "k": k, "m": m, "bytes": q_bytes,
                  "roofline_us": q_bytes / a.copy_rate * 1e6, "schedules": []}
-    heuristic = heuristic_schedule(op, "sm_90")
-    for s in [heuristic] + [s for s in sweep(m, a.group) if s != heuristic]:
+    # a prefill kernel's rows carry seq, which this static-shape kernel's do not: its heuristic by hand
+    heuristic = heuristic_schedule(op, "sm_90", m) if m <= 64 else QGemmSchedule(128, 128, min(a.group, 64), 8, 3)
+    for s in [heuristic] + [s for s in sweep(m, a.group, k) if s != heuristic]:
         if time.time() - start > per_row_s:
             row["note"] = "sweep cut short by --budget-s"
             break
@@ -170,7 +175,7 @@ def probe_row(name: str, n: int, k: int, m: int, a: argparse.Namespace, gen: tor
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", default="1,16")
+    p.add_argument("--rows", default="1,16,2048")
     p.add_argument("--group", type=int, default=128)
     p.add_argument("--launches", type=int, default=64)
     p.add_argument("--iters", type=int, default=20)

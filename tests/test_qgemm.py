@@ -98,6 +98,9 @@ KERNEL_CASES = [
     (1, 64, 17, 32, False, True, "f32", (1, 16, 32)),  # GEMV mode
     (5, 64, 33, 64, True, True, "f32", (4, 32, 16)),  # GEMV mode, several rows per program
     (5, 64, 33, 32, True, True, "f16", None),  # the dot on fp16 operands, W dequantized in fp32
+    (3, 128, 33, 32, True, True, "f32", (1, 16, 128)),  # GEMV at BM 1: a step of four groups, deferred sums
+    (2, 256, 17, 32, False, False, "f32", (1, 8, 64)),  # ... two groups a step, symmetric
+    (2, 128, 33, 64, True, False, "f16", (1, 16, 32)),  # ... half a group a step
 ]
 F16_TOL = 2e-3  # W rounded to fp16 for the dot, and y stored in fp16
 
@@ -149,6 +152,13 @@ def test_schedule_rules() -> None:
     kernel = _qlinear_kernel(4, 64, 16, 32, True, False)
     with pytest.raises(CodegenError, match="BK 64 must divide the quantization group 32"):
         codegen.generate(kernel, "kernel", QGemmSchedule(16, 16, 64))
+    with pytest.raises(CodegenError, match="BK 48 must divide the quantization group 32 or be a multiple"):
+        codegen.generate(kernel, "kernel", QGemmSchedule(1, 16, 48))
+    with pytest.raises(CodegenError, match="BK 128 spans groups, so it must divide K = 64"):
+        codegen.generate(kernel, "kernel", QGemmSchedule(1, 16, 128))
+    assert parse({**ok, "bm": 1, "bk": 1024}).deferred
+    with pytest.raises(ScheduleError, match="or up to 2048 at bm 1"):
+        parse({**ok, "bm": 1, "bk": 4096})
 
 
 # --- a quantized model, compiled -------------------------------------------------------------
@@ -216,7 +226,7 @@ def test_gpu_schedules_match_in_the_interpreter(model: T.LlamaForCausalLM, tmp_p
     path = inferx.compile(program, target="cpu", schedules="sm_90", output=tmp_path / "a",
                           max_seq_len=MAX_SEQ_LEN, max_batch=1)
     sources = [p.read_text() for p in (path / "kernels").glob("qgemm_*.py")]
-    assert any("tl.sum(a[:, None, :]" in s for s in sources) and any("tl.dot(" in s for s in sources)
+    assert any("acc3 +=" in s for s in sources) and any("tl.dot(" in s for s in sources)
     repro = "repro: pytest tests/test_qgemm.py -k gpu_schedules"
     cpu = inferx.load(path, device="cpu")
     ref = program.reference_session(max_batch=1, max_context=MAX_SEQ_LEN)

@@ -63,7 +63,7 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
     k_dim, n_dim = x_t.shape[-1], y_t.shape[-1]
     assert isinstance(k_dim, int) and isinstance(n_dim, int)
     group = get_int(q.attributes, "group")
-    why = check_fits(sched, group)
+    why = check_fits(sched, group, k_dim)
     if why is not None:
         raise em.error(q, f"{why}: {sched}")
     ops = list(kernel.body.block.ops)
@@ -83,40 +83,13 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
     e(f"M = {rows}")
     e("rm = r < M")
     e(f"cn = c < {n_dim}")
-    e("j = tl.arange(0, BK // 2)")
-    e("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    pairs = (("c", "acc", "w"), *((("pc", "accp", "wp"),) if partner else ()))
     if partner:
         e(f"pc = c + {partner}")
-        e("accp = tl.zeros((BM, BN), dtype=tl.float32)")
-    e(f"for k0 in range(0, {k_dim}, BK):")
-    em.indent += 1
-    e("kk = k0 + tl.arange(0, BK)")
-    e(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None], other=0)")
-    if col is not None or not low or sched.gemv:
-        e("a = a.to(tl.float32)")
-    if col is not None:
-        e(f"a = a * tl.load({col} + kk).to(tl.float32)[None, :]")
-        if low and not sched.gemv:
-            e(f"a = a.to({TL_DTYPE[x_t.dtype]})")
-    e(f"g = k0 // {group}")
-    for cols, acc, w in (("c", "acc", "w"), *((("pc", "accp", "wp"),) if partner else ())):
-        # codes: BK / 2 bytes of each of BN rows, unpacked along K (low nibble first)
-        e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], "
-          "other=0)")
-        e(f"{w} = tl.interleave(b & 15, b >> 4).to(tl.float32)")
-        e(f"s = tl.load({scales} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
-        if mins is not None:
-            e(f"mn = tl.load({mins} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
-            e(f"{w} = {w} * s[:, None] + mn[:, None]")
-        else:
-            e(f"{w} = ({w} - 8.0) * s[:, None]")
-        if sched.gemv:
-            e(f"{acc} += tl.sum(a[:, None, :] * {w}[None, :, :], 2)")
-        elif low:
-            e(f"{acc} = tl.dot(a, tl.trans({w}.to({TL_DTYPE[x_t.dtype]})), {acc})")
-        else:
-            e(f"{acc} = tl.dot(a, tl.trans({w}), {acc}, input_precision=\"ieee\")")
-    em.indent -= 1
+    if sched.deferred:
+        _deferred_k_loop(em, sched, pairs, x_ptr, codes, scales, mins, col, k_dim, group)
+    else:
+        _k_loop(em, sched, pairs, x_ptr, codes, scales, mins, col, k_dim, group, low, TL_DTYPE.get(x_t.dtype))
     lead = em.unravel("r[:, None]", y_t.shape[:-1])
     em.values[q.result] = Tile("acc", [*lead, "c[None, :]"], "(rm[:, None] & cn[None, :])", y_t,
                                "accp" if partner else None)
@@ -140,3 +113,87 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
 def _idx(v: SSAValue) -> int:
     assert isinstance(v, BlockArgument)
     return v.index
+
+
+def _dequantize(em: Emitter, w: str, cols: str, codes: str, scales: str, mins: str | None, k_dim: int,
+                group: int) -> None:
+    """Loads the BK / 2 bytes of each of BN rows ``cols`` at step k0, unpacks them along K (low
+    nibble first) and dequantizes them with the step's one group scale (and minimum)."""
+    e = em.emit
+    e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], other=0)")
+    e(f"{w} = tl.interleave(b & 15, b >> 4).to(tl.float32)")
+    e(f"s = tl.load({scales} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
+    if mins is not None:
+        e(f"mn = tl.load({mins} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
+        e(f"{w} = {w} * s[:, None] + mn[:, None]")
+    else:
+        e(f"{w} = ({w} - 8.0) * s[:, None]")
+
+
+def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str, codes: str,
+            scales: str, mins: str | None, col: str | None, k_dim: int, group: int, low: bool,
+            tl_dtype: str | None) -> None:
+    """The K loop of the dot path and of GEMV mode at BM > 1: steps of BK within one group, each
+    [BM, BN] product accumulated as it is made (``tl.dot``, or summed over the step's K)."""
+    e = em.emit
+    e("j = tl.arange(0, BK // 2)")
+    for _, acc, _ in pairs:
+        e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
+    e(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+    e("kk = k0 + tl.arange(0, BK)")
+    e(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None], other=0)")
+    if col is not None or not low or sched.gemv:
+        e("a = a.to(tl.float32)")
+    if col is not None:
+        e(f"a = a * tl.load({col} + kk).to(tl.float32)[None, :]")
+        if low and not sched.gemv:
+            e(f"a = a.to({tl_dtype})")
+    e(f"g = k0 // {group}")
+    for cols, acc, w in pairs:
+        _dequantize(em, w, cols, codes, scales, mins, k_dim, group)
+        if sched.gemv:
+            e(f"{acc} += tl.sum(a[:, None, :] * {w}[None, :, :], 2)")
+        elif low:
+            e(f"{acc} = tl.dot(a, tl.trans({w}.to({tl_dtype})), {acc})")
+        else:
+            e(f"{acc} = tl.dot(a, tl.trans({w}), {acc}, input_precision=\"ieee\")")
+    em.indent -= 1
+
+
+def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str,
+                     codes: str, scales: str, mins: str | None, col: str | None, k_dim: int, group: int) -> None:
+    """GEMV mode at BM 1: a step of BK is S = BK / GS sub-steps of GS = min(BK, group) columns,
+    each within one group. W's step is loaded as [BN, S, GS / 2] bytes, so that each sub-step's
+    scale and minimum ([BN, S], loaded once per step) broadcast over its GS codes with no reshape;
+    the products with x's step ([S, GS]) are added into [BN, S, GS] fp32 accumulators and summed
+    over K after the loop, not at every step."""
+    e = em.emit
+    gs = min(sched.bk, group)
+    e(f"js = tl.arange(0, BK // {gs})")
+    e(f"jj = tl.arange(0, {gs // 2})")
+    e(f"kx = js[:, None] * {gs} + tl.arange(0, {gs})[None, :]")
+    for _, acc, _ in pairs:
+        e(f"{acc}3 = tl.zeros((BN, BK // {gs}, {gs}), dtype=tl.float32)")
+    e(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+    e(f"a = tl.load({x_ptr} + pid_m * {k_dim} + k0 + kx, mask=pid_m < M, other=0).to(tl.float32)")
+    if col is not None:
+        e(f"a = a * tl.load({col} + k0 + kx).to(tl.float32)")
+    e(f"g = (k0 + js * {gs}) // {group}")
+    for cols, acc, w in pairs:
+        e(f"b = tl.load({codes} + {cols}[:, None, None] * {k_dim // 2} + (k0 // 2 + js * {gs // 2})[None, :, None] "
+          "+ jj[None, None, :], mask=cn[:, None, None], other=0)")
+        e(f"{w} = tl.interleave(b & 15, b >> 4).to(tl.float32)")
+        e(f"s = tl.load({scales} + {cols}[:, None] * {k_dim // group} + g[None, :], mask=cn[:, None], "
+          "other=0).to(tl.float32)")
+        if mins is not None:
+            e(f"mn = tl.load({mins} + {cols}[:, None] * {k_dim // group} + g[None, :], mask=cn[:, None], "
+              "other=0).to(tl.float32)")
+            e(f"{w} = {w} * s[:, :, None] + mn[:, :, None]")
+        else:
+            e(f"{w} = ({w} - 8.0) * s[:, :, None]")
+        e(f"{acc}3 += {w} * a[None, :, :]")
+    em.indent -= 1
+    for _, acc, _ in pairs:
+        e(f"{acc} = tl.sum(tl.sum({acc}3, 2), 1)[None, :]")

@@ -16,13 +16,15 @@ FIELDS = ("bm", "bn", "bk", "num_warps", "num_stages")
 MAX_BM = 256
 MAX_BN = 256
 MIN_BK = 16  # a K step unpacks BK / 2 bytes per W row; tl.dot takes K >= 16
+MAX_BK = 2048  # GEMV mode at BM 1: a K step may span several groups (see codegen)
 MAX_STAGES = 8
 
 
 @dataclass(frozen=True)
 class QGemmSchedule:
-    """A BM x BN output tile per program, K in steps of BK (within one group); BM <= 8 is GEMV
-    mode, else the dot path."""
+    """A BM x BN output tile per program, K in steps of BK; BM <= 8 is GEMV mode, else the dot
+    path. A step stays within one quantization group, except in GEMV mode at BM 1, where it may
+    span whole groups (``spans_groups``)."""
 
     bm: int
     bn: int
@@ -34,6 +36,11 @@ class QGemmSchedule:
     def gemv(self) -> bool:
         return self.bm <= GEMV_MAX_ROWS
 
+    @property
+    def deferred(self) -> bool:
+        """GEMV mode at one row: [BN, BK] products summed over K once, after the loop."""
+        return self.bm == 1
+
     def to_dict(self) -> dict[str, int]:
         return {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps,
                 "num_stages": self.num_stages}
@@ -44,7 +51,8 @@ def qgemm_schedule(d: Mapping[str, Any]) -> QGemmSchedule:
     fields bm, bn, bk, num_warps, num_stages; bm, bn, bk powers of two; bm <= GEMV_MAX_ROWS (GEMV
     mode) or bm >= 16 (tl.dot's least M), bm at most MAX_BM; bn at least 16 on the dot path, at
     most MAX_BN; bk from MIN_BK up to the largest group (a K step stays within one group, so
-    one scale per W row per step); 1, 2, 4, 8 or 16 warps; 1 to MAX_STAGES stages."""
+    one scale per W row per step), up to MAX_BK at BM 1; 1, 2, 4, 8 or 16 warps; 1 to MAX_STAGES
+    stages."""
     if set(d) != set(FIELDS):
         raise ScheduleError(f"qgemm schedule fields must be {list(FIELDS)}, got {sorted(d)}")
     s = QGemmSchedule(**{k: d[k] for k in FIELDS})
@@ -54,15 +62,24 @@ def qgemm_schedule(d: Mapping[str, Any]) -> QGemmSchedule:
         raise ScheduleError(f"bm must be at most {GEMV_MAX_ROWS} (GEMV mode) or 16..{MAX_BM} (the dot path): {s}")
     if s.bn > MAX_BN or (not s.gemv and s.bn < 16):
         raise ScheduleError(f"bn must be at most {MAX_BN}, and at least 16 on the dot path: {s}")
-    if not MIN_BK <= s.bk <= max(GROUPS):
-        raise ScheduleError(f"bk must be {MIN_BK}..{max(GROUPS)} (a K step within one group): {s}")
+    most = MAX_BK if s.deferred else max(GROUPS)
+    if not MIN_BK <= s.bk <= most:
+        raise ScheduleError(f"bk must be {MIN_BK}..{max(GROUPS)} (a K step within one group), or up to {MAX_BK} "
+                            f"at bm 1: {s}")
     check_warps_stages(s, MAX_STAGES)
     return s
 
 
-def check_fits(s: QGemmSchedule, group: int) -> str | None:
-    """Why ``s`` cannot run a kernel whose quantization group is ``group``, or None: BK must
-    divide the group (or equal it), so that each K step reads one scale per W row."""
-    if group % s.bk:
+def check_fits(s: QGemmSchedule, group: int, k: int | None = None) -> str | None:
+    """Why ``s`` cannot run a kernel whose quantization group is ``group`` (and K ``k``), or None:
+    BK must divide the group, so that each K step reads one scale per W row; at BM 1 it may
+    instead be a multiple of the group that divides K (each step whole groups, no K mask)."""
+    if group % s.bk == 0:
+        return None
+    if not s.deferred:
         return f"BK {s.bk} must divide the quantization group {group}"
+    if s.bk % group:
+        return f"BK {s.bk} must divide the quantization group {group} or be a multiple of it"
+    if k is not None and k % s.bk:
+        return f"BK {s.bk} spans groups, so it must divide K = {k}"
     return None
