@@ -779,6 +779,7 @@ def _summary(art: Artifact, m: Manifest) -> dict[str, Any]:
         }
     sections = m.to_sections()  # the model, limits and tuning records shown as stored
     fallbacks = m.schedules.fallbacks
+    sizes = {name: art.files[w.file].size for name, w in m.weights.items() if w.file in art.files}
     return {
         "artifact": str(art.path),
         "packed": art.packed,
@@ -789,6 +790,7 @@ def _summary(art: Artifact, m: Manifest) -> dict[str, Any]:
         "model": sections["model"],
         "limits": sections["limits"],
         "tokenizer": list(m.tokenizer.files),
+        "weights": _weights(m, sizes),
         "entries": entries,
         "kernels": kernel_rows,
         "tuned": dict(sorted(sections["schedules"]["tuned"].items())),
@@ -797,6 +799,46 @@ def _summary(art: Artifact, m: Manifest) -> dict[str, Any]:
             "note": m.schedules.note,
             "reasons": {n: f.reason for n, f in fallbacks.items()},
         },
+    }
+
+
+def _weights(m: Manifest, sizes: Mapping[str, int]) -> dict[str, Any]:
+    """The stored weights' bytes, float and int4, and each int4 weight (its codes) with its
+    scheme, [N, K] and bytes (codes, scales and minimums). The scheme is read from the qgemm
+    launches that bind the codes: the group is K over the scales' columns, a minimum makes it
+    asymmetric; a weight the quantize pass named (``W.<scheme>.codes``) is listed under W."""
+    from inferx.compiler.ir.quant import parse_quantized_name
+
+    schemes: dict[str, tuple[str, list[str]]] = {}
+    for entry in m.entries.values():
+        for step in entry.launches:
+            if m.kernels[step.kernel].kernel.template != "qgemm" or len(step.inputs) < 3:
+                continue
+            names = [b.name if b.kind == "weight" else "" for b in step.inputs[1:]]
+            codes, scales = names[0], names[1]
+            if not codes or not scales or codes in schemes:
+                continue
+            per_group = m.weights[scales].shape
+            rest = [n for n in names[2:] if n and m.weights[n].shape == per_group]  # a minimum, not col_scale
+            k = m.weights[codes].shape[-1]
+            scheme = f"int4-g{k // per_group[-1]}" + ("" if rest else "-sym")
+            schemes[codes] = (scheme, [codes, scales, *rest])
+    quantized: dict[str, dict[str, Any]] = {}
+    parts: set[str] = set()
+    for name, w in m.weights.items():
+        if w.dtype != "i4":
+            continue
+        scheme, siblings = schemes.get(name, ("int4", [name]))
+        parsed = parse_quantized_name(name)
+        parts.update(siblings)
+        quantized[parsed[0] if parsed else name] = {
+            "scheme": scheme, "shape": list(w.shape), "bytes": sum(sizes.get(n, 0) for n in siblings)}
+    codes_bytes = sum(sizes.get(n, 0) for n, w in m.weights.items() if w.dtype == "i4")
+    return {
+        "float_bytes": sum(b for n, b in sizes.items() if n not in parts),
+        "int4_codes_bytes": codes_bytes,
+        "int4_scales_bytes": sum(sizes.get(n, 0) for n in parts) - codes_bytes,
+        "int4": dict(sorted(quantized.items())),
     }
 
 
@@ -875,6 +917,10 @@ def _render(s: Mapping[str, Any]) -> str:
         f"limits     max_batch {lim['max_batch']}, max_seq_len {lim['max_seq_len']}",
         f"tokenizer  {', '.join(s['tokenizer']) if s['tokenizer'] else 'none (token ids only)'}",
     ]
+    w = s["weights"]
+    lines.append(f"weights    {_size(w['float_bytes'])} float" + (
+        f", {_size(w['int4_codes_bytes'])} int4 codes and {_size(w['int4_scales_bytes'])} of their scales "
+        f"and minimums ({len(w['int4'])} int4 weights, listed below)" if w["int4"] else ""))
     for ename, e in s["entries"].items():
         lines += [
             "",
@@ -919,6 +965,11 @@ def _render(s: Mapping[str, Any]) -> str:
         + (", at sustained clocks" if t.get("regime") == "sustained" else "")
         for name, t in tuned.items()
     ]
+    if w["int4"]:
+        lines += ["", "int4 weights:"]
+        rows = [["weight", "scheme", "[N, K]", "bytes"]]
+        rows += [[n, q["scheme"], " x ".join(map(str, q["shape"])), _size(q["bytes"])] for n, q in w["int4"].items()]
+        lines += _table(rows, "  ", right=lambda c: c == 3)
     fb = s["fallbacks"]
     lines += [
         "",

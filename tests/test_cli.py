@@ -122,11 +122,19 @@ def test_compile_quant_writes_int4_weights(model_dir: Path, tmp_path: Path) -> N
     result = invoke(["compile", str(model_dir), "-o", str(out), *CPU_FLAGS, "--quant", "int4-g32", "--quant-head"])
     assert result.exit_code == 0, result.output
     assert "quant int4-g32: 15 linears in int4, by round-to-nearest (the LM head too)" in result.stderr
-    weights = json.loads(invoke(["inspect", str(out), "--json"]).output)
-    assert weights, "inspect --json printed nothing"
     manifest = inferx.runtime.artifact.load_artifact(out).manifest["weights"]
-    codes = sorted(n for n, w in manifest.items() if w["dtype"] == "i4")
-    assert len(codes) == 15 and any(n.startswith("lm_head.") for n in codes), codes
+    codes = sorted(n for n, w in manifest.items() if w["dtype"] == "i4")  # fewer than 15 where linears merge
+    assert any(n.startswith("lm_head.") for n in codes), codes
+    # inspect lists each int4 weight with its scheme, [N, K] and bytes: codes N x K / 2, and two
+    # fp32 values (scale, minimum) per group of 32
+    weights = json.loads(invoke(["inspect", str(out), "--json"]).output)["weights"]
+    head = weights["int4"]["lm_head.weight"]
+    assert head == {"scheme": "int4-g32", "shape": [VOCAB, 64], "bytes": VOCAB * 32 + 2 * 4 * VOCAB * 2}, head
+    assert len(weights["int4"]) == len(codes) and weights["int4_codes_bytes"] > 0 and weights["float_bytes"] > 0
+    assert {q["scheme"] for q in weights["int4"].values()} == {"int4-g32"}
+    text = invoke(["inspect", str(out)]).output
+    assert "int4 weights:" in text and f"({len(codes)} int4 weights, listed below)" in text
+    assert any(line.split()[:3] == ["lm_head.weight", "int4-g32", str(VOCAB)] for line in text.splitlines()), text
 
 
 def test_compile_refuses_an_unsupported_architecture(tmp_path: Path) -> None:
