@@ -15,7 +15,7 @@ from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
 from inferx.compiler.ir import ops_tensor as ts
 from inferx.compiler.ir.ops_tensor import WeightOp
-from inferx.compiler.ir.quant import pack_int4
+from inferx.compiler.ir.quant import pack_int4, unpack_int4
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.compiler.options import CompileError
 from inferx.program import Program
@@ -86,21 +86,35 @@ class WeightFolder:
         return self._names[v]
 
     def _value(self, v: SSAValue) -> np.ndarray:
+        """``v`` as stored (i4 codes packed)."""
         name = self._name(v)
         if name in self.stored:
             return self.stored[name]
+        ty = v.type
+        assert isinstance(ty, TensorType)
+        return self._storage(self._computed(v), ty.dtype)
+
+    def _computed(self, v: SSAValue) -> np.ndarray:
+        """``v`` as the interpreter holds it (i4 codes unpacked, ``q - 8`` as int8), the form the
+        interpreter's kernels compute a derived value from (a concatenation of codes)."""
+        name = self._name(v)
         owner = v.owner
         ty = v.type
         assert isinstance(owner, Operation) and isinstance(ty, TensorType)
+        if name in self.stored:
+            a = self.stored[name]
+            return (unpack_int4(a).astype(np.int16) - 8).astype(np.int8) if ty.dtype == DType.i4 else a
         if isinstance(owner, WeightOp):
-            return self._storage(np.asarray(self.program.weights[name]), ty.dtype)
-        ins = [self._value(x) for x in owner.operands]
+            a = np.asarray(self.program.weights[name])
+            return a if ty.dtype == DType.i4 else self._storage(a, ty.dtype)
+        ins = [self._computed(x) for x in owner.operands]
         narrow = _narrow_binary(owner, ins, ty.dtype)
         if narrow is not None:
             return narrow
         outs = KERNELS[type(owner)](owner, ins, KernelContext(env={}, weights={}))
         results: list[SSAValue] = list(owner.results)
-        return self._storage(np.asarray(outs[results.index(v)]), ty.dtype)
+        out = np.asarray(outs[results.index(v)])
+        return out if ty.dtype == DType.i4 else self._storage(out, ty.dtype)
 
     @staticmethod
     def _storage(a: np.ndarray, dtype: DType) -> np.ndarray:
