@@ -13,7 +13,10 @@ Grouping, in program order:
      int4 template has no prologue);
   3. an op that only rearranges or maps elements (elementwise math, casts, layout ops, rope,
      kv_write) joins the group of one of its operands as an epilogue, provided each of its other
-     operands is computed before that group starts (so no group ever waits on a later one);
+     operands is computed before that group starts (so no group ever waits on a later one), and
+     provided it does not combine two pieces of one split of a qlinear's output (silu(gate) * up
+     after merge-gemms made gate|up one qlinear: the int4 template has no gated epilogue, and a
+     column of one piece sits in another tile than its partner);
   4. anything else starts a group of its own, which later ops may join by rule 3.
 Every rule looks only at use-def structure and types, so it holds for every value of the
 symbolic dims. The kernels it makes are unbound (``template`` is empty): bind-families, which
@@ -121,7 +124,7 @@ def _fuse_block(block: Block) -> None:
             groups.append(g)
             continue
         joined = False
-        if isinstance(o, EPILOGUES):
+        if isinstance(o, EPILOGUES) and not _combines_qlinear_pieces(o):
             for v in o.operands:
                 owner = v.owner
                 if isinstance(owner, Operation) and owner in group_of:
@@ -137,6 +140,23 @@ def _fuse_block(block: Block) -> None:
             groups.append(g)
 
     _materialize(block, ops, const, groups)
+
+
+def _qlinear_piece(v: SSAValue) -> tuple[Operation, int] | None:
+    """(split, index) when ``v`` is a piece of a split of a qlinear's output, or a one-operand
+    elementwise op of one (silu(gate)); else None."""
+    owner = v.owner
+    while isinstance(owner, ELEMENTWISE) and len(owner.operands) == 1:
+        v = owner.operands[0]
+        owner = v.owner
+    if isinstance(owner, t.SplitOp) and isinstance(owner.input.owner, nn.QLinearOp):
+        return owner, list(owner.results).index(v)  # type: ignore[arg-type]
+    return None
+
+
+def _combines_qlinear_pieces(op: Operation) -> bool:
+    pieces = [p for p in map(_qlinear_piece, op.operands) if p is not None]
+    return len({i for split, i in pieces if split is pieces[0][0]}) > 1
 
 
 def _materialize(block: Block, ops: list[Operation], const: set[Operation], groups: list[_Group]) -> None:

@@ -45,3 +45,26 @@ func.func @no_prologue(%x: !ix.tensor<[batch, 16], f32>) -> (!ix.tensor<[batch, 
   %r = ix.add %y, %m : (!ix.tensor<[batch, 16], f32>, !ix.tensor<[batch, 16], f32>) -> !ix.tensor<[batch, 16], f32>
   func.return %r, %n : !ix.tensor<[batch, 16], f32>, !ix.tensor<[batch, 16], f32>
 }
+
+// -----
+
+// A merged gate|up qlinear: silu of the gate piece joins it, but silu(gate) * up combines two
+// pieces of its split (the int4 template has no gated epilogue), so it starts a kernel of its own.
+// CHECK-LABEL: func.func @qlinear_gated_pair
+// CHECK:      %[[U:.*]], %[[A:.*]] = ix.kernel ""
+// CHECK:        ix.qlinear
+// CHECK-NEXT:   ix.split
+// CHECK-NEXT:   ix.silu
+// CHECK-NEXT:   ix.yield
+// CHECK:      ix.kernel ""(%[[A]], %[[U]])
+// CHECK-NEXT: ^{{.*}}:
+// CHECK-NEXT:   ix.mul
+func.func @qlinear_gated_pair(%x: !ix.tensor<[batch, 64], f32>) -> !ix.tensor<[batch, 8], f32> {
+  %c = ix.weight {name = "gu.codes"} : !ix.tensor<[16, 64], i4>
+  %s = ix.weight {name = "gu.scales"} : !ix.tensor<[16, 2], f32>
+  %y = ix.qlinear %x, %c, %s {group = 32 : i64} : !ix.tensor<[batch, 64], f32>, !ix.tensor<[16, 64], i4>, !ix.tensor<[16, 2], f32> -> !ix.tensor<[batch, 16], f32>
+  %g, %u = ix.split %y {dim = -1 : i64} : (!ix.tensor<[batch, 16], f32>) -> (!ix.tensor<[batch, 8], f32>, !ix.tensor<[batch, 8], f32>)
+  %a = ix.silu %g : (!ix.tensor<[batch, 8], f32>) -> !ix.tensor<[batch, 8], f32>
+  %m = ix.mul %a, %u : (!ix.tensor<[batch, 8], f32>, !ix.tensor<[batch, 8], f32>) -> !ix.tensor<[batch, 8], f32>
+  func.return %m : !ix.tensor<[batch, 8], f32>
+}
