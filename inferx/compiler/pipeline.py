@@ -4,12 +4,13 @@
 
     (quantize     with ``quant``: the linears made ix.qlinear over int4 weights, see ``quantize``)
     cleanup       canonicalize, cse, dce
-    merge-gemms   q/k/v and gate/up become one GEMM each (weights concatenated), gate|up with
-                  its rows interleaved (interleave-pairs); RMSNorm scales move into the weights of
-                  the GEMMs they feed (fold-norm-weights)
+    merge-gemms   q/k/v and gate/up become one GEMM each (weights concatenated; int4 codes,
+                  scales and minimums of qlinears likewise), float gate|up with its rows
+                  interleaved (interleave-pairs); RMSNorm scales move into the weights of the
+                  float GEMMs they feed (fold-norm-weights)
     fuse          every run-time op into an ix.kernel bound to its kernel family (5 per decoder
-                  layer; in decode one fewer with each fused decode template asked for), the norm
-                  statistics computed by the kernels that produce their inputs
+                  layer, 8 with int4 linears; in decode one fewer with each fused decode template
+                  asked for), the norm statistics computed by the kernels that produce their inputs
     plan-memory   dynamic RoPE settled for the compiled context; one arena per shape bucket
 """
 
@@ -115,9 +116,9 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
     and minimums (``quant.store.quantize_program``, round-to-nearest); with "gguf", the 4-bit
     linears of the GGUF file ``source`` kept as stored (``quant.store.keep_gguf_quantized``);
     else ``program`` as it is.
-    Runs on the imported program, before cleanup: merge-gemms, interleave-pairs and
-    fold-norm-weights match ``ix.linear`` alone and leave the quantized linears as they are, one
-    qgemm kernel each (no q/k/v or gate|up merge)."""
+    Runs on the imported program, before cleanup: merge-gemms then merges q|k|v and gate|up
+    qlinears as it merges linears; interleave-pairs and fold-norm-weights match ``ix.linear``
+    alone (the norms stay reductions, silu(gate) * up a pointwise kernel)."""
     if options.quant is None:
         return program
     from inferx.compiler.ir.quant import SchemeError

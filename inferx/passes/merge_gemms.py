@@ -1,20 +1,34 @@
-"""merge-gemms: linears that read the same input become one linear over concatenated weights.
+"""merge-gemms: linears (or quantized linears) that read the same input become one over
+concatenated weights.
 
     %q = ix.linear %x, %wq     %k = ix.linear %x, %wk     %v = ix.linear %x, %wv
       ->  %w = ix.concat %wq', %wk', %wv' {dim = 0}
           %qkv = ix.linear %x, %w
           %q, %k, %v = ix.split %qkv {dim = -1}
 
-Expects verified IR. Merges a group of two or more ``ix.linear`` users of one value when every
-weight (and every bias, if any has one) is a leaf ``ix.weight`` in the "nk" layout with the same
-dtype. The concatenation is a weight-only subgraph: it costs nothing at run time, since the
-artifact writer folds weight-only values into stored weights. Legal for every value of the
-symbolic dims (the merged dim is the static N). Old ops are left for dce. Runs before fuse.
+    %q = ix.qlinear %x, %cq, %sq mins %mq {group = 32}     (and %k, %v likewise)
+      ->  %qkv = ix.qlinear %x, concat(%cq, %ck, %cv), concat(%sq, ...) mins concat(%mq, ...) {group = 32}
+          %q, %k, %v = ix.split %qkv {dim = -1}
+
+Expects verified IR. Merges a group of two or more users of one value that are all ``ix.linear``
+or all ``ix.qlinear`` and agree on what the merged op must share:
+  - linears: every weight (and every bias, if any has one) a leaf ``ix.weight`` in the "nk"
+    layout, all of one dtype, all with a bias or all without;
+  - qlinears: codes, scales and mins leaf ``ix.weight``s, one ``group``, one scales dtype, all
+    with mins or all without, and the same ``col_scale`` (one SSA value, or none). Codes, scales
+    and mins concatenate along N, which keeps every quantization group whole (groups run along K).
+Users of one value that differ split into several groups, each merged on its own (a GGUF file's
+q and k in Q4_0 beside a v in Q6_K: q|k merge, v stays). The concatenations are weight-only
+subgraphs: they cost nothing at run time, since the artifact writer folds weight-only values into
+stored weights (i4 codes concatenated before they are packed). Legal for every value of the
+symbolic dims (the merged dim is the static N). Old ops are left for dce. Runs after quantize,
+before interleave-pairs and fuse.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -22,20 +36,39 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from inferx.compiler.ir.ops_base import int_attr
-from inferx.compiler.ir.ops_nn import LinearOp
+from inferx.compiler.ir.ops_base import get_int, int_attr
+from inferx.compiler.ir.ops_nn import LinearOp, QLinearOp
 from inferx.compiler.ir.ops_tensor import ConcatOp, SplitOp, WeightOp
 from inferx.compiler.ir.types import TensorType
+
+Gemm = LinearOp | QLinearOp
 
 
 def _leaf_weight(v: SSAValue | None) -> WeightOp | None:
     return v.owner if v is not None and isinstance(v.owner, WeightOp) else None
 
 
-def _mergeable(op: LinearOp) -> bool:
-    if op.attributes.get("w_layout", StringAttr("nk")) != StringAttr("nk"):
-        return False
-    return _leaf_weight(op.weight) is not None and (op.bias is None or _leaf_weight(op.bias) is not None)
+def _dtype(v: SSAValue | None) -> Any:
+    return None if v is None else v.type.dtype  # type: ignore[attr-defined]
+
+
+def _key(op: Operation) -> tuple[Any, ...] | None:
+    """What ops must have in common to merge (equal keys merge), or None for an op that cannot."""
+    y = op.results[0].type if op.results else None
+    if not isinstance(y, TensorType):
+        return None
+    out = (y.dtype, tuple(y.shape[:-1]))
+    if isinstance(op, LinearOp):
+        if op.attributes.get("w_layout", StringAttr("nk")) != StringAttr("nk"):
+            return None
+        if _leaf_weight(op.weight) is None or (op.bias is not None and _leaf_weight(op.bias) is None):
+            return None
+        return ("linear", *out, _dtype(op.weight), op.bias is None)
+    if isinstance(op, QLinearOp):
+        if any(_leaf_weight(v) is None for v in (op.codes, op.scales, *([op.mins] if op.mins else []))):
+            return None
+        return ("qlinear", *out, get_int(op.attributes, "group"), _dtype(op.scales), op.mins is None, op.col_scale)
+    return None
 
 
 @dataclass(frozen=True)
@@ -46,48 +79,54 @@ class MergeGemms(ModulePass):
         for block in [b for o in op.walk() for r in o.regions for b in r.blocks]:
             for value in [*block.args, *(r for o in block.ops for r in o.results)]:
                 users = [u.operation for u in value.uses]
-                group = [u for u in dict.fromkeys(users)
-                         if isinstance(u, LinearOp) and u.input == value and _mergeable(u)
-                         and u.parent_block() is block]
-                group = _same_kind(sorted(group, key=block.get_operation_index))
-                if len(group) >= 2:
-                    _merge(block, value, group)
+                candidates = [u for u in dict.fromkeys(users)
+                              if isinstance(u, Gemm) and u.input == value and u.parent_block() is block]
+                for group in _groups(sorted(candidates, key=block.get_operation_index)):
+                    if len(group) >= 2:
+                        _merge(block, value, group)
 
 
-def _same_kind(group: list[LinearOp]) -> list[LinearOp]:
-    if not group:
-        return group
-    first = group[0]
-    return [g for g in group
-            if (g.bias is None) == (first.bias is None)
-            and g.weight.type.dtype == first.weight.type.dtype  # type: ignore[attr-defined]
-            and g.result.type == first.result.type.with_shape(  # type: ignore[attr-defined]
-                [*first.result.type.shape[:-1], g.result.type.shape[-1]])]  # type: ignore[attr-defined]
+def _groups(ops: list[Gemm]) -> list[list[Gemm]]:
+    """``ops`` (in program order) partitioned by ``_key``; those that cannot merge left out."""
+    groups: list[tuple[tuple[Any, ...], list[Gemm]]] = []
+    for op in ops:
+        key = _key(op)
+        if key is None:
+            continue
+        same = next((g for k, g in groups if k == key), None)
+        if same is None:
+            groups.append((key, [op]))
+        else:
+            same.append(op)
+    return [g for _, g in groups]
 
 
-def _clone_weight(v: SSAValue) -> Operation:
-    w = _leaf_weight(v)
-    assert w is not None
-    return w.clone()
+def _concat(values: list[SSAValue], new_ops: list[Operation]) -> SSAValue:
+    """The leaf weights ``values`` cloned and concatenated along dim 0 (ops appended to ``new_ops``)."""
+    clones = [_leaf_weight(v).clone() for v in values]  # type: ignore[union-attr]
+    cat = ConcatOp.make([c.results[0] for c in clones], dim=int_attr(0))
+    new_ops.extend([*clones, cat])
+    return cat.results[0]
 
 
-def _merge(block: Block, x: SSAValue, group: list[LinearOp]) -> None:
+def _merge(block: Block, x: SSAValue, group: list[Gemm]) -> None:
     first = min(group, key=lambda g: block.get_operation_index(g))
     new_ops: list[Operation] = []
-    weights = [_clone_weight(g.weight) for g in group]
-    new_ops += weights
-    w_cat = ConcatOp.make([w.results[0] for w in weights], dim=int_attr(0))
-    new_ops.append(w_cat)
-    bias = None
-    if group[0].bias is not None:
-        biases = [_clone_weight(g.bias) for g in group]  # type: ignore[arg-type]
-        new_ops += biases
-        bias = ConcatOp.make([b.results[0] for b in biases], dim=int_attr(0))
-        new_ops.append(bias)
-    lin = LinearOp.make(x, w_cat.results[0], bias.results[0] if bias else None)
-    new_ops.append(lin)
+    merged: Operation
+    if isinstance(first, LinearOp):
+        lins: list[LinearOp] = group  # type: ignore[assignment]
+        w = _concat([g.weight for g in lins], new_ops)
+        bias = _concat([g.bias for g in lins], new_ops) if first.bias is not None else None  # type: ignore[misc]
+        merged = LinearOp.make(x, w, bias)
+    else:
+        qs: list[QLinearOp] = group  # type: ignore[assignment]
+        codes = _concat([g.codes for g in qs], new_ops)
+        scales = _concat([g.scales for g in qs], new_ops)
+        mins = _concat([g.mins for g in qs], new_ops) if first.mins is not None else None  # type: ignore[misc]
+        merged = QLinearOp.make(x, codes, scales, mins, first.col_scale, group=first.attributes["group"])
+    new_ops.append(merged)
     outs: list[TensorType] = [g.result.type for g in group]  # type: ignore[misc]
-    split = SplitOp.make(lin.results[0], result_types=outs, dim=int_attr(-1))
+    split = SplitOp.make(merged.results[0], result_types=outs, dim=int_attr(-1))
     new_ops.append(split)
     Rewriter.insert_op(new_ops, InsertPoint.before(first))
     for g, r in zip(group, split.results, strict=True):
