@@ -804,19 +804,19 @@ def _summary(art: Artifact, m: Manifest) -> dict[str, Any]:
 
 def _weights(m: Manifest, sizes: Mapping[str, int]) -> dict[str, Any]:
     """The stored weights' bytes, float and int4, and each int4 weight (its codes) with its
-    scheme, [N, K] and bytes (codes, scales and minimums). The scheme is read from the qgemm
-    launches that bind the codes: the group is K over the scales' columns, a minimum makes it
+    scheme, [N, K] and bytes (codes, scales and minimums). The scheme is read from the launches
+    that bind the codes (as x, codes, scales, minimums): the group is K over the scales' columns, a minimum makes it
     asymmetric; a weight the quantize pass named (``W.<scheme>.codes``) is listed under W."""
     from inferx.compiler.ir.quant import parse_quantized_name
 
     schemes: dict[str, tuple[str, list[str]]] = {}
     for entry in m.entries.values():
         for step in entry.launches:
-            if m.kernels[step.kernel].kernel.template != "qgemm" or len(step.inputs) < 3:
-                continue
             names = [b.name if b.kind == "weight" else "" for b in step.inputs[1:]]
+            if len(names) < 2 or not names[0] or m.weights[names[0]].dtype != "i4":
+                continue  # not a kernel of int4 codes (x, then codes, scales, minimums)
             codes, scales = names[0], names[1]
-            if not codes or not scales or codes in schemes:
+            if not scales or codes in schemes:
                 continue
             per_group = m.weights[scales].shape
             rest = [n for n in names[2:] if n and m.weights[n].shape == per_group]  # a minimum, not col_scale
