@@ -165,35 +165,41 @@ def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, 
                      codes: str, scales: str, mins: str | None, col: str | None, k_dim: int, group: int) -> None:
     """GEMV mode at BM 1: a step of BK is S = BK / GS sub-steps of GS = min(BK, group) columns,
     each within one group. W's step is loaded as [BN, S, GS / 2] bytes, so that each sub-step's
-    scale and minimum ([BN, S], loaded once per step) broadcast over its GS codes with no reshape;
-    the products with x's step ([S, GS]) are added into [BN, S, GS] fp32 accumulators and summed
-    over K after the loop, not at every step."""
+    scale and minimum ([BN, S], loaded once per step) broadcast over its codes with no reshape.
+    The low and high nibbles stay apart, each against x's even or odd columns, so no interleave;
+    a nibble becomes fp32 exactly by OR-ing it into the mantissa of 2^23 and subtracting 2^23
+    (full-rate integer and float ops, not a conversion instruction). The products are added into
+    [BN, S, GS / 2] fp32 accumulators and summed over K after the loop, not at every step."""
     e = em.emit
     gs = min(sched.bk, group)
     e(f"js = tl.arange(0, BK // {gs})")
     e(f"jj = tl.arange(0, {gs // 2})")
-    e(f"kx = js[:, None] * {gs} + tl.arange(0, {gs})[None, :]")
+    e(f"kx = js[:, None] * {gs} + 2 * jj[None, :]")  # the even columns of each sub-step
     for _, acc, _ in pairs:
-        e(f"{acc}3 = tl.zeros((BN, BK // {gs}, {gs}), dtype=tl.float32)")
+        e(f"{acc}3 = tl.zeros((BN, BK // {gs}, {gs // 2}), dtype=tl.float32)")
     e(f"for k0 in range(0, {k_dim}, BK):")
     em.indent += 1
-    e(f"a = tl.load({x_ptr} + pid_m * {k_dim} + k0 + kx, mask=pid_m < M, other=0).to(tl.float32)")
-    if col is not None:
-        e(f"a = a * tl.load({col} + k0 + kx).to(tl.float32)")
+    for half in (0, 1):
+        e(f"a{half} = tl.load({x_ptr} + pid_m * {k_dim} + k0 + kx + {half}, mask=pid_m < M, other=0).to(tl.float32)")
+        if col is not None:
+            e(f"a{half} = a{half} * tl.load({col} + k0 + kx + {half}).to(tl.float32)")
     e(f"g = (k0 + js * {gs}) // {group}")
-    for cols, acc, w in pairs:
+    # codes q in 0..15: (q | 0x4B000000) is the float 2^23 + q; the minimum (or -8 * scale) is
+    # added after the offset 2^23 is taken away, so no precision is lost
+    offset = "8388608.0" if mins is not None else "8388616.0"
+    for cols, acc, _ in pairs:
         e(f"b = tl.load({codes} + {cols}[:, None, None] * {k_dim // 2} + (k0 // 2 + js * {gs // 2})[None, :, None] "
-          "+ jj[None, None, :], mask=cn[:, None, None], other=0)")
-        e(f"{w} = tl.interleave(b & 15, b >> 4).to(tl.float32)")
+          "+ jj[None, None, :], mask=cn[:, None, None], other=0).to(tl.int32)")
+        e(f"q0 = ((b & 15) | 0x4B000000).to(tl.float32, bitcast=True) - {offset}")
+        e(f"q1 = ((b >> 4) | 0x4B000000).to(tl.float32, bitcast=True) - {offset}")
         e(f"s = tl.load({scales} + {cols}[:, None] * {k_dim // group} + g[None, :], mask=cn[:, None], "
-          "other=0).to(tl.float32)")
+          "other=0).to(tl.float32)[:, :, None]")
         if mins is not None:
             e(f"mn = tl.load({mins} + {cols}[:, None] * {k_dim // group} + g[None, :], mask=cn[:, None], "
-              "other=0).to(tl.float32)")
-            e(f"{w} = {w} * s[:, :, None] + mn[:, :, None]")
+              "other=0).to(tl.float32)[:, :, None]")
+            e(f"{acc}3 += (q0 * s + mn) * a0[None, :, :] + (q1 * s + mn) * a1[None, :, :]")
         else:
-            e(f"{w} = ({w} - 8.0) * s[:, :, None]")
-        e(f"{acc}3 += {w} * a[None, :, :]")
+            e(f"{acc}3 += (q0 * s) * a0[None, :, :] + (q1 * s) * a1[None, :, :]")
     em.indent -= 1
     for _, acc, _ in pairs:
         e(f"{acc} = tl.sum(tl.sum({acc}3, 2), 1)[None, :]")

@@ -1,11 +1,13 @@
 """The qgemm schedules used without a tuning record (the family has no tuning task yet), by the
-shape of the kernel's rows. None of them is measured on a GPU yet; each says what it aims at.
+shape of the kernel's rows and their bucket.
 
 - Decode rows (no ``seq`` in the rows: a batch of single tokens) on sm_90, batch 1: GEMV mode
-  with deferred sums, BN = 16 W rows by BK = 512 columns (several groups) a step: the weight is
-  streamed once as packed bytes in steps large enough to keep many loads in flight. Larger
-  batch buckets: the dot path, 16 x 32 tiles, BK = the group up to 128, 4 stages (one GEMV row
-  per program would read the weight once per row).
+  with deferred sums, BN = 8 W rows by BK = 1024 columns (several groups; 512 where 1024 does not
+  divide K) a step, 8 warps: the weight is streamed once as packed bytes in steps large enough
+  to keep many loads in flight. Larger batch buckets: the dot path, 16 x 32 tiles, BK = the
+  group up to 128, 4 stages (one GEMV row per program would read the weight once per row). Of
+  ``benchmarks/qgemm_probe.py``'s sweep on the 8B projections at 1 and 16 rows: the best
+  geomean at one row (within 6% of each projection's fastest, 12% for down), the fastest at 16.
 - Prefill rows on sm_90: the dot path, 128 x 128 tiles, BK = the group up to 64, 8 warps.
 - The cpu target (Triton's interpreter, where each program and each K step is a Python-level
   step): the dot path with BM = 16 for decode and 64 for prefill, BN = 64 (narrower for narrow
@@ -22,13 +24,20 @@ from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import TensorType
 
 
+def decode_rows(kernel: KernelOp) -> bool:
+    """The kernel's rows are a batch of single tokens (no ``seq`` among them)."""
+    x_t = qlinear_of(kernel).input.type
+    assert isinstance(x_t, TensorType)
+    return "seq" not in sy.symbols_of(sy.product(x_t.shape[:-1]))
+
+
 def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> QGemmSchedule:
     q = qlinear_of(kernel)
     x_t, y_t = q.input.type, q.result.type
     assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
     n, k = y_t.shape[-1], x_t.shape[-1]
     group = get_int(q.attributes, "group")
-    prefill = "seq" in sy.symbols_of(sy.product(x_t.shape[:-1]))
+    prefill = not decode_rows(kernel)
     bn = 64 if not isinstance(n, int) or n >= 64 else 32 if n >= 32 else 16
     if target == "cpu":
         return QGemmSchedule(64 if prefill else 16, bn, group)
@@ -36,5 +45,5 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         return QGemmSchedule(128, 128, min(group, 64), num_warps=8, num_stages=3)
     if rows is not None and rows > 1:
         return QGemmSchedule(16, 32, min(group, 128), num_warps=4, num_stages=4)
-    bk = next((b for b in (512, 256) if isinstance(k, int) and k % b == 0 and b % group == 0), group)
-    return QGemmSchedule(1, 16, bk, num_warps=4, num_stages=2)
+    bk = next((b for b in (1024, 512, 256) if isinstance(k, int) and k % b == 0 and b % group == 0), group)
+    return QGemmSchedule(1, 8, bk, num_warps=8, num_stages=2)
