@@ -358,7 +358,7 @@ from pathlib import Path
 from inferx.benchmark.main import bench
 from inferx.benchmark.run import BenchOptions, Hooks
 
-def slow_compile(ckpt, out, opts, say):
+def slow_compile(ckpt, out, opts, say, quant=None):
     Path(sys.argv[1]).write_text(str(out.parent))
     time.sleep(120)
 

@@ -262,8 +262,9 @@ def _configs(opts: BenchOptions) -> list[tuple[str, int, int, int]]:
 def compile_settings(opts: BenchOptions, quant: str | None = None) -> str:
     """The options an artifact is compiled with, as a kept work directory records them: a run with
     other settings compiles again instead of timing the kept artifact."""
-    settings = {"max_batch": max(opts.batches), "max_seq_len": opts.max_seq_len, "overlap": opts.overlap,
-                "fuse_mlp": opts.fuse_mlp, "fuse_attention_o": opts.fuse_attention_o}
+    settings: dict[str, Any] = {"max_batch": max(opts.batches), "max_seq_len": opts.max_seq_len,
+                                "overlap": opts.overlap, "fuse_mlp": opts.fuse_mlp,
+                                "fuse_attention_o": opts.fuse_attention_o}
     if quant is not None:
         settings.update(quant=quant, quant_head=opts.quant_head)
     return json.dumps(settings, sort_keys=True) + "\n"
@@ -318,10 +319,7 @@ def _artifact_session(shape: str, model: Any, opts: BenchOptions, workdir: Path,
             clock = time.perf_counter()
             say(f"{shape}: compiling the {what} artifact with InferX (max_batch {max(opts.batches)}, "
                 f"max_seq_len {opts.max_seq_len})")
-            if quant is None:
-                (hooks.compile or _compile_inferx)(ckpt, art, opts, say)
-            else:
-                (hooks.compile or _compile_inferx)(ckpt, art, opts, say, quant)
+            (hooks.compile or _compile_inferx)(ckpt, art, opts, say, quant)
             marker.write_text(settings)
             out["setup_s"][f"inferx_compile{suffix}"] = time.perf_counter() - clock
         if last and opts.workdir is None:
