@@ -231,6 +231,9 @@ class _Renamed(Mapping[str, np.ndarray]):
     def __getitem__(self, key: str) -> np.ndarray:
         return self.inner[self.names[key]]
 
+    def __contains__(self, key: object) -> bool:  # Mapping's default would read the tensor
+        return key in self.names
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
 

@@ -160,6 +160,9 @@ class CastStore(Mapping[str, np.ndarray]):
         a = self.inner[key]
         return a if a.dtype == self.dtype or a.dtype.kind not in "f" else a.astype(self.dtype)
 
+    def __contains__(self, key: object) -> bool:  # Mapping's default would read (and convert) the tensor
+        return key in self.inner
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.inner)
 
