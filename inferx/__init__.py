@@ -27,7 +27,8 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     one kernel, for ``max_batch`` up to 8), ``fuse_attention_o`` (each decode layer's attention and
     o projection as one kernel, for ``max_batch`` up to 8), ``quant`` (an int4 scheme such as
     "int4-g128" or "int4-g32-sym": every linear but the LM head quantized and run on int4 GEMM
-    kernels; or "gguf": a GGUF file's 4-bit linears kept as stored), ``quant_method`` ("rtn",
+    kernels; "gguf": a GGUF file's 4-bit linears kept as stored; "checkpoint": an HF GPTQ or AWQ
+    checkpoint's int4 linears kept as stored, which such a checkpoint requires), ``quant_method`` ("rtn",
     "awq" or "gptq"; the latter two calibrate on ``calibration``, a text file, by default
     CPython's documentation text), ``quant_head`` (the LM head quantized too)."""
     import dataclasses

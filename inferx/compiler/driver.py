@@ -43,7 +43,7 @@ from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.ops_nn import QLinearOp
 from inferx.compiler.ir.types import TensorType
-from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, TARGETS, CompileError, CompileOptions
+from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, STORED, TARGETS, CompileError, CompileOptions
 from inferx.compiler.schedules import (
     ScheduleChoice,
     per_batch,
@@ -134,8 +134,9 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
     if options.quant is not None:
         program = pipeline.quantize(program, options, src)
         kept = len({str(op.codes.owner) for op in program.module.walk() if isinstance(op, QLinearOp)})
-        how = {"gguf": "as the GGUF file stores them", "rtn": "by round-to-nearest", "awq": "by AWQ",
-               "gptq": "by GPTQ"}["gguf" if options.quant == "gguf" else options.quant_method]
+        how = {"gguf": "as the GGUF file stores them", "checkpoint": "as the checkpoint stores them",
+               "rtn": "by round-to-nearest", "awq": "by AWQ", "gptq": "by GPTQ",
+               }[options.quant if options.quant in STORED else options.quant_method]
         head = "the LM head too" if options.quant_head else "the LM head stays float"
         say(f"        quant {options.quant}: {kept} linears in int4, {how} ({head})")
     pipeline.dump(options, "1-import", program)

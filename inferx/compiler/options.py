@@ -11,6 +11,7 @@ from inferx.compiler.database import DEFAULT_ROOT
 from inferx.compiler.ir.quant import SchemeError, parse_scheme
 
 QUANT_METHODS = ("rtn", "awq", "gptq")
+STORED = ("gguf", "checkpoint")  # quant values that keep a model's own 4-bit weights
 
 TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
 DTYPES = ("fp32", "fp16", "bf16")
@@ -63,7 +64,9 @@ class CompileOptions:
     # Quantize the program's linears (all but the LM head) to this int4 scheme after import
     # (``inferx.compiler.ir.quant``: int4-g128, -g64, -g32, optionally -sym), by ``quant_method``;
     # they run on the int4 GEMM kernels. "gguf": a GGUF file's 4-bit linears (Q4_0, Q4_1, Q4_K)
-    # kept as the file stores them. None: the weights stay in the program's dtype.
+    # kept as the file stores them. "checkpoint": an HF checkpoint's GPTQ or AWQ int4 linears kept
+    # as it stores them (such a checkpoint takes nothing else). None: the weights stay in the
+    # program's dtype.
     quant: str | None = None
     # rtn (round-to-nearest), awq or gptq; the last two calibrate on ``calibration`` (a text file;
     # None: CPython's documentation text, ``pydoc_data.topics``) run through the float model.
@@ -99,17 +102,18 @@ def _problem(o: CompileOptions) -> str | None:
         return f"unknown target {o.target!r}: the targets are {', '.join(TARGETS)}"
     if o.dtype is not None and o.dtype not in DTYPES + _DTYPE_ALIASES:
         return f"unknown dtype {o.dtype!r}: the dtypes are {', '.join(DTYPES)}"
-    if o.quant is not None and o.quant != "gguf":
+    if o.quant is not None and o.quant not in STORED:
         try:
             if not isinstance(o.quant, str):
                 raise SchemeError(o.quant)
             parse_scheme(o.quant)
         except SchemeError:
             return (f"unknown quant scheme {o.quant!r}: the schemes are int4-g128, int4-g64 and int4-g32, "
-                    "each optionally with -sym, and gguf (a GGUF file's 4-bit weights as stored)")
+                    "each optionally with -sym, gguf (a GGUF file's 4-bit weights as stored) and checkpoint "
+                    "(an HF GPTQ or AWQ checkpoint's int4 weights as stored)")
     if o.quant_method not in QUANT_METHODS:
         return f"unknown quant method {o.quant_method!r}: the methods are {', '.join(QUANT_METHODS)}"
-    scheme = o.quant is not None and o.quant != "gguf"
+    scheme = o.quant is not None and o.quant not in STORED
     if not scheme and (o.quant_method != "rtn" or o.quant_head or o.calibration is not None):
         what = "quant_head" if o.quant_head else "calibration" if o.calibration is not None else "quant_method"
         return f"{what} applies to an int4 scheme's quant (such as int4-g128), not to quant {o.quant}"

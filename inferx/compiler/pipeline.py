@@ -97,10 +97,18 @@ def check_fused(program: Program, options: CompileOptions) -> None:
 def import_program(src: Any, options: CompileOptions) -> Program:
     """The Program of ``src`` (a path, a transformers model...) in the dtype ``options`` asks for; with
     none asked, the checkpoint's, except that a float32 model for a GPU target imports in bf16 (its
-    kernels run bf16 and fp16), which the progress output says."""
+    kernels run bf16 and fp16), which the progress output says. A GPTQ or AWQ checkpoint (config.json's
+    quantization_config) compiles with quant "checkpoint" alone: else CompileError, before any work."""
     from inferx.compiler.frontend import import_model
+    from inferx.compiler.frontend.hf import quantization_method
 
     dtype = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", None: None}.get(options.dtype, options.dtype)
+    method = quantization_method(Path(src)) if isinstance(src, (str, Path)) else None
+    if method is not None and options.quant != "checkpoint":
+        again = "" if options.quant is None else f" to quantize again ({options.quant})"
+        raise CompileError(f"{src}: config.json's quantization_config says the checkpoint is quantized "
+                           f"({method}): pass quant='checkpoint' (--quant checkpoint) to keep its int4 weights; "
+                           f"InferX does not dequantize them to float{again}")
     program = import_model(src, **({"dtype": dtype} if dtype else {}))
     gpu = TARGETS.get(options.target, "cpu") != "cpu"
     if dtype is None and gpu and program.info is not None and program.info.dtype == "f32":
@@ -115,7 +123,8 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
     under that scheme (the quantize pass) and its weights a store that serves their codes, scales
     and minimums (``quant.store.quantize_program``, round-to-nearest); with "gguf", the 4-bit
     linears of the GGUF file ``source`` kept as stored (``quant.store.keep_gguf_quantized``);
-    else ``program`` as it is.
+    with "checkpoint", the int4 linears of the GPTQ or AWQ checkpoint directory ``source`` kept
+    as stored (``quant.store.keep_checkpoint_quantized``); else ``program`` as it is.
     Runs on the imported program, before cleanup: merge-gemms then merges q|k|v and gate|up
     qlinears as it merges linears; interleave-pairs and fold-norm-weights match ``ix.linear``
     alone (the norms stay reductions, silu(gate) * up a pointwise kernel)."""
@@ -123,7 +132,7 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
         return program
     from inferx.compiler.ir.quant import SchemeError
     from inferx.compiler.ir.textio import IRError
-    from inferx.compiler.quant.store import keep_gguf_quantized, quantize_program
+    from inferx.compiler.quant.store import keep_checkpoint_quantized, keep_gguf_quantized, quantize_program
 
     if options.quant == "gguf":
         path = Path(source) if isinstance(source, (str, Path)) else None
@@ -131,6 +140,13 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
             what = str(path) if path is not None else f"a {type(source).__name__}"
             raise CompileError(f"quant gguf keeps a GGUF file's 4-bit weights: the model ({what}) is not a .gguf file")
         return keep_gguf_quantized(program, path)
+    if options.quant == "checkpoint":
+        path = Path(source) if isinstance(source, (str, Path)) else None
+        if path is None or not path.is_dir():
+            what = str(path) if path is not None else f"a {type(source).__name__}"
+            raise CompileError(f"quant checkpoint keeps an HF checkpoint's GPTQ or AWQ int4 weights: the model "
+                               f"({what}) is not an HF checkpoint directory")
+        return keep_checkpoint_quantized(program, path)
     try:
         if options.quant_method == "rtn":
             return quantize_program(program, options.quant, head=options.quant_head)

@@ -3,6 +3,8 @@
 Everything is checked before heavy work: the directory and its config.json, the architecture,
 every weight the IR names (present, and of the shape the config implies). Weights stay in their
 files (memory-mapped on access); importing reads the config and the safetensors headers only.
+A checkpoint quantized by GPTQ or AWQ imports with its int4 linears seen as float weights,
+dequantized when read (``checkpoint_store``); compiling keeps them int4 (``quant="checkpoint"``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,15 @@ def import_hf_dir(path: Path, *, dtype: str | None = None) -> Program:
         raise ModelImportError(f"{path}: no config.json (is this a HuggingFace model directory?)")
     raw = read_json_object(config_path)
     cfg = with_dtype(decoder_config(raw, str(config_path)), dtype)
+    return decoder_program(cfg, checkpoint_store(path, raw), str(path))
+
+
+def checkpoint_store(path: Path, raw: Mapping[str, Any]) -> Mapping[str, np.ndarray]:
+    """The weights of the checkpoint directory ``path`` whose config.json holds ``raw``: its
+    safetensors files (or the shards its index names). A checkpoint quantized by GPTQ or AWQ
+    (``quantization_config``) is read through ``hf_int4.CheckpointInt4``: each int4 linear seen
+    as a float ``<prefix>.weight`` (dequantized when read; ``quant="checkpoint"`` keeps it int4),
+    a layout InferX does not read refused here, naming the config field or tensor."""
     index = path / "model.safetensors.index.json"
     if index.is_file():
         weight_map = _index_shards(path, index)
@@ -46,7 +57,23 @@ def import_hf_dir(path: Path, *, dtype: str | None = None) -> Program:
         _check_weight_map(index, weight_map, store)
     else:
         store = SafetensorsStore.open(_weight_files(path))
-    return decoder_program(cfg, store, str(path))
+    if "quantization_config" not in raw:
+        return store
+    from inferx.compiler.quant.hf_int4 import CheckpointInt4, quant_config
+
+    return CheckpointInt4(store, quant_config(raw, str(path / "config.json")))
+
+
+def quantization_method(path: Path) -> str | None:
+    """The ``quant_method`` of the HF checkpoint directory ``path``'s quantization_config ("?"
+    where it names none), or None for a checkpoint that is not quantized (or no HF directory)."""
+    config = path / "config.json"
+    if not path.is_dir() or not config.is_file():
+        return None
+    qc = read_json_object(config).get("quantization_config")
+    if qc is None:
+        return None
+    return str(qc.get("quant_method", "?")) if isinstance(qc, dict) else "?"
 
 
 def import_hf_model(model: Any, *, dtype: str | None = None) -> Program:
@@ -164,7 +191,7 @@ def decoder_program(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source:
 
 def _check_sizes(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source: str) -> None:
     """The embedding table is [vocab_size, hidden_size] and the last layer's first weight exists."""
-    embed = _find_key(cfg.names.embed, store)
+    embed = find_key(cfg.names.embed, store)
     if embed is None:
         raise WeightError(f"{source}: missing weight '{cfg.names.embed}' (not in {_searched(store)})")
     have = _shape(store, embed)
@@ -172,13 +199,20 @@ def _check_sizes(cfg: DecoderConfig, store: Mapping[str, np.ndarray], source: st
         raise WeightError(f"{_file_of(store, embed, source)}: weight '{embed}' has shape {list(have)} but the "
                           f"config's vocab_size and hidden_size imply {[cfg.vocab_size, cfg.hidden_size]}")
     last = cfg.names.input_norm.format(i=cfg.num_layers - 1) + ".weight"
-    if _find_key(last, store) is None:
+    if find_key(last, store) is None:
         raise WeightError(f"{source}: the config's {cfg.num_layers} layers need weight '{last}', which is "
                           f"not in {_searched(store)}")
 
 
 def _file_of(store: Mapping[str, np.ndarray], key: str, source: str) -> str:
-    return str(store.entries[key].file) if isinstance(store, SafetensorsStore) else source
+    files = _safetensors(store)
+    return str(files.entries[key].file) if files is not None and key in files.entries else source
+
+
+def _safetensors(store: Mapping[str, np.ndarray]) -> SafetensorsStore | None:
+    """The safetensors files under ``store`` (itself, or a quantized checkpoint's), if any."""
+    base = getattr(store, "base", store)
+    return base if isinstance(base, SafetensorsStore) else None
 
 
 def _resolve_weights(module: ModuleOp, store: Mapping[str, np.ndarray], source: str) -> dict[str, str]:
@@ -191,7 +225,7 @@ def _resolve_weights(module: ModuleOp, store: Mapping[str, np.ndarray], source: 
         name = op.attributes["name"].data  # type: ignore[attr-defined]
         if name in out:
             continue
-        key = _find_key(name, store)
+        key = find_key(name, store)
         if key is None:
             raise WeightError(f"{source}: missing weight '{name}' (not in {_searched(store)})")
         want = op.result.type
@@ -205,12 +239,15 @@ def _resolve_weights(module: ModuleOp, store: Mapping[str, np.ndarray], source: 
 
 
 def _searched(store: Mapping[str, np.ndarray]) -> str:
-    if isinstance(store, SafetensorsStore):
-        return ", ".join(sorted({e.file.name for e in store.entries.values()})) or "any weight file"
+    files = _safetensors(store)
+    if files is not None:
+        return ", ".join(sorted({e.file.name for e in files.entries.values()})) or "any weight file"
     return "the state dict" if isinstance(store, _TorchStateStore) else "the file's tensors"
 
 
-def _find_key(name: str, store: Mapping[str, np.ndarray]) -> str | None:
+def find_key(name: str, store: Mapping[str, np.ndarray]) -> str | None:
+    """The key of IR weight ``name`` in ``store``: itself, or without a leading ``model.`` or
+    ``transformer.`` (checkpoints differ in those)."""
     if name in store:
         return name
     head, _, rest = name.partition(".")

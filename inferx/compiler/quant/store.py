@@ -162,6 +162,41 @@ def keep_gguf_quantized(program: Program, path: str | Path) -> Program:
     return program
 
 
+def keep_checkpoint_quantized(program: Program, path: str | Path) -> Program:
+    """A program imported from the HF checkpoint directory ``path``, quantized by GPTQ or AWQ,
+    with each linear the checkpoint stores in int4 made ``ix.qlinear`` over the checkpoint's own
+    codes, scales and zero points (``hf_int4``): nothing is dequantized and quantized again.
+    Other weights (embeddings, norms, usually the LM head) stay as imported. In place; returned
+    for chaining. HFQuantError for a checkpoint that is not quantized, or an int4 linear that
+    has no ``ix.qlinear`` form (a bias): it would otherwise run dequantized to float."""
+    from inferx.compiler.frontend.hf import checkpoint_store, find_key, read_json_object
+    from inferx.compiler.ir.ops_tensor import WeightOp
+    from inferx.compiler.quant.hf_int4 import CheckpointInt4, HFQuantError, Int4Linears
+
+    assert program.info is not None, "keep_checkpoint_quantized takes a decoder program"
+    path = Path(path)
+    config = path / "config.json"
+    raw = read_json_object(config)
+    if "quantization_config" not in raw:
+        raise HFQuantError(f"{config}: no quantization_config: the checkpoint is not quantized (quant checkpoint "
+                           "keeps a GPTQ or AWQ checkpoint's int4 weights; an int4 scheme such as int4-g128 "
+                           "quantizes a float one)")
+    checkpoint = checkpoint_store(path, raw)
+    assert isinstance(checkpoint, CheckpointInt4)
+    names = {name: key for name in program.weights
+             if (key := find_key(name, checkpoint)) is not None and key in checkpoint.linears}
+    supplied = Int4Linears(checkpoint, names)
+    apply_schemes(program.module, {name: checkpoint.spec.scheme for name in names})
+    PassManager([DCE()]).run(program.module)
+    for op in program.module.walk():
+        if isinstance(op, WeightOp) and op.attributes["name"].data in names:  # type: ignore[attr-defined]
+            name = op.attributes["name"].data  # type: ignore[attr-defined]
+            raise HFQuantError(f"{path}: weight '{names[name]}' is int4 in the checkpoint but is not read by a "
+                               "linear without a bias, the one form ix.qlinear takes: it would run dequantized")
+    program.weights = QuantizedStore(program.weights, DType(program.info.dtype), supplied=supplied)
+    return program
+
+
 METHODS = ("rtn", "awq", "gptq")
 
 
