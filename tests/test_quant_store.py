@@ -119,7 +119,11 @@ def test_capture_records_each_linear_input_once_per_window(model: T.LlamaForCaus
     layer = "model.layers.0."
     q, k, v = (stats[f"{layer}self_attn.{p}_proj.weight"] for p in "qkv")
     assert q is k is v, "q, k and v read one input: one record"
-    down = stats[f"{layer}mlp.down_proj.weight"]
+    down, o = stats[f"{layer}mlp.down_proj.weight"], stats[f"{layer}self_attn.o_proj.weight"]
+    gate, up = stats[f"{layer}mlp.gate_proj.weight"], stats[f"{layer}mlp.up_proj.weight"]
+    assert gate is up, "gate and up read one input: one record"
+    assert len({id(q), id(o), id(gate), id(down)}) == 4, "o_proj and down_proj have records of their own"
+    assert stats["model.layers.1.self_attn.q_proj.weight"] is not q, "each layer has its own records"
     assert q.rows == down.rows == 19 + 25 and down.k == 96 and q.k == 64
     h = q.hessian
     assert np.allclose(h, h.T) and np.linalg.eigvalsh(h).min() > -1e-6
@@ -183,3 +187,26 @@ def test_calibrated_programs_compute_with_their_dequantized_weights(model: T.Lla
         atol=1e-4,
         err_msg=f"repro: pytest tests/test_quant_store.py -k 'calibrated and {method}'",
     )
+
+
+def test_calibrated_gptq_takes_given_statistics_damp_and_act_order(model: T.LlamaForCausalLM) -> None:
+    """``stats`` replaces the capture (one capture serves several runs); ``damp`` and ``act_order``
+    reach quantize_gptq."""
+    from inferx.compiler.quant.calibrate import capture
+    from inferx.compiler.quant.gptq import quantize_gptq
+    from inferx.compiler.quant.store import quantize_calibrated
+
+    scheme, windows = parse_scheme("int4-g32-sym"), [list(range(1, 40)), list(range(30, 90))]
+    stats = capture(inferx.import_model(model, dtype="f32"), windows)
+    name = "model.layers.1.mlp.down_proj.weight"
+    for damp, act_order in ((0.01, False), (0.1, True)):
+        program = inferx.import_model(model, dtype="f32")
+        w = np.asarray(program.weights[name], dtype=np.float32)
+        q = quantize_calibrated(program, scheme.name, "gptq", [], damp=damp, act_order=act_order, stats=stats)
+        assert isinstance(q.weights, QuantizedStore)
+        want = quantize_gptq(w, stats[name].hessian, scheme, damp=damp, act_order=act_order)
+        assert np.array_equal(q.weights.quantized(name, scheme).codes, want.codes), (damp, act_order)
+    captured = quantize_calibrated(inferx.import_model(model, dtype="f32"), scheme.name, "gptq", windows)
+    given = quantize_calibrated(inferx.import_model(model, dtype="f32"), scheme.name, "gptq", [], stats=stats)
+    assert isinstance(captured.weights, QuantizedStore) and isinstance(given.weights, QuantizedStore)
+    assert np.array_equal(captured.weights.quantized(name, scheme).codes, given.weights.quantized(name, scheme).codes)

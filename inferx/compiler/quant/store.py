@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from inferx.passes.dce import DCE
 from inferx.passes.pipeline import PassManager
 from inferx.passes.quantize import Quantize, apply_schemes
 from inferx.program import Program
+
+if TYPE_CHECKING:
+    from inferx.compiler.quant.calibrate import InputStats
 
 Quantizer = Callable[[np.ndarray, Scheme, str, str], QuantizedWeight]  # (w, scheme, name, scale dtype)
 KEEP = 2  # quantized weights kept at once
@@ -210,11 +214,16 @@ def quantize_calibrated(
     exclude: str = "",
     head: bool = False,
     act_order: bool = False,
+    damp: float = 0.01,
+    stats: Mapping[str, InputStats] | None = None,
 ) -> Program:
     """``program`` quantized under ``scheme`` by ``method`` (rtn, awq or gptq), the latter two
     calibrated on ``windows`` of token ids (``calibrate.capture``: the float model's inputs to
-    each linear). In place; returned for chaining. Every weight is quantized here, before the
-    store is made: fine for small models, an 8B model wants it streamed layer by layer."""
+    each linear), or on ``stats`` when given (a capture of this program's float weights, so one
+    capture serves several schemes and methods; ``windows`` is then unused). ``act_order`` and
+    ``damp`` are GPTQ's (``quantize_gptq``). In place; returned for chaining. Every weight is
+    quantized here, before the store is made: fine for small models, an 8B model wants it
+    streamed layer by layer."""
     if method not in METHODS:
         raise ValueError(f"unknown quantization method {method!r}: expected one of {', '.join(METHODS)}")
     if method == "rtn":
@@ -222,7 +231,8 @@ def quantize_calibrated(
     from inferx.compiler.quant.calibrate import capture
 
     chosen = Quantize(scheme=scheme, include=include, exclude=exclude, head=head).schemes(program.module)
-    stats = capture(program, windows)
+    if stats is None:
+        stats = capture(program, windows)
     dtype = DType(program.info.dtype).value if program.info is not None else "f32"
     scale_dtype = None if dtype == "f32" else dtype
     supplied: dict[str, QuantizedWeight] = {}
@@ -236,7 +246,9 @@ def quantize_calibrated(
         else:
             from inferx.compiler.quant.gptq import quantize_gptq
 
-            supplied[name] = quantize_gptq(w, st.hessian, s, name, act_order=act_order, scale_dtype=scale_dtype)
+            supplied[name] = quantize_gptq(
+                w, st.hessian, s, name, act_order=act_order, damp=damp, scale_dtype=scale_dtype
+            )
     return quantize_program(
         program, scheme, include=include, exclude=exclude, head=head, supplied=supplied, col_scale=method == "awq"
     )
