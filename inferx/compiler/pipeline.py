@@ -156,13 +156,17 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
         if options.progress is not None:
             options.progress(f"        calibrating {options.quant_method} on {len(windows)} windows of "
                              f"{len(windows[0])} tokens of {options.calibration or 'pydoc_data.topics'}")
-        return quantize_calibrated(program, options.quant, options.quant_method, windows, head=options.quant_head)
+        # GPTQ with act-order and damp 0.1: what held up on text unlike the calibration text
+        # (docs/performance.md, "int4 accuracy")
+        return quantize_calibrated(program, options.quant, options.quant_method, windows, head=options.quant_head,
+                                   act_order=True, damp=GPTQ_DAMP)
     except (IRError, SchemeError) as e:
         raise CompileError(f"quant {options.quant}: {e}") from None
 
 
 CALIBRATION_WINDOW = 256  # tokens a calibration window holds: one prefill each
-CALIBRATION_WINDOWS = 16
+CALIBRATION_WINDOWS = 32  # 8 overfit GPTQ to the calibration text (docs/performance.md)
+GPTQ_DAMP = 0.1
 
 
 def calibration_windows(program: Program, options: CompileOptions, source: Any = None) -> list[list[int]]:
