@@ -91,8 +91,8 @@ def quant_config(raw: Mapping[str, Any], where: str) -> HFQuant:
         if not isinstance(sym, bool):
             raise HFQuantError(f"{at}.sym must be true or false, got {sym!r}")
         return HFQuant("gptq", Scheme(4, group, symmetric=sym), zeros_minus_one=fmt == "gptq")
-    version = str(qc.get("version", "gemm")).lower()
-    if version != "gemm":
+    version = str(qc.get("version", "GEMM"))  # AutoAWQ writes "GEMM", "GEMV", ...
+    if version.upper() != "GEMM":
         raise HFQuantError(f"{at}.version {version!r} is not supported: InferX reads AWQ's gemm layout")
     backend = str(qc.get("backend", "autoawq")).lower()
     if backend != "autoawq":

@@ -48,7 +48,7 @@ class QGemmFamily(KernelFamily):
         return schedule.qgemm_schedule(d)
 
     def launch_cost(self) -> dict[str, Any]:
-        return {"kv": "seq", "per_row": False, "flops": "largest_weight"}
+        return {"kv": "seq", "per_row": False, "flops": "largest_int4_weight"}
 
 
 FAMILY = QGemmFamily()
