@@ -17,7 +17,8 @@ from inferx.runtime.cuda_driver import Kernel
 from inferx.runtime.kernel_source import KernelSource
 from inferx.runtime.triton_kernels import load_kernel
 
-TORCH = {"f32": torch.float32, "f16": torch.float16, "i32": torch.int32, "i64": torch.int64}
+TORCH = {"f32": torch.float32, "f16": torch.float16, "i32": torch.int32, "i64": torch.int64,
+         "i4": torch.uint8}  # int4 codes: packed two to a byte
 
 
 class FakeDriver:

@@ -211,3 +211,22 @@ def test_launches_take_the_manifest_warp_count(compiled) -> None:
     session = CudaSession(a, driver=FakeDriver())  # type: ignore[arg-type]
     assert {n: k.num_warps for n, (_, k) in session.kernels.items()} == \
         {n: 12 if n == name else m["num_warps"] for n, m in a.manifest["kernels"].items()}
+
+
+def test_int4_launches_count_two_flops_a_weight(tmp_path: Path) -> None:
+    """A qgemm launch's FLOPs come from its packed codes (two weights a byte): the int4 LM head at
+    one row is 2 x vocab x hidden, as the float one is. The CUDA session (fake driver) computes
+    the cpu session's logits from the same artifact."""
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    art = inferx.compile(T.LlamaForCausalLM(cfg).eval(), target="cpu", output=tmp_path / "q", dtype="fp32",
+                         max_seq_len=16, max_batch=1, schedules="sm_90", quant="int4-g32", quant_head=True)
+    session = _session(art)
+    rows = session.time_kernels("decode", 1, 1, 8, warmup=0, iters=1)
+    assert rows[-1]["template"] == "qgemm" and rows[-1]["flops_per_launch"] == 2 * 64 * 32, rows[-1]
+    # and the session binds the packed codes as the cpu session does: the same logits
+    ids = np.array([[3, 9, 27, 17, 51]])
+    session.reset()
+    got, want = np.asarray(session.prefill(ids)), np.asarray(inferx.load(art, device="cpu").prefill(ids))
+    assert np.abs(got - want).max() <= 1e-4 * max(1.0, float(np.abs(want).max())), "repro: pytest -k int4_launches"
