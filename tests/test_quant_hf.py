@@ -24,13 +24,13 @@ import pytest
 import torch
 import transformers as T
 from safetensors.numpy import load_file, save_file
+from test_qgemm import _assert_close
 
 import inferx
 from inferx.compiler.options import CompileError
 from inferx.compiler.quant import hf_int4
 from inferx.compiler.quant.hf_int4 import HFQuantError, quant_config
 
-TOL = 1e-4  # relative to the largest logit (fp32 throughout)
 MAX_SEQ_LEN = 32
 PROMPT = [5, 17, 3, 88, 41, 9, 60, 2, 33, 71, 14]
 STEPS = 3
@@ -177,14 +177,6 @@ def test_unpacking_is_bit_exact(layout: str) -> None:
 
 
 # --- (2) compiled, against transformers ------------------------------------------------------
-
-
-def _assert_close(got: Any, want: Any, what: str, repro: str) -> None:
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}\n{repro}"
-    err = float(np.abs(got - want).max())
-    tol = TOL * max(1.0, float(np.abs(want).max()))
-    assert err <= tol, f"{what}: max abs error {err:.3g} > {tol:.3g}\n{repro}"
 
 
 @pytest.mark.parametrize("layout", ["gptq-asym", "gptq-sym", "awq"])
