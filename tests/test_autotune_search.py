@@ -96,6 +96,7 @@ def test_guided_search_needs_far_fewer_measurements_than_random(task: Task, land
     assert max(guided) <= 120, guided
 
 
+@pytest.mark.slow  # a few seconds: CI runs it, the fast tier does not
 def test_replay_runner_answers_recorded_and_fails_the_rest(landscape_of: LandscapeOf) -> None:
     task = gemm(4096, 4096, 1, "decode")
     records = landscape_of([task])

@@ -368,6 +368,7 @@ bench(opts, None, Hooks(compile=slow_compile, load=lambda art, dev: None))
 """
 
 
+@pytest.mark.slow  # a few seconds: CI runs it, the fast tier does not
 def test_sigterm_removes_the_work_directory(tmp_path: Path) -> None:
     """A run stopped by SIGTERM (as `timeout` stops it) removes its work directory: the 8B
     shape's checkpoint and artifact are 16 GB each."""

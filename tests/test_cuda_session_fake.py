@@ -154,6 +154,7 @@ def test_torch_outputs_equal_numpy_outputs_and_generate_works(compiled) -> None:
         _session(art, outputs="jax")
 
 
+@pytest.mark.slow  # a few seconds: CI runs it, the fast tier does not
 def test_prefill_returns_last_token_logits_copying_only_those_rows(compiled) -> None:
     """``prefill(..., logits="last")``: each ragged prompt's last real token, [batch, 1, vocab],
     the same numbers as those rows of the full logits (within fp32 rounding), with batch rows crossing to the host (not

@@ -46,6 +46,7 @@ def test_the_ci_set_ends_ok_or_in_clean_errors(tmp_path: Path) -> None:
         assert kind == "tuning" or counts[(kind, "clean")] > 0, f"{kind}: {counts}"
 
 
+@pytest.mark.slow  # a few seconds: CI runs it, the fast tier does not
 def test_the_harness_classifies_each_outcome(tmp_path: Path) -> None:
     """An error of the CLI's types is clean, another exception or an empty message bad, a file
     touched in $HOME bad, a hang and a segfault bad and attributed to their seed."""

@@ -388,6 +388,7 @@ def test_compile_from_a_script_on_stdin(fp32_dir: Path, tmp_path: Path) -> None:
     assert result.stdout.strip() == str(out) and out.is_file()
 
 
+@pytest.mark.slow  # a few seconds: CI runs it, the fast tier does not
 def test_compile_from_a_script_without_a_main_guard(fp32_dir: Path, tmp_path: Path) -> None:
     """The script's top level runs once: workers import InferX's own entry point, not the script."""
     runs = tmp_path / "runs.txt"
