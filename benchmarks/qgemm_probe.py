@@ -74,10 +74,11 @@ def graph_ms(launch, copies: int, launches: int, iters: int) -> float:  # type: 
 
 
 def sweep(m: int, group: int, k: int) -> list[QGemmSchedule]:
-    """The schedules tried at ``m`` rows: GEMV mode with deferred sums at one row, the dot path at
-    more (decode batches, prefill)."""
-    if m == 1:
-        space = itertools.product([1], [8, 16, 32], [512, 1024, 256], [4, 8], [2, 1])
+    """The schedules tried at ``m`` rows: GEMV mode with deferred sums and the dot path at one row,
+    the dot path at more (decode batches, prefill)."""
+    if m == 1:  # GEMV mode, then the dot path on 16 rows of which one is x
+        space = [*itertools.product([1], [16, 8, 32], [512, 1024], [4, 8], [2]),
+                 *itertools.product([16], [32, 64], [128], [4], [4, 3])]
     elif m <= 64:
         space = itertools.product([16], [32, 16, 64], [128, 64], [4], [4, 3, 5])
     else:

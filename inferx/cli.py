@@ -806,17 +806,20 @@ def _summary(art: Artifact, m: Manifest) -> dict[str, Any]:
 def _weights(m: Manifest, sizes: Mapping[str, int]) -> dict[str, Any]:
     """The stored weights' bytes, float and int4, and each int4 weight (its codes) with its
     scheme, [N, K] and bytes (codes, scales and minimums). The scheme is read from the launches
-    that bind the codes (as x, codes, scales, minimums): the group is K over the scales' columns, a minimum makes it
-    asymmetric; a weight the quantize pass named (``W.<scheme>.codes``) is listed under W."""
+    that bind the codes (codes, then scales and minimums, as a qlinear's operands): the group is K
+    over the scales' columns, a minimum makes it asymmetric; a weight the quantize pass named
+    (``W.<scheme>.codes``) is listed under W."""
     from inferx.compiler.ir.quant import parse_quantized_name
 
     schemes: dict[str, tuple[str, list[str]]] = {}
     for entry in m.entries.values():
         for step in entry.launches:
-            names = [b.name if b.kind == "weight" else "" for b in step.inputs[1:]]
-            if len(names) < 2 or not names[0] or m.weights[names[0]].dtype != "i4":
-                continue  # not a kernel of int4 codes (x, then codes, scales, minimums)
-            codes, scales = names[0], names[1]
+            names = [b.name if b.kind == "weight" else "" for b in step.inputs]
+            at = next((i for i, n in enumerate(names) if n and m.weights[n].dtype == "i4"), None)
+            if at is None or at + 1 >= len(names):
+                continue  # not a kernel of int4 codes
+            codes, scales = names[at], names[at + 1]
+            names = names[at:]
             if not scales or codes in schemes:
                 continue
             per_group = m.weights[scales].shape

@@ -97,7 +97,8 @@ KERNEL_CASES = [
     (5, 128, 33, 128, True, False, "f32", (16, 16, 32)),  # BK below the group: four steps per group
     (1, 64, 17, 32, False, True, "f32", (1, 16, 32)),  # GEMV mode
     (5, 64, 33, 64, True, True, "f32", (4, 32, 16)),  # GEMV mode, several rows per program
-    (5, 64, 33, 32, True, True, "f16", None),  # the dot on fp16 operands, W dequantized in fp32
+    (5, 64, 33, 32, True, True, "f16", None),  # the dot on fp16 operands: codes as 1024 + q, the rest after it
+    (5, 64, 33, 32, False, False, "f16", (16, 16, 32)),  # ... symmetric: -(1024 + 8) * scale * sum(x)
     (3, 128, 33, 32, True, True, "f32", (1, 16, 128)),  # GEMV at BM 1: a step of four groups, deferred sums
     (2, 256, 17, 32, False, False, "f32", (1, 8, 64)),  # ... two groups a step, symmetric
     (2, 128, 33, 64, True, False, "f16", (1, 16, 32)),  # ... half a group a step
@@ -219,14 +220,71 @@ def test_cpu_session_matches_the_reference_session(compiled: tuple[str, Program,
     assert [a for a, _ in tokens] == [b for _, b in tokens], f"greedy tokens differ: {tokens}\n{repro}"
 
 
+def _norm_gated_kernel(m: int, k: int, n2: int, group: int) -> KernelOp:
+    """A qgemm kernel of ``silu(gate) * up`` over the halves of a qlinear behind an RMSNorm (a
+    decode layer's gate|up): the template's prologue and gated epilogue together."""
+    g, n = k // group, n2 // 2
+    x, w, cs = f"!ix.tensor<[{m}, {k}], f32>", f"!ix.tensor<[{k}], f32>", f"!ix.tensor<[{n2}, {k}], i4>"
+    s, y2, y = f"!ix.tensor<[{n2}, {g}], f32>", f"!ix.tensor<[{m}, {n2}], f32>", f"!ix.tensor<[{m}, {n}], f32>"
+    text = f"""
+    func.func @f(%x0: {x}, %x1: {w}, %x2: {cs}, %x3: {s}, %x4: {s}) -> {y} {{
+      %y = ix.kernel "qgemm"(%x0, %x1, %x2, %x3, %x4) {{name = "k0"}} : ({x}, {w}, {cs}, {s}, {s}) -> {y} {{
+      ^bb0(%a0: {x}, %a1: {w}, %a2: {cs}, %a3: {s}, %a4: {s}):
+        %h = ix.rmsnorm %a0, %a1 {{eps = 1.0e-05 : f64}} : ({x}, {w}) -> {x}
+        %q = ix.qlinear %h, %a2, %a3 mins %a4 {{group = {group} : i64}} : {x}, {cs}, {s} mins {s} -> {y2}
+        %gt, %up = ix.split %q {{dim = -1 : i64}} : ({y2}) -> ({y}, {y})
+        %a = ix.silu %gt : ({y}) -> {y}
+        %r = ix.mul %a, %up : ({y}, {y}) -> {y}
+        ix.yield %r : {y}
+      }}
+      func.return %y : {y}
+    }}
+    """
+    module, _ = parse_module(text)
+    return next(o for o in module.walk() if isinstance(o, KernelOp))
+
+
+@pytest.mark.parametrize("sched", [(16, 16, 32), (4, 16, 32), (1, 8, 64), (1, 16, 32)],
+                         ids=["dot", "gemv-rows", "deferred-2-groups", "deferred-1-group"])
+def test_qgemm_norm_prologue_and_gated_epilogue(sched: tuple[int, int, int]) -> None:
+    """RMSNorm statistics summed from the kernel's own x loads and applied after the K loop, the
+    norm's weight scaling x, and silu(gate) * up paired in registers from two accumulators, in
+    each K loop of the template, against numpy's norm, the interpreter's qlinear and SiLU."""
+    m, k, n2, group = 3, 128, 66, 32
+    kernel = _norm_gated_kernel(m, k, n2, group)
+    assert codegen.applies(kernel) is None
+    ks = codegen.generate(kernel, "kernel", QGemmSchedule(*sched))
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((m, k)) * 3).astype(np.float32)
+    w = (rng.random(k) + 0.5).astype(np.float32)
+    q = rng.integers(0, 16, (n2, k), dtype=np.uint8)
+    scales = (rng.random((n2, k // group)) * 0.1 + 0.01).astype(np.float32)
+    mins = -(rng.random((n2, k // group)) * 0.5).astype(np.float32)
+    h = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5) * w
+    op = codegen.qlinear_of(kernel)
+    (y2,) = qlinear(op, [h, (q.astype(np.int16) - 8).astype(np.int8), scales, mins], KernelContext(env={}, weights={}))
+    gate, up = y2[:, : n2 // 2], y2[:, n2 // 2 :]
+    want = gate / (1 + np.exp(-gate)) * up
+    tensors = [torch.from_numpy(a) for a in [x, w, pack_int4(q), scales, mins]]
+    out = torch.empty((m, n2 // 2), dtype=torch.float32)
+    fn = load_kernel(ks, interpret=True)
+    fn[grid(ks, {})](*tensors, out, **ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
+    err = float(np.abs(out.numpy() - want).max())
+    tol = 1e-4 * max(1.0, float(np.abs(want).max()))
+    repro = f"repro: pytest tests/test_qgemm.py -k norm_prologue ({sched})"
+    assert err <= tol, f"max abs error {err:.3g} > {tol:.3g}\n{repro}"
+
+
 def test_gpu_schedules_match_in_the_interpreter(model: T.LlamaForCausalLM, tmp_path: Path) -> None:
-    """The sm_90 heuristic's schedules (GEMV mode for decode, 64 x 64 tiles for prefill) on a cpu
+    """The sm_90 heuristic's schedules (GEMV mode for decode, the dot path for prefill) on a cpu
     artifact (``schedules="sm_90"``), against the reference session."""
     program = _quantized(model, "int4-g32")
     path = inferx.compile(program, target="cpu", schedules="sm_90", output=tmp_path / "a",
                           max_seq_len=MAX_SEQ_LEN, max_batch=1)
     sources = [p.read_text() for p in (path / "kernels").glob("qgemm_*.py")]
-    assert any("acc3 +=" in s for s in sources) and any("tl.dot(" in s for s in sources)
+    assert any("acc3 = tl.fma(" in s for s in sources) and any("tl.dot(" in s for s in sources)
+    # the q|k|v GEMV's tiles hold RoPE partners: the partner accumulator is a swap of halves
+    assert any("acc3 = tl.fma(" in s and "accp = tl.reshape(tl.flip(" in s for s in sources)
     repro = "repro: pytest tests/test_qgemm.py -k gpu_schedules"
     cpu = inferx.load(path, device="cpu")
     ref = program.reference_session(max_batch=1, max_context=MAX_SEQ_LEN)
@@ -273,12 +331,10 @@ def test_codes_are_stored_packed_and_run_on_qgemm(compiled: tuple[str, Program, 
 
 
 def test_quantized_layers_fuse_into_one_kernel_per_linear(model: T.LlamaForCausalLM) -> None:
-    """merge-gemms makes q|k|v and gate|up one qlinear each; interleave-pairs and
-    fold-norm-weights match ix.linear alone. So a quantized layer has four qlinears, each the
-    anchor of a qgemm kernel with its epilogue (RoPE and the KV writes, the residual add, SiLU of
-    the gate half); the norms run as reductions and silu(gate) * up as a pointwise kernel (the
-    qgemm template has no gated epilogue). 8 kernels per decode layer against the float
-    program's 5 (11 before the merge)."""
+    """merge-gemms makes q|k|v and gate|up one qlinear each. So a quantized layer has four
+    qlinears, each the anchor of a qgemm kernel with its prologue (the RMSNorm before q|k|v and
+    gate|up) and epilogue (RoPE and the KV writes, the residual add, silu(gate) * up): 5 kernels
+    per decode layer, as the float program has."""
 
     def kernels(program: Program) -> dict[str, int]:
         opts = CompileOptions(target="cpu", dtype="f32", max_seq_len=MAX_SEQ_LEN, max_batch=2)
@@ -295,8 +351,7 @@ def test_quantized_layers_fuse_into_one_kernel_per_linear(model: T.LlamaForCausa
     floats = kernels(inferx.import_model(model, dtype="f32"))
     quantized = kernels(_quantized(model, "int4-g32"))
     assert floats == {"gather": 1, "gemm": 4 * layers + 1, "attention": layers}, floats
-    assert quantized == {"gather": 1, "gemm": 1, "qgemm": 4 * layers, "attention": layers,
-                         "reduction": 2 * layers, "pointwise": layers}, quantized
+    assert quantized == {"gather": 1, "gemm": 1, "qgemm": 4 * layers, "attention": layers}, quantized
 
 
 def test_the_quant_option_quantizes_after_import(model: T.LlamaForCausalLM, tmp_path: Path) -> None:

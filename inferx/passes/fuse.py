@@ -9,14 +9,11 @@ use; the module computes what it computed before (the interpreter runs both).
 Grouping, in program order:
   1. an anchor starts a group: ``linear``, ``qlinear``, ``matmul``, ``attention``, ``embedding``,
      ``last_token``, ``softmax``, the reductions and the norms;
-  2. a norm whose only user is a linear joins that linear as its prologue (not a qlinear: the
-     int4 template has no prologue);
+  2. a norm whose only user is a linear joins that linear as its prologue; an RMSNorm whose only
+     user is a qlinear joins it likewise (the int4 template's one prologue);
   3. an op that only rearranges or maps elements (elementwise math, casts, layout ops, rope,
      kv_write) joins the group of one of its operands as an epilogue, provided each of its other
-     operands is computed before that group starts (so no group ever waits on a later one), and
-     provided it does not combine two pieces of one split of a qlinear's output (silu(gate) * up
-     after merge-gemms made gate|up one qlinear: the int4 template has no gated epilogue, and a
-     column of one piece sits in another tile than its partner);
+     operands is computed before that group starts (so no group ever waits on a later one);
   4. anything else starts a group of its own, which later ops may join by rule 3.
 Every rule looks only at use-def structure and types, so it holds for every value of the
 symbolic dims. The kernels it makes are unbound (``template`` is empty): bind-families, which
@@ -102,9 +99,10 @@ def _fuse_block(block: Block) -> None:
 
     prologue_of: dict[Operation, Operation] = {}
     for o in ops:
-        if isinstance(o, nn.LinearOp) and o.input.owner in index:
+        if isinstance(o, nn.LinearOp | nn.QLinearOp) and o.input.owner in index:
             norm = o.input.owner
-            if isinstance(norm, PROLOGUES) and len({u.operation for u in norm.results[0].uses}) == 1:
+            kinds = PROLOGUES if isinstance(o, nn.LinearOp) else (nn.RMSNormOp,)
+            if isinstance(norm, kinds) and len({u.operation for u in norm.results[0].uses}) == 1:
                 prologue_of[norm] = o
 
     for o in ops:
@@ -124,7 +122,7 @@ def _fuse_block(block: Block) -> None:
             groups.append(g)
             continue
         joined = False
-        if isinstance(o, EPILOGUES) and not _combines_qlinear_pieces(o):
+        if isinstance(o, EPILOGUES):
             for v in o.operands:
                 owner = v.owner
                 if isinstance(owner, Operation) and owner in group_of:
@@ -140,23 +138,6 @@ def _fuse_block(block: Block) -> None:
             groups.append(g)
 
     _materialize(block, ops, const, groups)
-
-
-def _qlinear_piece(v: SSAValue) -> tuple[Operation, int] | None:
-    """(split, index) when ``v`` is a piece of a split of a qlinear's output, or a one-operand
-    elementwise op of one (silu(gate)); else None."""
-    owner = v.owner
-    while isinstance(owner, ELEMENTWISE) and len(owner.operands) == 1:
-        v = owner.operands[0]
-        owner = v.owner
-    if isinstance(owner, t.SplitOp) and isinstance(owner.input.owner, nn.QLinearOp):
-        return owner, list(owner.results).index(v)  # type: ignore[arg-type]
-    return None
-
-
-def _combines_qlinear_pieces(op: Operation) -> bool:
-    pieces = [p for p in map(_qlinear_piece, op.operands) if p is not None]
-    return len({i for split, i in pieces if split is pieces[0][0]}) > 1
 
 
 def _materialize(block: Block, ops: list[Operation], const: set[Operation], groups: list[_Group]) -> None:

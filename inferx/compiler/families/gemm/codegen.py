@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from inferx.compiler.families.common.hardware import HOPPER_SMS
-from inferx.compiler.families.common.rope import partner_expr, rope_regions
+from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.families.common.rows import GEMV_MAX_ROWS, gated_split, norm_operand, norm_scale
 from inferx.compiler.families.common.source import module_source as _module
 from inferx.compiler.families.common.tile import GRID_WAIT, Emitter, Tile, attr_str, release_writes
-from inferx.compiler.families.gemm.rope import hoisted_rope, pairing, partner_swap
+from inferx.compiler.families.gemm.rope import hoisted_rope
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float

@@ -1,7 +1,6 @@
-"""RoPE in a GEMM's epilogue: which output columns each rope rotates, where each column's
-partner is, how tiles are laid out so that partners share a tile (a swap of the accumulator's
-halves, no second dot), and the rotation applied once to the accumulator. Used by the GEMM
-template (``gemm.py``); the columns and partners themselves are ``common/rope.py``'s."""
+"""RoPE in a GEMM's epilogue: the head dim the ropes rotate, and the rotation applied once to
+the accumulator. Used by the GEMM template (``codegen.py``); the columns, partners and tiles
+that hold partners are ``common/rope.py``'s."""
 
 from __future__ import annotations
 
@@ -23,45 +22,6 @@ def rope_head_dim(kernel: KernelOp, lin: nn.LinearOp, epilogue: list[Operation])
     except CodegenError:
         return 0
     return dims.pop() if len(dims) == 1 else 0
-
-
-def pairing(regions: list[RopeRegion], bn: int) -> str | None:
-    """How tiles hold RoPE partners, so that the partner accumulator is a swap of halves of
-    ``acc`` (``partner_swap``): the columns of a tile. Where each tile is one or more whole heads
-    in their natural order (head_dim == rot dividing BN, regions aligned to tiles) the columns are
-    the natural ``t``; else the permutation of ``paired_columns``. None where neither holds (the
-    template then keeps a second accumulator)."""
-    if not regions or any(g.style != "rotate_half" for g in regions):
-        return None
-    if natural_heads(regions, bn):
-        return "t"
-    return paired_columns(regions, bn)
-
-
-def natural_heads(regions: list[RopeRegion], bn: int) -> int:
-    """Heads per tile where tiles of BN natural columns hold whole heads of one head dim, all of
-    each rotated (rotate-half), regions aligned to tiles; else 0."""
-    dims = {g.head_dim for g in regions}
-    if len(dims) != 1 or any(g.style != "rotate_half" for g in regions):
-        return 0
-    hd = dims.pop()
-    if bn % hd or any(g.rot != hd or g.off % bn or g.n_cols % bn for g in regions):
-        return 0
-    return bn // hd
-
-
-def partner_swap(regions: list[RopeRegion], bn: int) -> str:
-    """The statement that forms ``accp``, each column's RoPE partner, from ``acc`` in a tile that
-    ``pairing`` laid out: the swap of the tile's halves (one head, or the permuted columns), or of
-    each head's halves in a tile of several natural heads (the [BM, BN] tile seen as BM x heads
-    rows of two halves). With Triton 3.6 a 4-D form of the latter gives other results from the
-    AOT cubin than from the JIT on sm_90; the GPU tier checks this 3-D form against HF and the JIT
-    (``tests/test_gpu.py -k two_natural_heads``)."""
-    heads = natural_heads(regions, bn)
-    if heads > 1:
-        hd = bn // heads
-        return f"accp = tl.reshape(tl.flip(tl.reshape(acc, (BM * {heads}, 2, {hd // 2})), 1), (BM, BN))"
-    return "accp = tl.reshape(tl.flip(tl.reshape(acc, (BM, 2, BN // 2)), 1), (BM, BN))"
 
 
 def hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[RopeRegion],
@@ -96,34 +56,3 @@ def hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[RopeRegio
             f"acc * {cos} + ({sign})[None, :] * accp * {sin}, acc)")
     return list(ropes)
 
-
-def paired_columns(regions: list[RopeRegion], bn: int) -> str | None:
-    """Columns of each tile so that a tile holds BN/2 rotate-half columns and their partners: the
-    partner accumulator then re-reads rows this program just read (cache hits), instead of rows
-    another program reads, so q/k weights cross DRAM once. A tile within one head (BN divides
-    head_dim) takes BN/2 columns of its first half and their partners; a tile of several whole
-    heads (head_dim divides BN, all of each head rotated) takes the first halves of its heads,
-    then their second halves, in the same order. An expression in the natural index ``t``; None
-    where a region is not aligned to the tile (natural order is still correct)."""
-    expr = "t"
-    half = bn // 2
-    for g in regions:
-        if g.style != "rotate_half":
-            continue
-        u = f"(t - {g.off})"
-        if not (g.head_dim % bn or g.off % bn or g.rot % bn or (g.rot // 2) % half):
-            dt = f"({u} % {g.head_dim})"
-            blk, w = f"({dt} // {bn})", f"({dt} % {bn})"
-            d = f"tl.where({w} < {half}, {blk} * {half} + {w}, {g.rot // 2} + {blk} * {half} + {w} - {half})"
-            inside = f"(t >= {g.off}) & (t < {g.off + g.n_cols}) & ({dt} < {g.rot})"
-            expr = f"tl.where({inside}, {g.off} + ({u} // {g.head_dim}) * {g.head_dim} + {d}, {expr})"
-        elif not (bn % g.head_dim or g.rot != g.head_dim or g.off % bn or g.n_cols % bn):
-            q = g.rot // 2
-            w = f"({u} % {bn})"
-            hh = f"({w} % {half})"
-            head = f"({hh} // {q}) * {g.head_dim}"
-            col = f"{g.off} + ({u} // {bn}) * {bn} + {head} + {hh} % {q} + tl.where({w} < {half}, 0, {q})"
-            expr = f"tl.where((t >= {g.off}) & (t < {g.off + g.n_cols}), {col}, {expr})"
-        else:
-            return None
-    return None if expr == "t" else expr

@@ -1,30 +1,36 @@
 """The int4 GEMM template: ``y = x[..., K] @ W^T`` with ``W[N, K]`` held as packed 4-bit codes
-(``ix.qlinear``), then any epilogue the tile emitter can express (residual add, activations,
-casts, reshape/transpose into heads, RoPE, KV-cache write).
+(``ix.qlinear``), after an optional RMSNorm of x, then any epilogue the tile emitter can express
+(residual add, activations, casts, reshape/transpose into heads, RoPE, KV-cache write, a gated
+``act(gate) * up`` of the output's two halves).
 
-Applies to a kernel whose body starts with an ``ix.qlinear`` of kernel inputs (no prologue:
-fuse leaves a norm before a quantized linear in a kernel of its own). Each program computes a
-BM x BN tile of y. Its K loop, in steps of BK within one quantization group, loads the packed
-bytes of its W rows (uint8 [BN, BK / 2], two codes to a byte, element 2j in the low nibble),
-unpacks them into [BN, BK] codes (``tl.interleave`` of the low and high nibbles), dequantizes
-them in fp32 with the group's scale and minimum (``q * s + m``, or ``(q - 8) * s`` without
-minimums: ``quant.dequantize``'s numerics), scales x's columns by ``col_scale`` where there is
-one, and accumulates ``x_tile @ w_tile^T`` in fp32: ``tl.dot`` on the dot path (BM >= 16), a
-broadcast product summed over K in GEMV mode (BM <= GEMV_MAX_ROWS). Under RoPE a second
-accumulator holds each column's partner (``common/rope.py``), so rotation happens in registers.
+Applies to a kernel whose body starts with an ``ix.qlinear`` of kernel inputs, or with an
+``ix.rmsnorm`` of a kernel input feeding one. Each program computes a BM x BN tile of y. Its K
+loop, in steps of BK within one quantization group, loads the packed bytes of its W rows (uint8
+[BN, BK / 2], two codes to a byte, element 2j in the low nibble), unpacks them into [BN, BK]
+codes (``tl.interleave`` of the low and high nibbles), dequantizes them in fp32 with the group's
+scale and minimum (``q * s + m``, or ``(q - 8) * s`` without minimums: ``quant.dequantize``'s
+numerics), scales x's columns by the norm's weight and ``col_scale`` where there are any, and
+accumulates ``x_tile @ w_tile^T`` in fp32: ``tl.dot`` on the dot path (BM >= 16), a broadcast
+product summed over K in GEMV mode (BM <= GEMV_MAX_ROWS). The norm's row statistics are summed
+from the same x loads and applied to the accumulators after the loop (``rmsnorm(x) @ W^T =
+rsqrt(mean(x^2) + eps) * ((x * g) @ W^T)``). Under RoPE each tile holds both partners of the
+columns it computes where ``pairing`` finds such a layout (the partner accumulator is a swap of
+the tile's halves, so each W row is read once), else a second accumulator reads the partner
+rows; a gated split keeps a second accumulator over the up half's rows.
 """
 
 from __future__ import annotations
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from inferx.compiler.families.common.rope import partner_expr, rope_regions
+from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
+from inferx.compiler.families.common.rows import gated_split, norm_scale
 from inferx.compiler.families.common.source import module_source
 from inferx.compiler.families.common.tile import TL_DTYPE, Emitter, Tile
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule, check_fits
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
-from inferx.compiler.ir.ops_base import get_int
+from inferx.compiler.ir.ops_base import get_float, get_int
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource
@@ -32,19 +38,34 @@ from inferx.runtime.kernel_source import KernelSource
 TEMPLATE = "qgemm"
 
 
+def prologue_of(kernel: KernelOp) -> nn.RMSNormOp | None:
+    """The RMSNorm the kernel's qlinear reads, when the body starts with one."""
+    ops = list(kernel.body.block.ops)
+    first = ops[0]
+    if (isinstance(first, nn.RMSNormOp) and len(ops) > 1 and isinstance(ops[1], nn.QLinearOp)
+            and ops[1].input == first.result):
+        return first
+    return None
+
+
 def qlinear_of(kernel: KernelOp) -> nn.QLinearOp:
-    op = kernel.body.block.first_op
+    ops = list(kernel.body.block.ops)
+    op = ops[1] if prologue_of(kernel) is not None else ops[0]
     assert isinstance(op, nn.QLinearOp)
     return op
 
 
 def applies(kernel: KernelOp) -> str | None:
     """None if this template implements the kernel, else the reason it does not."""
-    op = kernel.body.block.first_op
+    norm = prologue_of(kernel)
+    op = kernel.body.block.first_op if norm is None else norm.next_op
     if not isinstance(op, nn.QLinearOp):
-        return "the body does not start with a qlinear"
-    if not all(isinstance(v, BlockArgument) for v in op.operands):
-        return "the qlinear's operands are not all kernel inputs"
+        return "the body does not start with a qlinear (or an rmsnorm feeding one)"
+    direct = [v for v in op.operands if norm is None or v != norm.result]
+    if norm is not None:
+        direct += list(norm.operands)
+    if not all(isinstance(v, BlockArgument) for v in direct):
+        return "the qlinear's (and its norm's) operands are not all kernel inputs"
     x_t, y_t = op.input.type, op.result.type
     assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
     if not isinstance(x_t.shape[-1], int) or not isinstance(y_t.shape[-1], int):
@@ -57,6 +78,7 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
     the kernel's group (``schedule.check_fits``)."""
     sched = schedule
     em = Emitter(kernel, name)
+    norm = prologue_of(kernel)
     q = qlinear_of(kernel)
     x_t, y_t = q.input.type, q.result.type
     assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
@@ -67,32 +89,64 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
     if why is not None:
         raise em.error(q, f"{why}: {sched}")
     ops = list(kernel.body.block.ops)
-    epilogue = ops[1:]
-    partner = partner_expr(rope_regions(em, q, epilogue))
-    low = x_t.dtype in (DType.f16, DType.bf16)
-    x_ptr, codes, scales = (f"in{_idx(v)}" for v in (q.input, q.codes, q.scales))
+    epilogue = ops[2 if norm is not None else 1:]
+    regions = rope_regions(em, q, epilogue)
+    partner = partner_expr(regions)
+    paired = pairing(regions, sched.bn) if partner else None
+    gated = gated_split(q, epilogue)  # type: ignore[arg-type]
+    if gated and partner:
+        raise em.error(q, "RoPE on a gated split is not generated")
+    n_tile = n_dim // 2 if gated else n_dim
+    if gated:
+        epilogue = [o for o in epilogue if o not in gated.ops]
+    x_ptr = f"in{_idx(norm.input if norm is not None else q.input)}"
+    codes, scales = (f"in{_idx(v)}" for v in (q.codes, q.scales))
     mins = f"in{_idx(q.mins)}" if q.mins is not None else None
-    col = f"in{_idx(q.col_scale)}" if q.col_scale is not None else None
+    x_scales = [f"in{_idx(v)}" for v in (norm_scale(kernel, norm) if norm is not None else None, q.col_scale)
+                if v is not None]
     rows = em.dim(sy.product(x_t.shape[:-1]))
 
     e = em.emit
     e("pid_m = tl.program_id(0)")
     e("pid_n = tl.program_id(1)")
     e("r = pid_m * BM + tl.arange(0, BM)")
-    e("c = pid_n * BN + tl.arange(0, BN)")
+    if paired and paired != "t":
+        e("t = pid_n * BN + tl.arange(0, BN)")
+        e(f"c = {paired}")
+    else:
+        e("c = pid_n * BN + tl.arange(0, BN)")
     e(f"M = {rows}")
     e("rm = r < M")
-    e(f"cn = c < {n_dim}")
-    pairs = (("c", "acc", "w"), *((("pc", "accp", "wp"),) if partner else ()))
-    if partner:
+    e(f"cn = c < {n_tile}")
+    # (W rows, accumulator, dequantized tile): the tile's columns, and a second set of rows where
+    # the tile does not hold them itself (the up half of a gated split; unpaired RoPE partners)
+    first = "c"
+    second: tuple[tuple[str, str, str], ...] = ()
+    if gated and gated.pairs:  # interleaved rows: gate row j at 2j, up row j at 2j + 1
+        e("gc = 2 * c")
+        e("pc = gc + 1")
+        first, second = "gc", (("pc", "accp", "wp"),)
+    elif gated:
+        e(f"pc = c + {n_tile}")
+        second = (("pc", "accp", "wp"),)
+    elif partner and not paired:
         e(f"pc = c + {partner}")
-    if sched.deferred:
-        _deferred_k_loop(em, sched, pairs, x_ptr, codes, scales, mins, col, k_dim, group)
-    else:
-        _k_loop(em, sched, pairs, x_ptr, codes, scales, mins, col, k_dim, group, low, TL_DTYPE.get(x_t.dtype))
+        second = (("pc", "accp", "wp"),)
+    pairs = ((first, "acc", "w"), *second)
+    loop = _deferred_k_loop if sched.deferred else _k_loop
+    loop(em, sched, pairs, x_ptr, codes, scales, mins, x_scales, norm is not None, k_dim, group, x_t.dtype)
+    if norm is not None:
+        e(f"scale = tl.rsqrt(ss / {k_dim} + {get_float(norm.attributes, 'eps')!r})")
+        for _, acc, _ in pairs:
+            e(f"{acc} = {acc} * scale[:, None]")
+    if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
+        e(partner_swap(regions, sched.bn))
     lead = em.unravel("r[:, None]", y_t.shape[:-1])
-    em.values[q.result] = Tile("acc", [*lead, "c[None, :]"], "(rm[:, None] & cn[None, :])", y_t,
-                               "accp" if partner else None)
+    mask = "(rm[:, None] & cn[None, :])"
+    if gated:
+        for acc, res in zip(("acc", "accp"), gated.results, strict=True):
+            em.values[res] = Tile(acc, [*lead, "c[None, :]"], mask, res.type)  # type: ignore[arg-type]
+    em.values[q.result] = Tile("acc", [*lead, "c[None, :]"], mask, y_t, "accp" if partner else None)
     em.run_epilogue(epilogue)
     params = em.params()
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
@@ -102,7 +156,7 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
         template=TEMPLATE,
         source=module_source(name, args, em.lines),
         params=tuple(params),
-        grid=(f"cdiv({rows}, {sched.bm})", f"cdiv({n_dim}, {sched.bn})"),
+        grid=(f"cdiv({rows}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})"),
         constexprs=constexprs,
         aliases=em.aliases,
         num_warps=sched.num_warps,
@@ -130,27 +184,63 @@ def _dequantize(em: Emitter, w: str, cols: str, codes: str, scales: str, mins: s
         e(f"{w} = ({w} - 8.0) * s[:, None]")
 
 
+# 16-bit floats whose bits OR-ed with a code q in 0..15 read OFFSET + q exactly: bf16 128 + q,
+# f16 1024 + q. A tile made so needs no conversion instruction (a quarter-rate one on Hopper).
+MAGIC = {DType.bf16: ("0x4300", 128.0), DType.f16: ("0x6400", 1024.0)}
+
+
 def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str, codes: str,
-            scales: str, mins: str | None, col: str | None, k_dim: int, group: int, low: bool,
-            tl_dtype: str | None) -> None:
+            scales: str, mins: str | None, x_scales: list[str], stats: bool, k_dim: int, group: int,
+            x_dtype: DType) -> None:
     """The K loop of the dot path and of GEMV mode at BM > 1: steps of BK within one group, each
-    [BM, BN] product accumulated as it is made (``tl.dot``, or summed over the step's K)."""
+    [BM, BN] product accumulated as it is made (``tl.dot``, or summed over the step's K). With
+    ``stats``, the rows' sums of squares of x into ``ss`` [BM] before x is scaled.
+
+    On the dot path with 16-bit x the codes go to the tensor cores as ``OFFSET + q`` (``MAGIC``:
+    one OR a code, no conversion), and the step's product ``d = x @ (OFFSET + q)^T`` becomes
+    ``x @ W^T`` in its epilogue: ``d * s + (m - OFFSET * s) * sum(x)`` (``m = -8 s`` without
+    minimums), with ``sum(x)`` over the step's columns of x as the dot reads them. The fp32 sum
+    carries the offset's share (OFFSET / 15 of the codes' at most), which costs a few of its 24
+    bits; the products themselves are exact."""
     e = em.emit
+    low = x_dtype in (DType.f16, DType.bf16)
+    tl_dtype = TL_DTYPE.get(x_dtype)
+    magic = MAGIC.get(x_dtype) if not sched.gemv else None
     e("j = tl.arange(0, BK // 2)")
     for _, acc, _ in pairs:
         e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
+    if stats:
+        e("ss = tl.zeros((BM,), dtype=tl.float32)")
     e(f"for k0 in range(0, {k_dim}, BK):")
     em.indent += 1
     e("kk = k0 + tl.arange(0, BK)")
     e(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None], other=0)")
-    if col is not None or not low or sched.gemv:
+    if x_scales or stats or not low or sched.gemv:
         e("a = a.to(tl.float32)")
-    if col is not None:
-        e(f"a = a * tl.load({col} + kk).to(tl.float32)[None, :]")
-        if low and not sched.gemv:
-            e(f"a = a.to({tl_dtype})")
+    if stats:
+        e("ss += tl.sum(a * a, 1)")
+    for sc in x_scales:
+        e(f"a = a * tl.load({sc} + kk).to(tl.float32)[None, :]")
+    if (x_scales or stats) and low and not sched.gemv:
+        e(f"a = a.to({tl_dtype})")
     e(f"g = k0 // {group}")
+    if magic is not None:
+        e("xs = tl.sum(a.to(tl.float32), 1)")
     for cols, acc, w in pairs:
+        if magic is not None:
+            bits, offset = magic
+            e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], "
+              "other=0).to(tl.int16)")
+            e(f"{w} = tl.interleave((b & 15) | {bits}, (b >> 4) | {bits}).to({tl_dtype}, bitcast=True)")
+            e(f"s = tl.load({scales} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
+            if mins is not None:
+                e(f"mn = tl.load({mins} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
+                e(f"cst = mn - {offset!r} * s")
+            else:
+                e(f"cst = {-(offset + 8.0)!r} * s")
+            e(f"d = tl.dot(a, tl.trans({w}))")
+            e(f"{acc} += d * s[None, :] + xs[:, None] * cst[None, :]")
+            continue
         _dequantize(em, w, cols, codes, scales, mins, k_dim, group)
         if sched.gemv:
             e(f"{acc} += tl.sum(a[:, None, :] * {w}[None, :, :], 2)")
@@ -161,45 +251,84 @@ def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str]
     em.indent -= 1
 
 
+# PTX for the GPU build of the one-row GEMV: four bytes of codes (one register) into the fp32
+# values 2^23 + q of their eight nibbles, as bits: $0-$3 the low nibbles of bytes 0-3, $4-$7 the
+# high ones. Each nibble goes into the low byte of 0x4B000000 by one byte permute, so eight codes
+# cost eleven integer instructions; Triton's own unpack and conversion took about four times as
+# many. Triton's interpreter runs no PTX: there the same values come from integer operations.
+UNPACK_ASM = (
+    '"{ .reg .b32 lo, hi, mg; mov.b32 mg, 0x4B000000; and.b32 lo, $8, 0x0F0F0F0F; shr.u32 hi, $8, 4; '
+    'and.b32 hi, hi, 0x0F0F0F0F; prmt.b32 $0, lo, mg, 0x7540; prmt.b32 $1, lo, mg, 0x7541; '
+    'prmt.b32 $2, lo, mg, 0x7542; prmt.b32 $3, lo, mg, 0x7543; prmt.b32 $4, hi, mg, 0x7540; '
+    'prmt.b32 $5, hi, mg, 0x7541; prmt.b32 $6, hi, mg, 0x7542; prmt.b32 $7, hi, mg, 0x7543; }"'
+)
+
+
 def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str,
-                     codes: str, scales: str, mins: str | None, col: str | None, k_dim: int, group: int) -> None:
+                     codes: str, scales: str, mins: str | None, x_scales: list[str], stats: bool, k_dim: int,
+                     group: int, x_dtype: DType) -> None:
     """GEMV mode at BM 1: a step of BK is S = BK / GS sub-steps of GS = min(BK, group) columns,
     each within one group. W's step is loaded as [BN, S, GS / 2] bytes, so that each sub-step's
-    scale and minimum ([BN, S], loaded once per step) broadcast over its codes with no reshape.
-    The low and high nibbles stay apart, each against x's even or odd columns, so no interleave;
-    a nibble becomes fp32 exactly by OR-ing it into the mantissa of 2^23 and subtracting 2^23
-    (full-rate integer and float ops, not a conversion instruction). The products are added into
-    [BN, S, GS / 2] fp32 accumulators and summed over K after the loop, not at every step."""
+    scale ([BN, S], loaded once per step) broadcasts over its codes with no reshape. The low and
+    high nibbles stay apart, each against x's even or odd columns (x's step loaded whole and split
+    in registers), so no interleave. A nibble q becomes the float 2^23 + q (``UNPACK_ASM`` on the
+    GPU) and ``q * s`` is one fused multiply-add with ``-2^23 * s`` (exact: the product is not
+    rounded, and ``2^23 * s`` is a power of two times s), so a code costs that and the
+    multiply-add into the accumulator. The minimum (``-8 * s`` without minimums) is applied per
+    sub-step to the sum of x's columns, ``m * sum(x)``, into [BN, S]. The products are added into
+    [BN, S, GS / 2] fp32 accumulators and summed over K after the loop, not at every step; the
+    norm's squares of x (``stats``) likewise into [S, GS / 2], then ``ss`` [1]."""
     e = em.emit
     gs = min(sched.bk, group)
     e(f"js = tl.arange(0, BK // {gs})")
     e(f"jj = tl.arange(0, {gs // 2})")
-    e(f"kx = js[:, None] * {gs} + 2 * jj[None, :]")  # the even columns of each sub-step
+    # x's step as [S, GS / 2, 2]: column pairs, split into the even and odd columns
+    e(f"kx = js[:, None, None] * {gs} + 2 * jj[None, :, None] + tl.arange(0, 2)[None, None, :]")
     for _, acc, _ in pairs:
         e(f"{acc}3 = tl.zeros((BN, BK // {gs}, {gs // 2}), dtype=tl.float32)")
+        e(f"{acc}m = tl.zeros((BN, BK // {gs}), dtype=tl.float32)")
+    if stats:
+        e(f"ss3 = tl.zeros((BK // {gs}, {gs // 2}), dtype=tl.float32)")
     e(f"for k0 in range(0, {k_dim}, BK):")
     em.indent += 1
+    e(f"a0, a1 = tl.split(tl.load({x_ptr} + pid_m * {k_dim} + k0 + kx, mask=pid_m < M, other=0).to(tl.float32))")
+    if stats:
+        e("ss3 += a0 * a0 + a1 * a1")
     for half in (0, 1):
-        e(f"a{half} = tl.load({x_ptr} + pid_m * {k_dim} + k0 + kx + {half}, mask=pid_m < M, other=0).to(tl.float32)")
-        if col is not None:
-            e(f"a{half} = a{half} * tl.load({col} + k0 + kx + {half}).to(tl.float32)")
+        for sc in x_scales:
+            e(f"a{half} = a{half} * tl.load({sc} + k0 + js[:, None] * {gs} + 2 * jj[None, :] + {half}).to(tl.float32)")
+    e("xs = tl.sum(a0 + a1, 1)")
     e(f"g = (k0 + js * {gs}) // {group}")
-    # codes q in 0..15: (q | 0x4B000000) is the float 2^23 + q; the minimum (or -8 * scale) is
-    # added after the offset 2^23 is taken away, so no precision is lost
-    offset = "8388608.0" if mins is not None else "8388616.0"
     for cols, acc, _ in pairs:
         e(f"b = tl.load({codes} + {cols}[:, None, None] * {k_dim // 2} + (k0 // 2 + js * {gs // 2})[None, :, None] "
-          "+ jj[None, None, :], mask=cn[:, None, None], other=0).to(tl.int32)")
-        e(f"q0 = ((b & 15) | 0x4B000000).to(tl.float32, bitcast=True) - {offset}")
-        e(f"q1 = ((b >> 4) | 0x4B000000).to(tl.float32, bitcast=True) - {offset}")
+          "+ jj[None, None, :], mask=cn[:, None, None], other=0)")
         e(f"s = tl.load({scales} + {cols}[:, None] * {k_dim // group} + g[None, :], mask=cn[:, None], "
-          "other=0).to(tl.float32)[:, :, None]")
+          "other=0).to(tl.float32)")
         if mins is not None:
             e(f"mn = tl.load({mins} + {cols}[:, None] * {k_dim // group} + g[None, :], mask=cn[:, None], "
-              "other=0).to(tl.float32)[:, :, None]")
-            e(f"{acc}3 += (q0 * s + mn) * a0[None, :, :] + (q1 * s + mn) * a1[None, :, :]")
+              "other=0).to(tl.float32)")
+            e(f"{acc}m += mn * xs[None, :]")
         else:
-            e(f"{acc}3 += (q0 * s) * a0[None, :, :] + (q1 * s) * a1[None, :, :]")
+            e(f"{acc}m += (-8.0 * s) * xs[None, :]")
+        e("s3 = s[:, :, None]")
+        e("if ON_GPU:")
+        em.indent += 1
+        e(f"f0, f1 = tl.inline_asm_elementwise({UNPACK_ASM}, \"=r,=r,=r,=r,=r,=r,=r,=r,r\", [b], "
+          "dtype=(tl.int32, tl.int32), is_pure=True, pack=4)")
+        e("so = s3 * -8388608.0")
+        e("w0 = tl.fma(f0.to(tl.float32, bitcast=True), s3, so)")
+        e("w1 = tl.fma(f1.to(tl.float32, bitcast=True), s3, so)")
+        em.indent -= 1
+        e("else:")
+        em.indent += 1
+        e("bi = b.to(tl.int32)")
+        e("w0 = (((bi & 15) | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0) * s3")
+        e("w1 = (((bi >> 4) | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0) * s3")
+        em.indent -= 1
+        e(f"{acc}3 = tl.fma(w0, a0[None, :, :], {acc}3)")
+        e(f"{acc}3 = tl.fma(w1, a1[None, :, :], {acc}3)")
     em.indent -= 1
     for _, acc, _ in pairs:
-        e(f"{acc} = tl.sum(tl.sum({acc}3, 2), 1)[None, :]")
+        e(f"{acc} = (tl.sum(tl.sum({acc}3, 2), 1) + tl.sum({acc}m, 1))[None, :]")
+    if stats:
+        e("ss = tl.sum(tl.reshape(ss3, (1, BK // 2)), 1)")

@@ -45,5 +45,5 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         return QGemmSchedule(128, 128, min(group, 64), num_warps=8, num_stages=3)
     if rows is not None and rows > 1:
         return QGemmSchedule(16, 32, min(group, 128), num_warps=4, num_stages=4)
-    bk = next((b for b in (1024, 512, 256) if isinstance(k, int) and k % b == 0 and b % group == 0), group)
-    return QGemmSchedule(1, 8, bk, num_warps=8, num_stages=2)
+    bk = next((b for b in (512, 256) if isinstance(k, int) and k % b == 0 and b % group == 0), group)
+    return QGemmSchedule(1, 16, bk, num_warps=4, num_stages=2)
