@@ -81,8 +81,9 @@ def sweep(m: int, group: int, k: int) -> list[QGemmSchedule]:
                  *itertools.product([16], [32, 64], [128], [4], [4, 3])]
     elif m <= 64:
         space = itertools.product([16], [32, 16, 64], [128, 64], [4], [4, 3, 5])
-    else:
-        space = itertools.product([128, 64], [128, 256, 64], [64], [8, 4], [3, 4])
+    else:  # likeliest first: the sweep is cut short by the budget
+        space = [(128, 128, 64, 8, 3), (128, 128, 128, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 4, 3),
+                 (64, 128, 128, 4, 3), (128, 64, 128, 4, 3), (128, 128, 128, 8, 4), (64, 256, 64, 8, 3)]
     out = [s for s in itertools.starmap(QGemmSchedule, space) if check_fits(s, group, k) is None]
     return [s for s in out if s.bm > 1 or s.bn * s.bk <= 16384]
 

@@ -9,7 +9,7 @@
                   interleaved (interleave-pairs); RMSNorm scales move into the weights of the
                   float GEMMs they feed (fold-norm-weights)
     fuse          every run-time op into an ix.kernel bound to its kernel family (5 per decoder
-                  layer, 8 with int4 linears; in decode one fewer with each fused decode template
+                  layer, int4 linears too; in decode one fewer with each fused decode template
                   asked for), the norm statistics computed by the kernels that produce their inputs
     plan-memory   dynamic RoPE settled for the compiled context; one arena per shape bucket
 """
@@ -127,7 +127,7 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
     as stored (``quant.store.keep_checkpoint_quantized``); else ``program`` as it is.
     Runs on the imported program, before cleanup: merge-gemms then merges q|k|v and gate|up
     qlinears as it merges linears; interleave-pairs and fold-norm-weights match ``ix.linear``
-    alone (the norms stay reductions, silu(gate) * up a pointwise kernel)."""
+    alone (a qgemm kernel applies its norm's weight itself)."""
     if options.quant is None:
         return program
     from inferx.compiler.ir.quant import SchemeError
