@@ -65,9 +65,10 @@ def _key(op: Operation) -> tuple[Any, ...] | None:
             return None
         return ("linear", *out, _dtype(op.weight), op.bias is None)
     if isinstance(op, QLinearOp):
-        if any(_leaf_weight(v) is None for v in (op.codes, op.scales, *([op.mins] if op.mins else []))):
+        if any(_leaf_weight(v) is None for v in (op.codes, op.scales, *(v for v in (op.mins, op.bias) if v))):
             return None
-        return ("qlinear", *out, get_int(op.attributes, "group"), _dtype(op.scales), op.mins is None, op.col_scale)
+        return ("qlinear", *out, get_int(op.attributes, "group"), _dtype(op.scales), op.mins is None, op.col_scale,
+                op.bias is None)
     return None
 
 
@@ -123,7 +124,8 @@ def _merge(block: Block, x: SSAValue, group: list[Gemm]) -> None:
         codes = _concat([g.codes for g in qs], new_ops)
         scales = _concat([g.scales for g in qs], new_ops)
         mins = _concat([g.mins for g in qs], new_ops) if first.mins is not None else None  # type: ignore[misc]
-        merged = QLinearOp.make(x, codes, scales, mins, first.col_scale, group=first.attributes["group"])
+        qbias = _concat([g.bias for g in qs], new_ops) if first.bias is not None else None  # type: ignore[misc]
+        merged = QLinearOp.make(x, codes, scales, mins, first.col_scale, qbias, group=first.attributes["group"])
     new_ops.append(merged)
     outs: list[TensorType] = [g.result.type for g in group]  # type: ignore[misc]
     split = SplitOp.make(merged.results[0], result_types=outs, dim=int_attr(-1))

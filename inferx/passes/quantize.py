@@ -9,7 +9,9 @@ The new weights are named by ``quant.quantized_names``; the program's weight sto
 (``inferx.compiler.quant``: computed from ``W`` by the chosen method, or read as they are from a
 checkpoint that arrives quantized). Scales and minimums take the weight's dtype.
 
-Applies to an ``ix.linear`` in the "nk" layout without a bias whose weight is an ``ix.weight``,
+Applies to an ``ix.linear`` whose weight is an ``ix.weight`` (a bias stays float, the qlinear's
+``bias`` operand; a weight in the "kn" layout, [K, N] as GPT-2 stores it, is quantized as its
+transpose: ``kn_weights`` names them for the store),
 named by ``include`` and by no pattern of ``exclude`` (comma-separated ``fnmatch`` patterns on the
 weight's name; the default includes every linear). The LM head (a weight named ``*lm_head*``, or
 the embedding table a tied head reads) is left in float unless ``head`` is set. A linear the
@@ -49,7 +51,7 @@ class Quantize(ModulePass):
     head: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        apply_schemes(op, self.schemes(op))
+        apply_schemes(op, self.schemes(op), kn=True)
 
     def schemes(self, module: ModuleOp) -> dict[str, Scheme]:
         """{weight name: scheme} of the linears the options name (the pass's precision map)."""
@@ -71,26 +73,37 @@ class Quantize(ModulePass):
 
 
 def _candidates(module: ModuleOp) -> list[nn.LinearOp]:
-    """The linears the pass can rewrite: "nk" layout, no bias, an ``ix.weight`` weight."""
-    out = []
-    for lin in module.walk():
-        if (isinstance(lin, nn.LinearOp) and isinstance(lin.weight.owner, t.WeightOp) and lin.bias is None
-                and lin.attributes.get("w_layout", StringAttr("nk")) == StringAttr("nk")):
-            out.append(lin)
-    return out
+    """The linears the pass can rewrite: an ``ix.weight`` weight."""
+    return [lin for lin in module.walk() if isinstance(lin, nn.LinearOp) and isinstance(lin.weight.owner, t.WeightOp)]
 
 
-def apply_schemes(module: ModuleOp, schemes: Mapping[str, Scheme], scaled: Collection[str] = ()) -> None:
+def _kn(lin: nn.LinearOp) -> bool:
+    return lin.attributes.get("w_layout", StringAttr("nk")) == StringAttr("kn")
+
+
+def kn_weights(module: ModuleOp) -> set[str]:
+    """The weights the pass would quantize as their transpose: those of "kn" linears (stored
+    [K, N]; their codes, scales and minimums are [N, K]-shaped like every other's)."""
+    return {_name(lin.weight.owner) for lin in _candidates(module) if _kn(lin)}  # type: ignore[arg-type]
+
+
+def apply_schemes(module: ModuleOp, schemes: Mapping[str, Scheme], scaled: Collection[str] = (),
+                  kn: bool = False) -> None:
     """Rewrites each linear the pass can rewrite whose weight ``schemes`` names, under its scheme
     (a precision map; what the pass does with one scheme for the weights its options name); a
-    weight in ``scaled`` also gets a ``col_scale`` operand (activation-aware methods)."""
+    weight in ``scaled`` also gets a ``col_scale`` operand (activation-aware methods). "kn"
+    linears only with ``kn`` (their store must serve the transpose's parts: ``kn_weights``)."""
     for lin in _candidates(module):
+        if _kn(lin) and not kn:
+            continue
         name = _name(lin.weight.owner)  # type: ignore[arg-type]
         scheme = schemes.get(name)
         if scheme is None:
             continue
         wt = lin.weight.type
         assert isinstance(wt, TensorType)
+        if _kn(lin):
+            wt = wt.with_shape(tuple(reversed(wt.shape)))
         try:
             scheme.check(tuple(wt.shape), name)  # type: ignore[arg-type]
         except SchemeError as e:
@@ -113,6 +126,7 @@ def _rewrite(lin: nn.LinearOp, name: str, wt: TensorType, scheme: Scheme, col_sc
     mins = parts["mins"].results[0] if "mins" in parts else None
     col = parts["col_scale"].results[0] if "col_scale" in parts else None
     q = nn.QLinearOp.make(
-        lin.input, parts["codes"].results[0], parts["scales"].results[0], mins, col, group=int_attr(scheme.group)
+        lin.input, parts["codes"].results[0], parts["scales"].results[0], mins, col, lin.bias,
+        group=int_attr(scheme.group)
     )
     Rewriter.replace_op(lin, q)

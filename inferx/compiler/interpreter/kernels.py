@@ -222,10 +222,10 @@ def linear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list
 
 def qlinear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
     """The weight dequantized in fp32 (``quant.dequantize``, codes stored as ``q - 8``), then the
-    fp32 GEMM of ``linear``."""
+    fp32 GEMM of ``linear`` (and its bias)."""
     assert isinstance(op, nn.QLinearOp)
     x, codes, scales = _gemm_in(ins[0]), ins[1], ins[2]
-    extra = dict(zip(present_operands(op.properties, 3, ("mins", "col_scale")), ins[3:], strict=True))
+    extra = dict(zip(present_operands(op.properties, 3, ("mins", "col_scale", "bias")), ins[3:], strict=True))
     group = get_int(op.attributes, "group")
     mins = extra.get("mins")
     w = dequantize(
@@ -235,7 +235,8 @@ def qlinear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> lis
         group,
         None if "col_scale" not in extra else _gemm_in(extra["col_scale"]),
     )
-    return [np.matmul(x, w.T)]
+    y = np.matmul(x, w.T)
+    return [y + _gemm_in(extra["bias"]) if "bias" in extra else y]
 
 
 def matmul(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:

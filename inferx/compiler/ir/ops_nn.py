@@ -103,8 +103,9 @@ class QLinearOp(IxOp):
     """``x[..., K] @ W^T`` with ``W[N, K]`` quantized (``inferx.compiler.ir.quant``): ``codes[N, K]``
     of i4, each the signed value ``q - 8`` of a 4-bit code ``q``; ``scales[N, K / group]``; with
     ``mins`` (same shape and dtype as the scales) ``w = q * s + m``, without ``w = (q - 8) * s``;
-    an optional ``col_scale[K]`` multiplies column k of W. ``group`` (32, 64 or 128) divides K.
-    The weight is dequantized in fp32 and the product accumulated in fp32."""
+    an optional ``col_scale[K]`` multiplies column k of W, an optional ``bias[N]`` is added to the
+    product. ``group`` (32, 64 or 128) divides K. The weight is dequantized in fp32 and the product
+    accumulated in fp32."""
 
     name = "ix.qlinear"
     input = operand_def(TensorType)
@@ -112,13 +113,14 @@ class QLinearOp(IxOp):
     scales = operand_def(TensorType)
     mins = opt_operand_def(TensorType)
     col_scale = opt_operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
-        "$input `,` $codes `,` $scales (`mins` $mins^)? (`col_scale` $col_scale^)? attr-dict `:` type($input)"
-        " `,` type($codes) `,` type($scales) (`mins` type($mins)^)? (`col_scale` type($col_scale)^)?"
-        " `->` type($result)"
+        "$input `,` $codes `,` $scales (`mins` $mins^)? (`col_scale` $col_scale^)? (`bias` $bias^)? attr-dict"
+        " `:` type($input) `,` type($codes) `,` type($scales) (`mins` type($mins)^)?"
+        " (`col_scale` type($col_scale)^)? (`bias` type($bias)^)? `->` type($result)"
     )
 
     @classmethod
@@ -141,7 +143,7 @@ class QLinearOp(IxOp):
         need_rank(scales, 2, "scales", "[N, K / group]")
         sh.same(scales.shape[0], n, "scales' N must equal the codes' N")
         sh.same(scales.shape[1], k // group, f"scales must have K / group = {k // group} columns")
-        extra = dict(zip(present_operands(attrs, 3, ("mins", "col_scale")), ins[3:], strict=True))
+        extra = dict(zip(present_operands(attrs, 3, ("mins", "col_scale", "bias")), ins[3:], strict=True))
         if "mins" in extra:
             if extra["mins"] != scales:
                 raise ShapeError(f"mins must have the scales' type {scales}, got {extra['mins']}")
@@ -150,6 +152,11 @@ class QLinearOp(IxOp):
             need_float(col, "col_scale")
             need_rank(col, 1, "col_scale", "[K]")
             sh.same(col.shape[0], k, "col_scale's length must equal K")
+        if "bias" in extra:
+            b = extra["bias"]
+            need_float(b, "bias")
+            need_rank(b, 1, "bias", "[N]")
+            sh.same(b.shape[0], n, "bias's length must equal the codes' N")
         return [x.with_shape((*x.shape[:-1], n))]
 
 

@@ -13,7 +13,7 @@ never holds more than a few quantized weights (an 8B model's would not fit).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from inferx.compiler.ir.quant import QuantizedWeight, Scheme, parse_quantized_na
 from inferx.compiler.ir.types import DType
 from inferx.passes.dce import DCE
 from inferx.passes.pipeline import PassManager
-from inferx.passes.quantize import Quantize, apply_schemes
+from inferx.passes.quantize import Quantize, apply_schemes, kn_weights
 from inferx.program import Program
 
 if TYPE_CHECKING:
@@ -50,9 +50,11 @@ class QuantizedStore(Mapping[str, np.ndarray]):
         dtype: DType,
         quantize: Quantizer = rtn,
         supplied: Mapping[str, QuantizedWeight] | None = None,
+        transposed: Collection[str] = (),
     ):
         self.base, self.dtype, self.quantize = base, dtype, quantize
         self.supplied: Mapping[str, QuantizedWeight] = supplied or {}
+        self.transposed = frozenset(transposed)  # stored [K, N]: their parts are the transpose's
         self._recent: OrderedDict[tuple[str, Scheme], QuantizedWeight] = OrderedDict()
 
     def quantized(self, weight: str, scheme: Scheme) -> QuantizedWeight:
@@ -65,6 +67,8 @@ class QuantizedStore(Mapping[str, np.ndarray]):
         key = (weight, scheme)
         if key not in self._recent:
             w = np.asarray(self.base[weight], dtype=np.float32)
+            if weight in self.transposed:
+                w = np.ascontiguousarray(w.T)
             self._recent[key] = self.quantize(w, scheme, weight, self.dtype.value)
             while len(self._recent) > KEEP:
                 self._recent.popitem(last=False)
@@ -119,13 +123,14 @@ def quantize_program(
     qlinear reads its weight's column scale (``supplied`` by an activation-aware method)."""
     assert program.info is not None, "quantize_program takes a decoder program"
     chosen = Quantize(scheme=scheme, include=include, exclude=exclude, head=head)
+    transposed = kn_weights(program.module)
     if col_scale:
         schemes = chosen.schemes(program.module)
-        apply_schemes(program.module, schemes, scaled=set(schemes))
+        apply_schemes(program.module, schemes, scaled=set(schemes), kn=True)
         PassManager([DCE()]).run(program.module)
     else:
         PassManager([chosen, DCE()]).run(program.module)
-    program.weights = QuantizedStore(program.weights, DType(program.info.dtype), quantize, supplied)
+    program.weights = QuantizedStore(program.weights, DType(program.info.dtype), quantize, supplied, transposed)
     return program
 
 
@@ -172,7 +177,8 @@ def keep_checkpoint_quantized(program: Program, path: str | Path) -> Program:
     codes, scales and zero points (``hf_int4``): nothing is dequantized and quantized again.
     Other weights (embeddings, norms, usually the LM head) stay as imported. In place; returned
     for chaining. HFQuantError for a checkpoint that is not quantized, or an int4 linear that
-    has no ``ix.qlinear`` form (a bias): it would otherwise run dequantized to float."""
+    has no ``ix.qlinear`` form (its weight not in [N, K] layout): it would otherwise run
+    dequantized to float."""
     from inferx.compiler.frontend.hf import checkpoint_store, find_key, read_json_object
     from inferx.compiler.ir.ops_tensor import WeightOp
     from inferx.compiler.quant.hf_int4 import CheckpointInt4, HFQuantError, Int4Linears
@@ -196,7 +202,7 @@ def keep_checkpoint_quantized(program: Program, path: str | Path) -> Program:
         if isinstance(op, WeightOp) and op.attributes["name"].data in names:  # type: ignore[attr-defined]
             name = op.attributes["name"].data  # type: ignore[attr-defined]
             raise HFQuantError(f"{path}: weight '{names[name]}' is int4 in the checkpoint but is not read by a "
-                               "linear without a bias, the one form ix.qlinear takes: it would run dequantized")
+                               "linear of [N, K] layout, the one form ix.qlinear takes: it would run dequantized")
     program.weights = QuantizedStore(program.weights, DType(program.info.dtype), supplied=supplied)
     return program
 
@@ -236,8 +242,10 @@ def quantize_calibrated(
     dtype = DType(program.info.dtype).value if program.info is not None else "f32"
     scale_dtype = None if dtype == "f32" else dtype
     supplied: dict[str, QuantizedWeight] = {}
+    transposed = kn_weights(program.module)
     for name, s in chosen.items():
         w = np.asarray(program.weights[name], dtype=np.float32)
+        w = np.ascontiguousarray(w.T) if name in transposed else w
         st = stats[name]
         if method == "awq":
             from inferx.compiler.quant.awq import quantize_awq

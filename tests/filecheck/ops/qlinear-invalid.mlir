@@ -80,3 +80,14 @@ func.func @no_group(%x: !ix.tensor<[batch, 64], f32>) {
   %0 = ix.qlinear %x, %c, %s : !ix.tensor<[batch, 64], f32>, !ix.tensor<[16, 64], i4>, !ix.tensor<[16, 2], f32> -> !ix.tensor<[batch, 16], f32>
   func.return
 }
+
+// -----
+
+func.func @bias_not_n(%x: !ix.tensor<[batch, 64], f32>) {
+  %c = ix.weight {name = "c"} : !ix.tensor<[16, 64], i4>
+  %s = ix.weight {name = "s"} : !ix.tensor<[16, 2], f32>
+  %b = ix.weight {name = "b"} : !ix.tensor<[8], f32>
+  // CHECK: :[[# @LINE + 1]]:3: error: ix.qlinear: bias's length must equal the codes' N: 8 vs 16
+  %0 = ix.qlinear %x, %c, %s bias %b {group = 32} : !ix.tensor<[batch, 64], f32>, !ix.tensor<[16, 64], i4>, !ix.tensor<[16, 2], f32> bias !ix.tensor<[8], f32> -> !ix.tensor<[batch, 16], f32>
+  func.return
+}

@@ -4,20 +4,23 @@
 // RUN: not inferx opt %s -p 'quantize{scheme=int8-g128}' 2>&1 | filecheck %s --check-prefix=UNKNOWN
 
 // A linear's weight becomes codes, group scales and (asymmetric) group minimums, named after it;
-// the LM head stays float unless head=true; a linear with a bias or in the kn layout stays float.
+// the LM head stays float unless head=true; a bias stays float (the qlinear's bias operand); a
+// weight in the kn layout ([K, N]) gets codes, scales and minimums of its transpose ([N, K]).
 // CHECK-LABEL: func.func @f
-// CHECK-NEXT: %w = ix.weight {name = "model.layers.0.mlp.up_proj.weight"} : !ix.tensor<[128, 64], bf16>
 // CHECK-NEXT: %h = ix.weight {name = "lm_head.weight"} : !ix.tensor<[96, 64], bf16>
 // CHECK-NEXT: %b = ix.weight {name = "bias"} : !ix.tensor<[128], bf16>
-// CHECK-NEXT: %kn = ix.weight {name = "kn"} : !ix.tensor<[64, 32], bf16>
 // CHECK-NEXT: %[[C:.*]] = ix.weight {name = "model.layers.0.mlp.up_proj.weight.int4-g32.codes"} : !ix.tensor<[128, 64], i4>
 // CHECK-NEXT: %[[S:.*]] = ix.weight {name = "model.layers.0.mlp.up_proj.weight.int4-g32.scales"} : !ix.tensor<[128, 2], bf16>
 // CHECK-NEXT: %[[M:.*]] = ix.weight {name = "model.layers.0.mlp.up_proj.weight.int4-g32.mins"} : !ix.tensor<[128, 2], bf16>
 // CHECK-NEXT: %{{.*}} = ix.qlinear %x, %[[C]], %[[S]] mins %[[M]] {group = 32 : i64}
 // CHECK-NEXT: ix.linear %x, %h :
 // CHECK: ix.qlinear %x, %{{.*}}, %{{.*}} mins %{{.*}} {group = 32 : i64} : {{.*}} -> !ix.tensor<[batch, seq, 32], bf16>
-// CHECK-NEXT: ix.linear %x, %w bias %b
-// CHECK-NEXT: ix.linear %x, %kn {w_layout = "kn"}
+// CHECK: ix.qlinear %x, %{{.*}}, %{{.*}} mins %{{.*}} bias %b {group = 32 : i64} : {{.*}} -> !ix.tensor<[batch, seq, 128], bf16>
+// CHECK-NEXT: %[[KC:.*]] = ix.weight {name = "kn.int4-g32.codes"} : !ix.tensor<[32, 64], i4>
+// CHECK-NEXT: %[[KS:.*]] = ix.weight {name = "kn.int4-g32.scales"} : !ix.tensor<[32, 2], bf16>
+// CHECK-NEXT: %[[KM:.*]] = ix.weight {name = "kn.int4-g32.mins"} : !ix.tensor<[32, 2], bf16>
+// CHECK-NEXT: ix.qlinear %x, %[[KC]], %[[KS]] mins %[[KM]] {group = 32 : i64} : {{.*}} -> !ix.tensor<[batch, seq, 32], bf16>
+// CHECK-NOT:  ix.linear
 
 // SYM-LABEL: func.func @f
 // SYM: ix.qlinear %x, %{{.*}}, %{{.*}} {group = 64 : i64} : {{.*}} -> !ix.tensor<[batch, seq, 128], bf16>

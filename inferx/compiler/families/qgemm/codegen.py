@@ -1,7 +1,7 @@
 """The int4 GEMM template: ``y = x[..., K] @ W^T`` with ``W[N, K]`` held as packed 4-bit codes
-(``ix.qlinear``), after an optional RMSNorm of x, then any epilogue the tile emitter can express
-(residual add, activations, casts, reshape/transpose into heads, RoPE, KV-cache write, a gated
-``act(gate) * up`` of the output's two halves).
+(``ix.qlinear``, its bias added to the product), after an optional RMSNorm of x, then any
+epilogue the tile emitter can express (residual add, activations, casts, reshape/transpose into
+heads, RoPE, KV-cache write, a gated ``act(gate) * up`` of the output's two halves).
 
 Applies to a kernel whose body starts with an ``ix.qlinear`` of kernel inputs, or with an
 ``ix.rmsnorm`` of a kernel input feeding one. Each program computes a BM x BN tile of y. Its K
@@ -139,6 +139,9 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
         e(f"scale = tl.rsqrt(ss / {k_dim} + {get_float(norm.attributes, 'eps')!r})")
         for _, acc, _ in pairs:
             e(f"{acc} = {acc} * scale[:, None]")
+    if q.bias is not None:
+        for cols, acc, _ in pairs:
+            e(f"{acc} += tl.load(in{_idx(q.bias)} + {cols}, mask=cn, other=0).to(tl.float32)[None, :]")
     if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
         e(partner_swap(regions, sched.bn))
     lead = em.unravel("r[:, None]", y_t.shape[:-1])

@@ -1,0 +1,70 @@
+"""Every model family compiled with int4 linears (int4-g32, round-to-nearest) on the cpu target
+against the reference interpreter on the same quantized program: the qgemm kernels with each
+family's prologues and epilogues (Llama's RMSNorm, RoPE and gated SiLU; Qwen2's q/k/v biases;
+Phi-3's fused q|k|v and gate|up; GPT-2's [K, N] Conv1D weights, biases, LayerNorm and GELU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+
+import inferx
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.quant.store import quantize_program
+
+TOL = 1e-4  # relative to the largest logit (fp32 throughout)
+MAX_SEQ_LEN = 32
+PROMPT = [5, 17, 3, 88, 41, 9, 60, 2, 33]
+
+FAMILIES = {
+    "llama": (T.LlamaConfig, T.LlamaForCausalLM, {"num_key_value_heads": 2}),
+    "mistral": (T.MistralConfig, T.MistralForCausalLM, {"num_key_value_heads": 2, "sliding_window": 6}),
+    "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM, {"num_key_value_heads": 2}),
+    "phi3": (T.Phi3Config, T.Phi3ForCausalLM, {"num_key_value_heads": 4, "pad_token_id": 0}),
+    "gpt2": (T.GPT2Config, T.GPT2LMHeadModel, None),
+}
+
+
+def _model(family: str) -> torch.nn.Module:
+    cfg_cls, model_cls, extra = FAMILIES[family]
+    torch.manual_seed(0)
+    if extra is None:
+        cfg = cfg_cls(vocab_size=97, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+    else:
+        cfg = cfg_cls(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, max_position_embeddings=64, **extra)
+    model = model_cls(cfg).eval()
+    with torch.no_grad():  # HF initializes biases to zero, which would test nothing
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.5)
+    return model
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_int4_family_matches_the_reference(family: str, tmp_path: Path) -> None:
+    program = quantize_program(inferx.import_model(_model(family), dtype="f32"), "int4-g32")
+    for func in program.module.ops:  # prefill, decode, ...: every layer linear int4, the LM head alone float
+        ops = list(func.walk())
+        linears = [o for o in ops if isinstance(o, nn.LinearOp)]
+        assert sum(isinstance(o, nn.QLinearOp) for o in ops) >= 4 and len(linears) <= 1, (family, len(linears))
+    ops = list(program.module.walk())
+    if family in ("qwen2", "gpt2"):
+        assert any(isinstance(o, nn.QLinearOp) and o.bias is not None for o in ops), f"{family}: biases kept"
+    path = inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=MAX_SEQ_LEN, max_batch=1)
+    cpu = inferx.load(path, device="cpu")
+    ref = program.reference_session(max_batch=1, max_context=MAX_SEQ_LEN)
+    repro = f"repro: pytest tests/test_quant_families.py -k {family}"
+    ids = np.array([PROMPT])
+    got, want = np.asarray(cpu.prefill(ids)), np.asarray(ref.prefill(ids))
+    for step in range(3):
+        assert got.shape == want.shape, f"step {step}: shape {got.shape} != {want.shape}\n{repro}"
+        err = float(np.abs(got - want).max())
+        tol = TOL * max(1.0, float(np.abs(want).max()))
+        assert err <= tol, f"step {step}: max abs error {err:.3g} > {tol:.3g}\n{repro}"
+        tok = np.array([[int(want[0, -1].argmax())]])
+        got, want = np.asarray(cpu.decode(tok)), np.asarray(ref.decode(tok))
