@@ -93,8 +93,8 @@ def quantize_sequential(
         raise ValueError(f"sequential calibration: no prefill linear reads {', '.join(sorted(missing))}")
 
     done: dict[str, QuantizedWeight] = {}
-    dequantized: dict[str, np.ndarray] = {}  # what the quantized linears compute with, until
-    left: dict[str, int] = {}  # ... each run has run each of their linears
+    dequantized: dict[str, np.ndarray] = {}  # the weights the quantized linears compute with
+    left: dict[str, int] = {}  # the linear runs still to come that read each of them
 
     def quantized_linear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
         assert isinstance(op, nn.LinearOp)
