@@ -4,12 +4,14 @@ interpreter (the numerics every compiled kernel is tested against).
 
 Evaluation text: the GNU GPL version 3 (``/usr/share/common-licenses/GPL-3``). Calibration text,
 for the methods that use it: CPython's documentation (``pydoc_data.topics``), never evaluated on;
-it is captured once from the float model and serves every scheme and method. The text is cut
+it is captured once from the float model and serves every scheme and method, except for the
+methods named by ``--sequential``, which are also run calibrated sequentially (each linear on the
+inputs the linears already quantized give it; ``quant.sequential``). The text is cut
 into windows of ``--window`` tokens; each window is one prefill, scored on every next-token
 prediction inside it. The table in docs/performance.md comes from:
 
     python benchmarks/quant_perplexity.py --schemes int4-g64,int4-g64-sym,int4-g32-sym \\
-        --windows 16 --calibration-windows 32 --act-order --damp 0.1 \\
+        --windows 16 --calibration-windows 32 --act-order --damp 0.1 --sequential gptq \\
         --json benchmarks/results/quant_perplexity_cpu_DATE.json
 
 The "float" weights are the GGUF's Q4_1 tensors dequantized, so they already lie on an
@@ -71,6 +73,7 @@ def main() -> None:
     p.add_argument("--calibration-windows", type=int, default=32)
     p.add_argument("--act-order", action="store_true", help="GPTQ: columns in order of decreasing H_kk")
     p.add_argument("--damp", type=float, default=0.01, help="GPTQ: added to H's diagonal, times its mean")
+    p.add_argument("--sequential", default="", help="methods also run with sequential calibration (awq,gptq)")
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--windows", type=int, default=8)
     p.add_argument("--json", type=Path)
@@ -91,28 +94,32 @@ def main() -> None:
     print(f"calibration captured in {time.perf_counter() - clock:.0f} s", flush=True)
     rows = []
 
-    def run(label: str, program, method: str, scheme: str, quantize_s: float = 0.0) -> None:  # type: ignore[no-untyped-def]
+    def run(label: str, program, method: str, scheme: str, calibrated: str, quantize_s: float = 0.0) -> None:  # type: ignore[no-untyped-def]
         clock = time.perf_counter()
         ppl = perplexity(program, chunks, a.window)
-        rows.append({"weights": label, "method": method, "scheme": scheme, "perplexity": round(ppl, 4),
-                     "quantize_seconds": round(quantize_s, 1), "eval_seconds": round(time.perf_counter() - clock, 1)})
-        print(f"{label:24} {method:6} {scheme:12} perplexity {ppl:8.4f}", flush=True)
+        rows.append({"weights": label, "method": method, "scheme": scheme, "calibration": calibrated,
+                     "perplexity": round(ppl, 4), "quantize_seconds": round(quantize_s, 1),
+                     "eval_seconds": round(time.perf_counter() - clock, 1)})
+        print(f"{label:24} {method:6} {scheme:12} {calibrated:10} perplexity {ppl:8.4f}", flush=True)
 
-    run("float32", base, "-", "-")
+    run("float32", base, "-", "-", "-")
+    sequential = set(filter(None, a.sequential.split(",")))
     for scheme in a.schemes.split(","):
         for method in a.methods.split(","):
-            clock = time.perf_counter()
-            program = quantize_calibrated(
-                inferx.import_model(path, dtype="f32"), scheme, method, calibration,
-                act_order=a.act_order, damp=a.damp, stats=stats,
-            )
-            quantize_s = time.perf_counter() - clock
-            print(f"  quantized with {method} in {quantize_s:.0f} s", flush=True)
-            run(f"int4 ({scheme})", program, method, scheme, quantize_s)
+            for seq in (False, True) if method in sequential else (False,):
+                clock = time.perf_counter()
+                program = quantize_calibrated(
+                    inferx.import_model(path, dtype="f32"), scheme, method, calibration,
+                    act_order=a.act_order, damp=a.damp, sequential=seq, stats=None if seq else stats,
+                )
+                quantize_s = time.perf_counter() - clock
+                calibrated = "-" if method == "rtn" else "sequential" if seq else "float"
+                print(f"  quantized with {method} ({calibrated}) in {quantize_s:.0f} s", flush=True)
+                run(f"int4 ({scheme})", program, method, scheme, calibrated, quantize_s)
     result = {
         "model": MODEL_FILE, "eval_text": str(EVAL_TEXT), "window": a.window, "windows": a.windows,
         "calibration_text": "pydoc_data.topics (sorted topics)", "calibration_windows": a.calibration_windows,
-        "gptq": {"act_order": a.act_order, "damp": a.damp},
+        "gptq": {"act_order": a.act_order, "damp": a.damp}, "sequential": sorted(sequential),
         "tokens_scored": a.windows * (a.window - 1), "machine": platform.processor() or platform.machine(),
         "rows": rows,
     }

@@ -9,7 +9,7 @@ func, argument, op or weight at fault and the values involved.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -23,6 +23,8 @@ from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.textio import verify_module
 from inferx.compiler.ir.types import TensorType, format_shape
+
+Step = tuple[Operation, list[np.ndarray]]  # an op about to run, with its operand values
 
 
 class Interpreter:
@@ -47,6 +49,35 @@ class Interpreter:
 
     def run(self, func_name: str, *inputs: np.ndarray) -> list[np.ndarray]:
         """Runs ``@func_name`` on ``inputs`` and returns its results, one array per returned value."""
+        block, values, ctx = self._start(func_name, inputs)
+        return self._run_block(func_name, block, values, ctx)
+
+    def steps(self, func_name: str, *inputs: np.ndarray) -> Generator[Step, None, list[np.ndarray]]:
+        """``run``, one op of the func's body at a time: yields each op with its operand values
+        before it runs, and returns the func's results. A value is dropped once the last op that
+        reads it has run, so a caller holding many paused runs (``quant.sequential``) holds only
+        what each still needs, not every activation of the model."""
+        block, values, ctx = self._start(func_name, inputs)
+        ops = list(block.ops)
+        last_use: dict[SSAValue, int] = {}
+        for i, op in enumerate(ops):
+            for inner in op.walk():  # an ix.kernel's body reads values of the func's body too
+                for v in inner.operands:
+                    last_use[v] = i
+        for i, op in enumerate(ops):
+            operands = [values[v] for v in op.operands]
+            if isinstance(op, ReturnOp):
+                return operands
+            yield op, operands
+            self._run_op(func_name, op, values, ctx)
+            for v in [v for v in values if last_use.get(v, -1) <= i]:
+                del values[v]
+        raise InterpreterError(f"@{func_name}: a block ends without a terminator")
+
+    def _start(
+        self, func_name: str, inputs: Sequence[np.ndarray]
+    ) -> tuple[Block, dict[SSAValue, np.ndarray], KernelContext]:
+        """The body of ``@func_name``, its arguments bound to ``inputs``, and the kernels' context."""
         func = self.funcs.get(func_name)
         if func is None:
             known = ", ".join(f"@{n}" for n in self.funcs) or "none"
@@ -60,7 +91,7 @@ class Interpreter:
         for arg, x in zip(block.args, args, strict=True):
             assert isinstance(arg.type, TensorType)
             values[arg] = round_to(x, arg.type.dtype)
-        return self._run_block(func_name, block, values, ctx)
+        return block, values, ctx
 
     def _run_block(self, func_name: str, block: Block, values: dict[SSAValue, np.ndarray],
                    ctx: KernelContext) -> list[np.ndarray]:
@@ -68,25 +99,29 @@ class Interpreter:
         for op in block.ops:
             if isinstance(op, ReturnOp | YieldOp):
                 return [values[v] for v in op.operands]
-            if isinstance(op, KernelOp):
-                body = op.body.block
-                inner: dict[SSAValue, np.ndarray] = dict(zip(body.args, (values[v] for v in op.operands), strict=True))
-                outs = self._run_block(func_name, body, inner, ctx)
-            else:
-                kernel = self.kernels.get(type(op))
-                if kernel is None:
-                    raise InterpreterError(f"@{func_name}: the interpreter has no kernel for op '{op.name}'")
-                try:
-                    outs = kernel(op, [values[v] for v in op.operands], ctx)
-                except InterpreterError as e:
-                    where = f"@{func_name}: " if str(e).startswith(op.name) else f"@{func_name}: {op.name}: "
-                    raise InterpreterError(where + str(e)) from None
-            if len(outs) != len(op.results):
-                raise InterpreterError(f"@{func_name}: {op.name} produced {len(outs)} values for "
-                                       f"{len(op.results)} results")
-            for i, (result, out) in enumerate(zip(op.results, outs, strict=True)):
-                values[result] = _check_result(func_name, op, i, out, ctx)
+            self._run_op(func_name, op, values, ctx)
         raise InterpreterError(f"@{func_name}: a block ends without a terminator")
+
+    def _run_op(self, func_name: str, op: Operation, values: dict[SSAValue, np.ndarray], ctx: KernelContext) -> None:
+        """Runs one op (an ``ix.kernel`` as its body) and adds its results to ``values``."""
+        if isinstance(op, KernelOp):
+            body = op.body.block
+            inner: dict[SSAValue, np.ndarray] = dict(zip(body.args, (values[v] for v in op.operands), strict=True))
+            outs = self._run_block(func_name, body, inner, ctx)
+        else:
+            kernel = self.kernels.get(type(op))
+            if kernel is None:
+                raise InterpreterError(f"@{func_name}: the interpreter has no kernel for op '{op.name}'")
+            try:
+                outs = kernel(op, [values[v] for v in op.operands], ctx)
+            except InterpreterError as e:
+                where = f"@{func_name}: " if str(e).startswith(op.name) else f"@{func_name}: {op.name}: "
+                raise InterpreterError(where + str(e)) from None
+        if len(outs) != len(op.results):
+            raise InterpreterError(f"@{func_name}: {op.name} produced {len(outs)} values for "
+                                   f"{len(op.results)} results")
+        for i, (result, out) in enumerate(zip(op.results, outs, strict=True)):
+            values[result] = _check_result(func_name, op, i, out, ctx)
 
 
 def _check_result(func_name: str, op: Operation, i: int, out: np.ndarray, ctx: KernelContext) -> np.ndarray:

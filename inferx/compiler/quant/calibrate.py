@@ -7,7 +7,7 @@ every ``ix.linear`` whose weight is an ``ix.weight``, accumulates statistics of 
 activation scale) and a fixed-size sample of rows (the loss AWQ's search minimises). Linears that
 read the same input (q, k and v; gate and up) share one record. The statistics are those of the
 float model: every linear is calibrated on float inputs, not on the outputs of already
-quantized layers.
+quantized layers (``sequential`` calibrates on those).
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ class InputStats:
         return (self.abs_sum / max(self.rows, 1)).astype(np.float32)
 
 
-def _weight_name(op: nn.LinearOp) -> str | None:
+def weight_name(op: nn.LinearOp) -> str | None:
+    """The name of the ``ix.weight`` a linear reads; None when its weight is computed."""
     w = op.weight.owner
     return w.attributes["name"].data if isinstance(w, t.WeightOp) else None  # type: ignore[attr-defined]
 
@@ -74,13 +75,13 @@ def capture(program: Program, windows: Sequence[Sequence[int]], *, seed: int = 0
     by_input: dict[SSAValue, InputStats] = {}
     inputs: dict[str, list[SSAValue]] = {}  # a weight read in several funcs (prefill, decode)
     for op in program.module.walk():
-        if isinstance(op, nn.LinearOp) and (name := _weight_name(op)) is not None:
+        if isinstance(op, nn.LinearOp) and (name := weight_name(op)) is not None:
             inputs.setdefault(name, []).append(op.input)
     added: set[SSAValue] = set()  # inputs recorded in this window (q, k and v read one)
 
     def recording(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
         assert isinstance(op, nn.LinearOp)
-        if _weight_name(op) is not None and op.input not in added:
+        if weight_name(op) is not None and op.input not in added:
             added.add(op.input)
             stats = by_input.get(op.input)
             if stats is None:

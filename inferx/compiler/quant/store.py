@@ -221,42 +221,51 @@ def quantize_calibrated(
     head: bool = False,
     act_order: bool = False,
     damp: float = 0.01,
+    sequential: bool = False,
     stats: Mapping[str, InputStats] | None = None,
 ) -> Program:
     """``program`` quantized under ``scheme`` by ``method`` (rtn, awq or gptq), the latter two
-    calibrated on ``windows`` of token ids (``calibrate.capture``: the float model's inputs to
-    each linear), or on ``stats`` when given (a capture of this program's float weights, so one
-    capture serves several schemes and methods; ``windows`` is then unused). ``act_order`` and
-    ``damp`` are GPTQ's (``quantize_gptq``). In place; returned for chaining. Every weight is
-    quantized here, before the store is made: fine for small models, an 8B model wants it
-    streamed layer by layer."""
+    calibrated on ``windows`` of token ids: with ``sequential``, each linear on the inputs it sees
+    once the linears before it are quantized (``sequential.quantize_sequential``); else on the
+    float model's inputs (``calibrate.capture``), or on ``stats`` when given (a capture of this
+    program's float weights, so one capture serves several schemes and methods; ``windows`` is
+    then unused; ValueError with ``sequential``). ``act_order`` and ``damp`` are GPTQ's
+    (``quantize_gptq``). In place; returned for chaining. Every weight is quantized here, before
+    the store is made, and the store holds them all: fine for small models, an 8B model wants
+    the codes streamed to the artifact layer by layer."""
     if method not in METHODS:
         raise ValueError(f"unknown quantization method {method!r}: expected one of {', '.join(METHODS)}")
     if method == "rtn":
         return quantize_program(program, scheme, include=include, exclude=exclude, head=head)
-    from inferx.compiler.quant.calibrate import capture
-
+    if sequential and stats is not None:
+        raise ValueError("sequential calibration captures its own statistics: stats are those of the float model")
     chosen = Quantize(scheme=scheme, include=include, exclude=exclude, head=head).schemes(program.module)
-    if stats is None:
-        stats = capture(program, windows)
     dtype = DType(program.info.dtype).value if program.info is not None else "f32"
     scale_dtype = None if dtype == "f32" else dtype
-    supplied: dict[str, QuantizedWeight] = {}
     transposed = kn_weights(program.module)
-    for name, s in chosen.items():
-        w = np.asarray(program.weights[name], dtype=np.float32)
-        w = np.ascontiguousarray(w.T) if name in transposed else w
-        st = stats[name]
+
+    def one(name: str, w: np.ndarray, st: InputStats) -> QuantizedWeight:
+        w = np.ascontiguousarray(w.T) if name in transposed else w  # stored [K, N]: quantized as [N, K]
         if method == "awq":
             from inferx.compiler.quant.awq import quantize_awq
 
-            supplied[name] = quantize_awq(w, st.sample, s, name, stats=st.mean_abs, scale_dtype=scale_dtype)
-        else:
-            from inferx.compiler.quant.gptq import quantize_gptq
+            return quantize_awq(w, st.sample, chosen[name], name, stats=st.mean_abs, scale_dtype=scale_dtype)
+        from inferx.compiler.quant.gptq import quantize_gptq
 
-            supplied[name] = quantize_gptq(
-                w, st.hessian, s, name, act_order=act_order, damp=damp, scale_dtype=scale_dtype
-            )
+        return quantize_gptq(w, st.hessian, chosen[name], name, act_order=act_order, damp=damp,
+                             scale_dtype=scale_dtype)
+
+    if sequential:
+        from inferx.compiler.quant.sequential import quantize_sequential
+
+        supplied = quantize_sequential(program, windows, list(chosen), one)
+    else:
+        from inferx.compiler.quant.calibrate import capture
+
+        if stats is None:
+            stats = capture(program, windows)
+        supplied = {name: one(name, np.asarray(program.weights[name], dtype=np.float32), stats[name])
+                    for name in chosen}
     return quantize_program(
         program, scheme, include=include, exclude=exclude, head=head, supplied=supplied, col_scale=method == "awq"
     )
