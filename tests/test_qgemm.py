@@ -427,3 +427,54 @@ def test_quant_gguf_needs_a_gguf_file(model: T.LlamaForCausalLM, tmp_path: Path)
         inferx.compile(model, target="cpu", dtype="f32", quant="gguf", output=tmp_path / "a",
                        max_seq_len=MAX_SEQ_LEN, max_batch=1)
     assert not (tmp_path / "a").exists()
+
+
+def _emulate_ptx(asm: str, word: int) -> dict[str, int]:
+    """The registers ``asm`` (mov, and, shr and prmt on .b32, as UNPACK_ASM uses them) leaves,
+    its input ``$8`` being ``word``: the PTX semantics written out in Python."""
+    regs: dict[str, int] = {"$8": word}
+
+    def val(tok: str) -> int:
+        return int(tok, 0) if tok[0].isdigit() else regs[tok]
+
+    for stmt in asm.strip('"{} ').split(";"):
+        parts = stmt.replace(",", " ").split()
+        if not parts or parts[0] == ".reg":
+            continue
+        op, dst, *src = parts
+        a = [val(s) for s in src]
+        if op == "mov.b32":
+            regs[dst] = a[0]
+        elif op == "and.b32":
+            regs[dst] = a[0] & a[1]
+        elif op == "shr.u32":
+            regs[dst] = a[0] >> a[1]
+        elif op == "prmt.b32":  # d.byte i = byte (selector nibble i) of the 8 bytes {b, a}
+            pool = (a[1] << 32) | a[0]
+            regs[dst] = sum(((pool >> (8 * ((a[2] >> (4 * i)) & 7))) & 0xFF) << (8 * i) for i in range(4))
+        else:
+            raise AssertionError(f"unexpected PTX {op}")
+    return regs
+
+
+def test_the_unpack_ptx_gives_the_interpreters_values() -> None:
+    """The one-row GEMV's PTX (GPU builds) and its integer form (the interpreter) agree: each of
+    four bytes gives 2^23 + its low nibble in $0-$3 and 2^23 + its high nibble in $4-$7."""
+    rng = np.random.default_rng(0)
+    for word in [0, 0xFFFFFFFF, 0x12345678, *rng.integers(0, 2**32, 200).tolist()]:
+        regs = _emulate_ptx(codegen.UNPACK_ASM, int(word))
+        for e in range(4):
+            byte = (int(word) >> (8 * e)) & 0xFF
+            assert regs[f"${e}"] == (byte & 15) | 0x4B000000, (hex(word), e)
+            assert regs[f"${e + 4}"] == (byte >> 4) | 0x4B000000, (hex(word), e)
+
+
+def test_the_gpu_gemv_builds_for_sm_90() -> None:
+    """The one-row GEMV with its PTX unpack assembles for sm_90 (Triton's ptxas, no GPU needed)."""
+    from inferx.compiler.build import compile_one
+
+    kernel = _qlinear_kernel(1, 256, 64, 128, True, False, "bf16")
+    ks = codegen.generate(kernel, "k", QGemmSchedule(1, 16, 256, 4, 2))
+    assert "inline_asm_elementwise" in ks.source
+    built = compile_one(json.dumps(ks.to_json()), 90)
+    assert len(built["cubin"]) > 1000
