@@ -106,8 +106,8 @@ def linear_samples() -> list[Sample]:
 
 
 def qlinear_samples() -> list[Sample]:
-    """int4 weights: codes (i4, the signed q - 8), group scales, optional mins and column scale;
-    the reference dequantizes in torch (an independent path) and calls F.linear."""
+    """int4 weights: codes (i4, the signed q - 8), group scales, optional mins, column scale and
+    bias; the reference dequantizes in torch (an independent path) and calls F.linear."""
     out = []
     for i in range(12):
         rng = np.random.default_rng(6150 + i)
@@ -115,7 +115,7 @@ def qlinear_samples() -> list[Sample]:
         group = (32, 64, 128)[i % 3]
         k = group * (1, 2, 3, 1)[i % 4]
         n = [3, 129, 7, 1, 16, 8, 33, 5, 129, 2, 7, 9][i]
-        has_mins, has_col = i % 2 == 0, i % 4 == 3
+        has_mins, has_col, has_bias = i % 2 == 0, i % 4 == 3, i % 3 == 1
         dt = {5: "f16", 9: "bf16"}.get(i, "f32")
         sdt = "f32" if i % 5 == 4 else dt
         x = rand(rng, (bb, ss, k), dt)
@@ -123,27 +123,32 @@ def qlinear_samples() -> list[Sample]:
         scales = rand(rng, (n, k // group), sdt, scale=0.02 * k**-0.5, low=0.001 * k**-0.5)
         mins = rand(rng, (n, k // group), sdt, scale=0.1 * k**-0.5)
         col = rand(rng, (k,), dt, scale=0.5, low=0.5)
-        weights = {"c": codes, "s": scales, **({"m": mins} if has_mins else {}), **({"k": col} if has_col else {})}
+        bias = rand(rng, (n,), dt, scale=0.5)
+        weights = {"c": codes, "s": scales, **({"m": mins} if has_mins else {}), **({"k": col} if has_col else {}),
+                   **({"b": bias} if has_bias else {})}
 
-        def body(bld, args, n=n, k=k, group=group, dt=dt, sdt=sdt, has_mins=has_mins, has_col=has_col):
+        def body(bld, args, n=n, k=k, group=group, dt=dt, sdt=sdt, has_mins=has_mins, has_col=has_col,
+                 has_bias=has_bias):
             cv = bld(ts.WeightOp, result_types=[T((n, k), "i4")], name=s("c"))
             sv = bld(ts.WeightOp, result_types=[T((n, k // group), sdt)], name=s("s"))
             mv = bld(ts.WeightOp, result_types=[T((n, k // group), sdt)], name=s("m")) if has_mins else None
             kv = bld(ts.WeightOp, result_types=[T((k,), dt)], name=s("k")) if has_col else None
-            return [bld(nn.QLinearOp, args[0], cv, sv, mv, kv, group=int_attr(group))]
+            bv = bld(ts.WeightOp, result_types=[T((n,), dt)], name=s("b")) if has_bias else None
+            return [bld(nn.QLinearOp, args[0], cv, sv, mv, kv, bv, group=int_attr(group))]
 
-        def ref(x, c, sc, *rest, group=group, has_mins=has_mins, has_col=has_col):
+        def ref(x, c, sc, *rest, group=group, has_mins=has_mins, has_col=has_col, has_bias=has_bias):
             rest = list(rest)
             q = (c.to(torch.float32) + 8).reshape(c.shape[0], -1, group)
             w = q * sc[:, :, None] + rest.pop(0)[:, :, None] if has_mins else (q - 8) * sc[:, :, None]
             w = w.reshape(c.shape)
             if has_col:
                 w = w * rest.pop(0)[None, :]
-            return [F.linear(x, w)]
+            return [F.linear(x, w, rest.pop(0) if has_bias else None)]
 
         out.append(
             Sample(
-                f"ix.qlinear-{i}-g{group}-{'mins' if has_mins else 'sym'}{'-col' if has_col else ''}-{dt}-{sdt}",
+                f"ix.qlinear-{i}-g{group}-{'mins' if has_mins else 'sym'}{'-col' if has_col else ''}"
+                f"{'-bias' if has_bias else ''}-{dt}-{sdt}",
                 6150 + i,
                 [(T(("batch", "seq", k), dt), x)],
                 body,
