@@ -10,8 +10,9 @@ constraints here, which prune what would run but cannot be good on Hopper. The s
 - decode tasks of more rows: the dot path, BM 16 up to the rows' bucket (at most 64);
 - prefill tasks: the dot path, BM 16 to 256.
 
-GEMV mode at 2..8 rows a program is valid but not drawn: the heuristic's sweep
-(``benchmarks/qgemm_probe.py``) found the dot path faster at every batch bucket above one.
+GEMV mode at 2..8 rows a program is valid but not drawn, as ``benchmarks/qgemm_probe.py``'s
+sweep, which the heuristic came from, tried the dot path alone above one row (a space that
+wants it adds BM 2..8 to ``DECODE_KNOBS`` and relaxes ``gemv_at_one_row``).
 """
 
 from __future__ import annotations
