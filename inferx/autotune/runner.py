@@ -5,7 +5,7 @@ time with the error's text, never an exception.
 - ``ReplayRunner`` (trivial) answers from recorded measurements (tuning-database records); a
   schedule nobody recorded is infinite, "not recorded". The search and the cost models are tested
   on the CPU through it.
-- ``LocalRunner`` measures on the local GPU: the task's kernel (GEMM or attention) generated
+- ``LocalRunner`` measures on the local GPU: the task's kernel (of any tunable family) generated
   under each schedule,
   compiled in worker processes in parallel (each worker checks the cubin's shared memory and warms
   Triton's cache, so the parent only loads), then timed one candidate at a time: a CUDA graph of
@@ -373,7 +373,9 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
                  count: int | None = None) -> list[tuple[Any, ...]]:
     """Argument tuples of ``ks``, each over its own copy of every operand (``rotation_count`` of
     them, or ``count``): weights and activations random, i32 inputs (positions, lengths) in range
-    for the context, outputs written in place into the input they alias, scratch zeroed."""
+    for the context, outputs written in place into the input they alias, scratch zeroed. An i4
+    input (int4 codes [..., K]) is bound as an artifact stores it, random bytes of uint8
+    [..., K / 2] (two codes a byte), and counts half a byte a code."""
     import torch
 
     from inferx.compiler.ir import symbolic as sy
@@ -390,6 +392,9 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
     ints = _attention_ints(kop, env, device)
 
     def make(ty: Any, i: int) -> Any:
+        if ty.dtype.value == "i4":
+            *lead, k = shape(ty)
+            return torch.randint(0, 256, [*lead, (k + 1) // 2], dtype=torch.uint8, device=device)
         dt = dtypes[ty.dtype.value]
         if i in ints:
             return ints[i](shape(ty), dt)
@@ -399,8 +404,11 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
             return torch.randint(-8, 8, shape(ty), dtype=dt, device=device)
         return (torch.randn(shape(ty), device=device) * 0.02).to(dt)
 
-    set_bytes = sum(math.prod(shape(v.type)) * dtypes[v.type.dtype.value].itemsize  # type: ignore[attr-defined, misc]
-                    for v in kop.operands)
+    def nbytes(ty: Any) -> int:
+        n = math.prod(shape(ty))
+        return (n + 1) // 2 if ty.dtype.value == "i4" else n * dtypes[ty.dtype.value].itemsize
+
+    set_bytes = sum(nbytes(v.type) for v in kop.operands)
     out = []
     for _ in range(count or rotation_count(max(1, set_bytes), l2_bytes)):
         ins = [make(v.type, i) for i, v in enumerate(kop.operands)]
@@ -554,7 +562,7 @@ def _warm_jit(ks_json: str, env: Mapping[str, int]) -> None:
     from inferx.runtime.triton_kernels import grid, load_kernel
 
     dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
-              "i64": torch.int64, "i8": torch.int8}
+              "i64": torch.int64, "i8": torch.int8, "i4": torch.uint8}  # i4: packed two to a byte
     ks = KernelSource.from_json(json.loads(ks_json))
     fn = load_kernel(ks, interpret=False)
     args = [dtypes[p.dtype] if p.kind != "sym" else int(env[p.symbol]) for p in ks.params]

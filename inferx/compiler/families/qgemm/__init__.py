@@ -1,21 +1,22 @@
-"""The qgemm family: an int4 weight GEMM (``ix.qlinear``) with its fused epilogue, as a GEMV for
-decode rows or tiles on ``tl.dot`` for prefill. ``codegen`` generates, ``heuristic`` schedules,
-``schedule`` says what a schedule may be.
+"""The qgemm family: an int4 weight GEMM (``ix.qlinear``) with its fused prologue (an RMSNorm)
+and epilogue, as a GEMV for one decode row or tiles on ``tl.dot`` for more. ``codegen``
+generates, ``heuristic`` schedules without a record, ``schedule`` says what a schedule may be,
+``task``/``space``/``cost`` serve the tuner.
 
-Not tuned yet: it has no task, space or cost model, so ``schedule_type`` stays None (no record
-looked up, its kernels counted among the fallbacks as "not tuned"), but its heuristic picks a
-schedule per row bucket: a decode kernel is generated for each batch bucket (a GEMV for one row,
-the dot path for more), as the bf16 GEMMs are. ``parse_schedule`` states the validity rules, for
-schedules given to ``codegen.generate`` directly."""
+Tuned where records exist: a kernel's task (``task.QGemmTask``) is looked up in the tuning
+database at each row bucket it is generated for (a decode kernel at each batch bucket, a
+prefill kernel at ``max_seq_len``'s), and its heuristic schedule is used where there is no
+record (counted among the fallbacks as "no record")."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from inferx.compiler.families.common.errors import CodegenError
-from inferx.compiler.families.interface import KernelFamily
-from inferx.compiler.families.qgemm import codegen, heuristic, schedule
+from inferx.compiler.families.common.hardware import H200, Hopper
+from inferx.compiler.families.interface import AnyTask, KernelFamily
+from inferx.compiler.families.qgemm import codegen, cost, heuristic, schedule, space, task
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -25,6 +26,8 @@ from inferx.runtime.kernel_source import KernelSource
 class QGemmFamily(KernelFamily):
     name = codegen.TEMPLATE
     anchors = (nn.QLinearOp,)
+    schedule_type = QGemmSchedule
+    feature_names = cost.FEATURES
 
     def applies(self, kernel: KernelOp) -> str | None:
         return codegen.applies(kernel)
@@ -36,16 +39,39 @@ class QGemmFamily(KernelFamily):
     def heuristic(self, kernel: KernelOp, target: str, rows: int | None) -> Any:
         return heuristic.heuristic_schedule(kernel, target, rows)
 
-    def check_schedule(self, name: str, schedule: Any) -> None:
-        if schedule is not None and not isinstance(schedule, QGemmSchedule):
-            raise CodegenError(f"kernel {name}: a {type(schedule).__name__} cannot schedule a qgemm kernel")
-
     def per_batch(self, kernel: KernelOp) -> bool:
         """A decode kernel (its rows are the batch: no ``seq`` among them)."""
         return heuristic.decode_rows(kernel)
 
     def parse_schedule(self, d: Mapping[str, Any]) -> Any:
         return schedule.qgemm_schedule(d)
+
+    def task(self, kernel: KernelOp, rows: int, max_seq_len: int) -> AnyTask:
+        return task.qgemm_task(kernel, rows)
+
+    def task_from_json(self, d: Mapping[str, Any]) -> AnyTask:
+        return task.QGemmTask.from_json(dict(d))
+
+    def space(self, hw: Hopper = H200) -> Any:
+        return space.QGemmSpace(hw)
+
+    def neighbours(self, t: AnyTask, rows: int) -> list[AnyTask]:
+        """A prefill task at another row bucket (a long prompt's tiles fill the SMs many times
+        over at either); none for decode."""
+        assert isinstance(t, task.QGemmTask)
+        return [replace(t, rows=rows)] if t.shape == "prefill" else []
+
+    def bound_ms(self, t: AnyTask, hw: Hopper = H200) -> float:
+        return cost.bound_ms(t, hw)  # type: ignore[arg-type]
+
+    def roofline_ms(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
+        return cost.roofline_ms(t, s, hw)  # type: ignore[arg-type]
+
+    def features(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
+        return cost.features(t, s, hw)  # type: ignore[arg-type]
+
+    def smem_bytes(self, t: AnyTask, s: Mapping[str, int]) -> int:
+        return space.smem_bytes(t, s)  # type: ignore[arg-type]
 
     def launch_cost(self) -> dict[str, Any]:
         return {"kv": "seq", "per_row": False, "flops": "largest_int4_weight"}

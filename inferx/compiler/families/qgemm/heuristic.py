@@ -1,5 +1,5 @@
-"""The qgemm schedules used without a tuning record (the family has no tuning task yet), by the
-shape of the kernel's rows and their bucket.
+"""The qgemm schedules used without a tuning record, by the shape of the kernel's rows and their
+bucket.
 
 - Decode rows (no ``seq`` in the rows: a batch of single tokens) on sm_90, batch 1: GEMV mode
   with deferred sums, BN = 8 W rows by BK = 1024 columns (several groups; 512 where 1024 does not
