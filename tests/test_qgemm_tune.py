@@ -188,6 +188,22 @@ def test_a_compile_takes_a_qgemm_record(quantized: inferx.Program, tmp_path: Pat
     assert reasons == {"no record"}, s["fallbacks"]
 
 
+def test_a_record_that_does_not_fit_the_group_is_skipped(tmp_path: Path) -> None:
+    """A stored schedule the template parses but whose BK does not fit the task's group (a BK of
+    128 over groups of 64 off the one-row GEMV) is passed over by the database, as one the
+    template no longer parses is: the compile falls back, it does not fail."""
+    t = replace(_task_8b("decode", 16), group=64)
+    db = Database.load(tmp_path / "logs", "sm_90")
+    bad = {"bm": 16, "bn": 32, "bk": 128, "num_warps": 4, "num_stages": 2}
+    good = {"bm": 16, "bn": 32, "bk": 64, "num_warps": 4, "num_stages": 2}
+    assert check_fits(qgemm_schedule(bad), t.group, t.k) is not None
+    db.append(Record.make(t, bad, [1e-3], {}, "2026-12-06", "test"))
+    assert Database.load(tmp_path / "logs", "sm_90").best(t) is None
+    db.append(Record.make(t, good, [2e-3], {}, "2026-12-06", "test"))
+    best = Database.load(tmp_path / "logs", "sm_90").best(t)
+    assert best is not None and best[1].schedule == good
+
+
 def test_guided_search_finds_the_best_qgemm_schedule_of_a_landscape() -> None:
     """The tuner, generic over families, searches qgemm tasks: on a synthetic landscape of the 8B
     gate|up at one row and the o projection at 2048 rows it finds each task's best within 5%."""

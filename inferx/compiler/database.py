@@ -264,9 +264,11 @@ class Database:
             if not math.isfinite(rec.median_ms):
                 continue
             try:
-                valid.append((parse_schedule(task.template, rec.schedule), rec))
+                sched = parse_schedule(task.template, rec.schedule)
             except (ScheduleError, TypeError):
                 continue  # the template no longer accepts it: ignored, never fatal
+            if family(task.template).record_fits(task, sched) is None:
+                valid.append((sched, rec))
         if any(rec.regime == "sustained" for _, rec in valid):
             valid = [p for p in valid if p[1].regime == "sustained"]
         if not valid:

@@ -109,6 +109,12 @@ class KernelFamily:
     def parse_schedule(self, d: Mapping[str, Any]) -> Any:
         raise ScheduleError(f"the {self.name} family takes no schedule")
 
+    def record_fits(self, task: AnyTask, schedule: Any) -> str | None:
+        """Why a stored schedule (already parsed) cannot run ``task``'s kernel, where that depends
+        on the task and not on the schedule alone; None by default. The database skips such a
+        record as it skips one its family no longer parses."""
+        return None
+
     def check_schedule(self, name: str, schedule: Any) -> None:
         if schedule is not None and (self.schedule_type is None or not isinstance(schedule, self.schedule_type)):
             raise CodegenError(f"kernel {name}: a {type(schedule).__name__} cannot schedule a {self.name} kernel")

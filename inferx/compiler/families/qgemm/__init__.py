@@ -46,6 +46,11 @@ class QGemmFamily(KernelFamily):
     def parse_schedule(self, d: Mapping[str, Any]) -> Any:
         return schedule.qgemm_schedule(d)
 
+    def record_fits(self, t: AnyTask, s: Any) -> str | None:
+        """BK against the task's quantization group and K (``schedule.check_fits``)."""
+        assert isinstance(t, task.QGemmTask)
+        return schedule.check_fits(s, t.group, t.k)
+
     def task(self, kernel: KernelOp, rows: int, max_seq_len: int) -> AnyTask:
         return task.qgemm_task(kernel, rows)
 
