@@ -451,6 +451,10 @@ def compile_main() -> None:
     help="Time each candidate after this long of back-to-back replays of it: the clocks the GPU's power "
     "cap allows, as in a long prefill. Its records then rank the task's schedules alone.",
 )
+@click.option("--quant", default=None, metavar="SCHEME",
+              help="Tune the int4 kernels (qgemm) of MODEL compiled with --quant SCHEME, e.g. int4-g128.")
+@click.option("--quant-head/--no-quant-head", default=False, show_default=True,
+              help="With --quant, the LM head in int4 too.")
 def tune_command(
     model: str,
     target: str,
@@ -470,9 +474,11 @@ def tune_command(
     fuse_mlp: bool,
     fuse_attention_o: bool,
     sustain_ms: float,
+    quant: str | None,
+    quant_head: bool,
 ) -> None:
     """Tune the GEMM and attention schedules of MODEL (and the fused decode kernels with --fuse-mlp,
-    --fuse-attention-o); records are appended to the tuning database."""
+    --fuse-attention-o; the int4 GEMMs with --quant); records are appended to the tuning database."""
     from inferx.autotune.tune import TuneError, TuneOptions, parse_budget, tune
     from inferx.compiler.database import DEFAULT_ROOT
 
@@ -500,6 +506,8 @@ def tune_command(
             fuse_mlp=fuse_mlp,
             fuse_attention_o=fuse_attention_o,
             sustain_ms=sustain_ms,
+            quant=quant,
+            quant_head=quant_head,
         )
         result = tune(model, options, say=lambda line: click.echo(line, err=True))
     if result.stopped.startswith("interrupted"):

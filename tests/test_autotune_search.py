@@ -625,3 +625,22 @@ def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(
                                       "--db", str(tmp_path)])
     with pytest.raises(SystemExit, match="--bases-from-model goes with --plain"):
         runpy.run_path(str(script), run_name="__main__")
+
+
+def test_tune_cli_quant_tunes_the_int4_kernels(tmp_path: Path) -> None:
+    """``--quant SCHEME`` tunes the int4 GEMMs (qgemm tasks) of the model as ``compile --quant``
+    makes them, from its config alone; an unknown scheme, or ``--quant-head`` without a scheme,
+    is one error line."""
+    model = _tiny_dir()
+    (tmp_path / "r.jsonl").write_text("")
+    base = ["tune", str(model), "--runner", "replay", "--replay", str(tmp_path / "r.jsonl"), "--trials", "4",
+            "--max-seq-len", "128", "--dtype", "bf16", "--out", str(tmp_path / "logs")]
+    res = CliRunner().invoke(main, [*base, "--quant", "int4-g32", "--only", "qgemm"])
+    assert res.exit_code == 0, res.output
+    assert "--only: " in res.output and "qgemm" in res.output
+    plain = CliRunner().invoke(main, [*base, "--only", "qgemm"])
+    assert plain.exit_code == 1 and "no task's summary contains" in plain.output
+    for extra, want in ((["--quant", "int8-g32"], "unknown quantization scheme 'int8-g32'"),
+                        (["--quant-head"], "--quant-head quantizes the LM head under a --quant scheme")):
+        res = CliRunner().invoke(main, [*base, *extra])
+        assert res.exit_code == 1 and want in res.output and "Traceback" not in res.output, res.output

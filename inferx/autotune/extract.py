@@ -88,11 +88,13 @@ class Extraction:
 
 
 def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
-                 fuse_attention_o: bool = False) -> ModuleOp:
+                 fuse_attention_o: bool = False, quant: str | None = None, quant_head: bool = False) -> ModuleOp:
     """The module after the driver's phases 1-4 (with ``fuse_mlp`` and ``fuse_attention_o``, the
-    decode layers' fused kernels, as the compiler's options of those names make them). ``src`` is
-    an ix module or Program (cloned, never changed), an HF model directory (read from its
-    config.json alone: tuning needs shapes, not weights), or anything ``inferx.compile`` imports."""
+    decode layers' fused kernels, as the compiler's options of those names make them; with
+    ``quant``, its linears made ``ix.qlinear`` under that scheme first, the LM head too with
+    ``quant_head``: the quantize pass alone, since tasks need shapes, not weights). ``src`` is an
+    ix module or Program (cloned, never changed), an HF model directory (read from its
+    config.json alone), or anything ``inferx.compile`` imports."""
     from inferx.compiler.frontend.hf import with_dtype
     from inferx.compiler.pipeline import phases, registry
     from inferx.models.decoder import build_decoder_module
@@ -115,6 +117,11 @@ def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
         module = import_program(src, CompileOptions(dtype=dtype)).module
     from inferx.compiler.options import CompileOptions
 
+    if quant is not None:
+        from inferx.passes.dce import DCE
+        from inferx.passes.quantize import Quantize
+
+        PassManager([Quantize(scheme=quant, head=quant_head), DCE()]).run(module)
     options = CompileOptions(fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o)
     spec = ",".join(p for name, p in phases(options) if name != "plan-memory")
     PassManager(parse(spec, registry())).run(module)

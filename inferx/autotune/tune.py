@@ -71,6 +71,8 @@ class TuneOptions:
     fuse_mlp: bool = False  # the decode MLPs as the compiler's fuse_mlp makes them (mlp tasks)
     fuse_attention_o: bool = False  # the decode attentions as fuse_attention_o makes them
     sustain_ms: float = 0.0  # > 0: time after that long of back-to-back replays (sustained regime)
+    quant: str | None = None  # the linears in int4 under this scheme (qgemm tasks), as compile --quant
+    quant_head: bool = False  # with quant, the LM head too
 
 
 def parse_budget(text: str) -> float:
@@ -112,7 +114,15 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
     if fused and options.max_batch > GEMV_MAX_ROWS:
         raise TuneError(f"--fuse-mlp, --fuse-attention-o: the fused decode kernels run at most {GEMV_MAX_ROWS} "
                         f"rows (--max-batch {options.max_batch})")
-    module = fused_module(model, options.dtype, options.fuse_mlp, options.fuse_attention_o)
+    if options.quant_head and options.quant is None:
+        raise TuneError("--quant-head quantizes the LM head under a --quant scheme: give one")
+    from inferx.compiler.ir.textio import IRError
+
+    try:
+        module = fused_module(model, options.dtype, options.fuse_mlp, options.fuse_attention_o, options.quant,
+                              options.quant_head)
+    except IRError as e:  # the quantize pass's: an unknown scheme, a group that does not divide K
+        raise TuneError(f"--quant {options.quant}: {e}") from None
     extraction = extract_tasks(module, options.max_seq_len, hw, batches=batches)
     say(extraction.summary())
     if not extraction.tasks:
