@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import transformers as T
+from test_gpu import FAMILIES  # the five families' configs (that module's tests need a GPU; this one does not)
 
 import inferx
 from inferx.compiler.ir import ops_nn as nn
@@ -19,14 +19,6 @@ from inferx.compiler.quant.store import quantize_program
 TOL = 1e-4  # relative to the largest logit (fp32 throughout)
 MAX_SEQ_LEN = 32
 PROMPT = [5, 17, 3, 88, 41, 9, 60, 2, 33]
-
-FAMILIES = {
-    "llama": (T.LlamaConfig, T.LlamaForCausalLM, {"num_key_value_heads": 2}),
-    "mistral": (T.MistralConfig, T.MistralForCausalLM, {"num_key_value_heads": 2, "sliding_window": 6}),
-    "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM, {"num_key_value_heads": 2}),
-    "phi3": (T.Phi3Config, T.Phi3ForCausalLM, {"num_key_value_heads": 4, "pad_token_id": 0}),
-    "gpt2": (T.GPT2Config, T.GPT2LMHeadModel, None),
-}
 
 
 def _model(family: str) -> torch.nn.Module:

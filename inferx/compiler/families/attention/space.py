@@ -12,8 +12,15 @@ from dataclasses import dataclass, field
 from inferx.compiler.families.attention.schedule import attention_schedule
 from inferx.compiler.families.attention.task import AttentionTask
 from inferx.compiler.families.common.hardware import DTYPE_BYTES, H200, Hopper
-from inferx.compiler.families.common.space import Knob, WholeSchedule, p2
-from inferx.compiler.families.interface import AnyTask, ScheduleError
+from inferx.compiler.families.common.space import (
+    Knob,
+    WholeSchedule,
+    first_broken_rule,
+    p2,
+    resident_programs,
+    wave_fraction,
+)
+from inferx.compiler.families.interface import AnyTask
 
 # --- attention geometry, shared by constraints and cost models -----------------------------------
 
@@ -53,19 +60,14 @@ def attention_programs(task: AttentionTask, s: Mapping[str, int]) -> int:
 
 
 def attention_blocks_per_sm(task: AttentionTask, s: Mapping[str, int], hw: Hopper = H200) -> int:
-    """Programs resident per SM, limited by shared memory, threads, registers and the block cap."""
-    threads = 32 * s["num_warps"]
-    regs = min(255, 32 + int(attention_values_per_thread(task, s)) * 2)
-    by_smem = hw.smem_per_sm // max(1, attention_smem_bytes(task, s))
-    return max(0, min(by_smem, hw.max_threads_per_sm // threads, hw.regs_per_sm // (regs * threads),
-                      hw.max_blocks_per_sm))
+    """Programs resident per SM."""
+    return resident_programs(hw, s["num_warps"], max(1, attention_smem_bytes(task, s)),
+                             attention_values_per_thread(task, s))
 
 
 def attention_wave_efficiency(task: AttentionTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
     """The fraction of SM slots busy over all waves (a score, never a filter)."""
-    slots = hw.sms * max(1, attention_blocks_per_sm(task, s, hw))
-    programs = attention_programs(task, s)
-    return programs / (math.ceil(programs / slots) * slots)
+    return wave_fraction(hw, attention_programs(task, s), attention_blocks_per_sm(task, s, hw))
 
 
 AttentionConstraint = Callable[[AttentionTask, Mapping[str, int], Hopper], "str | None"]
@@ -160,12 +162,4 @@ class AttentionSpace(WholeSchedule):
         want = {k.name for k in self.knobs_for(task)}
         if set(s) != want:
             return f"a {task.shape} attention schedule has the knobs {sorted(want)}, got {sorted(s)}"
-        try:
-            attention_schedule(self.emit(s))
-        except (ScheduleError, TypeError, KeyError) as e:
-            return str(e)
-        for check in self.constraints:
-            reason = check(task, s, self.hw)
-            if reason is not None:
-                return reason
-        return None
+        return first_broken_rule(task, s, self.emit, attention_schedule, self.constraints, self.hw)

@@ -14,12 +14,14 @@ so it is a score the cost models use. New knobs are added as ``Knob``s with the 
 from __future__ import annotations
 
 import json
+import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from inferx.compiler.families.interface import AnyTask, Schedule
+from inferx.compiler.families.common.hardware import Hopper
+from inferx.compiler.families.interface import AnyTask, Schedule, ScheduleError
 
 
 @dataclass(frozen=True)
@@ -168,3 +170,37 @@ def dedupe(schedules: Sequence[Mapping[str, int]]) -> list[Schedule]:
     for s in schedules:
         seen.setdefault(schedule_key(s), dict(s))
     return list(seen.values())
+
+
+def resident_programs(hw: Hopper, num_warps: int, smem: int, values_per_thread: float) -> int:
+    """Programs of ``num_warps`` warps resident per SM, limited by shared memory (``smem`` bytes a
+    program; 0 for none), threads, registers (about 32 a thread plus two per value it holds) and
+    the block cap."""
+    threads = 32 * num_warps
+    by_smem = hw.smem_per_sm // smem if smem else hw.max_blocks_per_sm
+    regs = min(255, 32 + int(values_per_thread) * 2)
+    return max(0, min(by_smem, hw.max_threads_per_sm // threads, hw.regs_per_sm // (regs * threads),
+                      hw.max_blocks_per_sm))
+
+
+def wave_fraction(hw: Hopper, programs: int, per_sm: int) -> float:
+    """The fraction of SM slots busy over all waves of ``programs`` at ``per_sm`` a SM:
+    programs / (waves * slots), 1.0 when the last wave is full (a score, never a filter)."""
+    slots = hw.sms * max(1, per_sm)
+    return programs / (math.ceil(programs / slots) * slots)
+
+
+def first_broken_rule(task: AnyTask, s: Mapping[str, int], emit: Callable[[Mapping[str, int]], Schedule],
+                      parse: Callable[[Schedule], object], constraints: Sequence[Callable[..., str | None]],
+                      hw: Hopper) -> str | None:
+    """The space's own form (``emit``) and the template's rules (``parse``, its family's schedule
+    parser), then each constraint in order: the first reason ``s`` breaks for ``task``, or None."""
+    try:
+        parse(emit(s))
+    except (ScheduleError, TypeError, KeyError) as e:
+        return str(e)
+    for check in constraints:
+        reason = check(task, s, hw)
+        if reason is not None:
+            return reason
+    return None

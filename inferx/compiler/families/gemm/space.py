@@ -26,7 +26,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from inferx.compiler.families.common.hardware import DTYPE_BYTES, H200, HOPPER_SMS, Hopper
-from inferx.compiler.families.common.space import OFF_VALUES, Knob, KnobSearch, Schedule
+from inferx.compiler.families.common.space import (
+    OFF_VALUES,
+    Knob,
+    KnobSearch,
+    Schedule,
+    first_broken_rule,
+    resident_programs,
+    wave_fraction,
+)
 from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.compiler.families.gemm.schedule import gemm_schedule
 from inferx.compiler.families.gemm.task import Task
@@ -85,21 +93,13 @@ def programs(task: Task, s: Mapping[str, int]) -> int:
 
 
 def blocks_per_sm(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> int:
-    """Programs resident per SM, limited by shared memory, threads, registers and the block cap."""
-    threads = 32 * s["num_warps"]
-    smem = smem_bytes(task, s)
-    by_smem = hw.smem_per_sm // smem if smem else hw.max_blocks_per_sm
-    regs = min(255, 32 + int(acc_values_per_thread(task, s)) * 2)  # accumulators plus addresses, loads
-    by_regs = hw.regs_per_sm // (regs * threads)
-    return max(0, min(by_smem, hw.max_threads_per_sm // threads, by_regs, hw.max_blocks_per_sm))
+    """Programs resident per SM (accumulators plus addresses and loads in registers)."""
+    return resident_programs(hw, s["num_warps"], smem_bytes(task, s), acc_values_per_thread(task, s))
 
 
 def wave_efficiency(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> float:
-    """The fraction of SM slots busy over all waves: programs / (waves * slots). 1.0 when the last
-    wave is full; a score, never a filter."""
-    slots = hw.sms * max(1, blocks_per_sm(task, s, hw))
-    n = programs(task, s)
-    return n / (math.ceil(n / slots) * slots)
+    """The fraction of SM slots busy over all waves (a score, never a filter)."""
+    return wave_fraction(hw, programs(task, s), blocks_per_sm(task, s, hw))
 
 
 # --- constraints: each returns why a schedule cannot work, or None --------------------------------
@@ -337,15 +337,7 @@ class GemmSpace(KnobSearch):
         """The first rule ``s`` breaks for ``task`` (the template's own check first), or None."""
         if not isinstance(task, Task):
             return f"the gemm space does not schedule {task.template} tasks"
-        try:
-            gemm_schedule(self.emit(s))
-        except (ScheduleError, TypeError, KeyError) as e:
-            return str(e)
-        for check in self.constraints:
-            reason = check(task, s, self.hw)
-            if reason is not None:
-                return reason
-        return None
+        return first_broken_rule(task, s, self.emit, gemm_schedule, self.constraints, self.hw)
 
     def emit(self, s: Mapping[str, int]) -> Schedule:
         """The template's schedule dict: knobs the template does not take yet are dropped when they

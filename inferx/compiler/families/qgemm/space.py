@@ -22,8 +22,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from inferx.compiler.families.common.hardware import DTYPE_BYTES, H200, Hopper
-from inferx.compiler.families.common.space import Knob, WholeSchedule, p2
-from inferx.compiler.families.interface import AnyTask, ScheduleError
+from inferx.compiler.families.common.space import (
+    Knob,
+    WholeSchedule,
+    first_broken_rule,
+    p2,
+    resident_programs,
+    wave_fraction,
+)
+from inferx.compiler.families.interface import AnyTask
 from inferx.compiler.families.qgemm.schedule import check_fits, qgemm_schedule
 from inferx.compiler.families.qgemm.task import QGemmTask
 
@@ -77,20 +84,13 @@ def programs(task: QGemmTask, s: Mapping[str, int]) -> int:
 
 
 def blocks_per_sm(task: QGemmTask, s: Mapping[str, int], hw: Hopper = H200) -> int:
-    """Programs resident per SM, limited by shared memory, threads, registers and the block cap."""
-    threads = 32 * s["num_warps"]
-    smem = smem_bytes(task, s)
-    by_smem = hw.smem_per_sm // smem if smem else hw.max_blocks_per_sm
-    regs = min(255, 32 + int(values_per_thread(task, s)) * 2)
-    return max(0, min(by_smem, hw.max_threads_per_sm // threads, hw.regs_per_sm // (regs * threads),
-                      hw.max_blocks_per_sm))
+    """Programs resident per SM."""
+    return resident_programs(hw, s["num_warps"], smem_bytes(task, s), values_per_thread(task, s))
 
 
 def wave_efficiency(task: QGemmTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
     """The fraction of SM slots busy over all waves (a score, never a filter)."""
-    slots = hw.sms * max(1, blocks_per_sm(task, s, hw))
-    n = programs(task, s)
-    return n / (math.ceil(n / slots) * slots)
+    return wave_fraction(hw, programs(task, s), blocks_per_sm(task, s, hw))
 
 
 # --- constraints: each returns why a schedule cannot work well, or None --------------------------
@@ -206,15 +206,7 @@ class QGemmSpace(WholeSchedule):
         """The first rule ``s`` breaks for ``task`` (the template's own checks first), or None."""
         if not isinstance(task, QGemmTask):
             return f"the qgemm space does not schedule {task.template} tasks"
-        try:
-            qgemm_schedule(self.emit(s))
-        except (ScheduleError, TypeError, KeyError) as e:
-            return str(e)
-        for check in self.constraints:
-            reason = check(task, s, self.hw)
-            if reason is not None:
-                return reason
-        return None
+        return first_broken_rule(task, s, self.emit, qgemm_schedule, self.constraints, self.hw)
 
     def _ordered(self, knob: Knob) -> tuple[int, ...]:
         """The knob's values in order, not cached by name: decode and prefill knobs of one name
