@@ -321,6 +321,9 @@ FUSE_ATTENTION_O_HELP = (
 )
 @click.option("--quant-head/--no-quant-head", default=False, show_default=True,
               help="Quantize the LM head too (with a --quant scheme).")
+@click.option("--quant-override", "quant_overrides", multiple=True, metavar="PATTERN=SCHEME",
+              help="With a --quant scheme: the weights whose names match PATTERN (fnmatch, e.g. '*down_proj*') "
+              "under SCHEME instead, or float with PATTERN=float; repeat, the first match wins.")
 def compile_command(
     model: str,
     output: str,
@@ -338,6 +341,7 @@ def compile_command(
     quant_method: str,
     calibration: str | None,
     quant_head: bool,
+    quant_overrides: tuple[str, ...],
 ) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
@@ -373,11 +377,12 @@ def compile_command(
             quant_method=quant_method,
             calibration=Path(calibration) if calibration else None,
             quant_head=quant_head,
+            quant_overrides=quant_overrides,
         )
     except CompileError as e:  # an option's field, said as its flag
         raise UserError(
-            re.sub(r"^(max_seq_len|max_batch|jobs|quant_head|quant_method|calibration) ",
-                   lambda m: f"--{m[1].replace('_', '-')} ", str(e))
+            re.sub(r"^(max_seq_len|max_batch|jobs|quant_head|quant_method|calibration|quant_overrides):? ",
+                   lambda m: f"--{m[1].replace('_', '-').replace('overrides', 'override')} ", str(e))
         ) from None
     with _user_errors(_compile_errors()):
         out = compile_model(path, Path(output), options)

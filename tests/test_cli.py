@@ -102,6 +102,14 @@ def test_compile_help_lists_the_drivers_targets() -> None:
     (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g48"], ["'int4-g48'", "int4-g128"]),
     (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g128"], ["int4-g128", "K = 64"]),
     (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant-head"], ["--quant-head", "int4 scheme"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g32", "--quant-override", "*down*"],
+     ["--quant-override", "'*down*'", "PATTERN=SCHEME"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g32", "--quant-override", "*down*=int4-g48"],
+     ["--quant-override", "'int4-g48'"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant-override", "*down*=float"],
+     ["--quant-override", "int4 scheme"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g32", "--quant-override", "*q_proj*=int4-g128"],
+     ["int4-g128", "q_proj", "K = 64"]),
     (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "gguf"], ["quant gguf", "not a .gguf file"]),
     (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g32", "--quant-method", "awq"],
      ["awq", "no tokenizer"]),
@@ -135,6 +143,24 @@ def test_compile_quant_writes_int4_weights(model_dir: Path, tmp_path: Path) -> N
     text = invoke(["inspect", str(out)]).output
     assert "int4 weights:" in text and f"({len(codes)} int4 weights, listed below)" in text
     assert any(line.split()[:3] == ["lm_head.weight", "int4-g32", str(VOCAB)] for line in text.splitlines()), text
+
+
+def test_compile_quant_overrides_give_layers_their_own_scheme(model_dir: Path, tmp_path: Path) -> None:
+    """``--quant-override PATTERN=SCHEME`` (first match wins): the down projections in groups of 64,
+    layer 0's o projection kept float, the rest under --quant; inspect lists each weight's scheme."""
+    out = tmp_path / "o.ixa"
+    rules = ["*layers.0.self_attn.o_proj*=float", "*down_proj*=int4-g64", "*o_proj*=int4-g64"]
+    result = invoke(["compile", str(model_dir), "-o", str(out), *CPU_FLAGS, "--quant", "int4-g32",
+                     *(a for r in rules for a in ("--quant-override", r))])
+    assert result.exit_code == 0, result.output
+    assert "quant int4-g32: 13 linears in int4" in result.stderr, result.stderr
+    int4 = json.loads(invoke(["inspect", str(out), "--json"]).output)["weights"]["int4"]
+    schemes = {n: q["scheme"] for n, q in int4.items()}
+    assert schemes["model.layers.0.mlp.down_proj.weight"] == "int4-g64"
+    assert schemes["model.layers.1.mlp.down_proj.weight"] == "int4-g64"
+    assert schemes["model.layers.1.self_attn.o_proj.weight"] == "int4-g64"
+    assert "model.layers.0.self_attn.o_proj.weight" not in schemes
+    assert {s for n, s in schemes.items() if "down_proj" not in n and "o_proj" not in n} == {"int4-g32"}, schemes
 
 
 def test_compile_refuses_an_unsupported_architecture(tmp_path: Path) -> None:

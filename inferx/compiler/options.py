@@ -9,6 +9,7 @@ from pathlib import Path
 
 from inferx.compiler.database import DEFAULT_ROOT
 from inferx.compiler.ir.quant import SchemeError, parse_scheme
+from inferx.passes.quantize import parse_overrides
 
 QUANT_METHODS = ("rtn", "awq", "gptq")
 STORED = ("gguf", "checkpoint")  # quant values that keep a model's own 4-bit weights
@@ -75,11 +76,16 @@ class CompileOptions:
     # The LM head quantized too (a scheme's quant only): it is the largest single weight of a small
     # model, and the one whose rounding shows most in the logits.
     quant_head: bool = False
+    # Per-layer overrides of a scheme's quant, each "PATTERN=SCHEME" or "PATTERN=float" (fnmatch
+    # on weight names, the first match wins): e.g. ("*down_proj*=int4-g32", "*layers.0.*=float").
+    quant_overrides: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("dump_ir", "tuning_logs", "calibration"):  # a path given as a string
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Path(getattr(self, name)))
+        if isinstance(self.quant_overrides, list):
+            object.__setattr__(self, "quant_overrides", tuple(self.quant_overrides))
         problem = _problem(self)
         if problem:
             raise CompileError(problem)
@@ -114,8 +120,15 @@ def _problem(o: CompileOptions) -> str | None:
     if o.quant_method not in QUANT_METHODS:
         return f"unknown quant method {o.quant_method!r}: the methods are {', '.join(QUANT_METHODS)}"
     scheme = o.quant is not None and o.quant not in STORED
-    if not scheme and (o.quant_method != "rtn" or o.quant_head or o.calibration is not None):
-        what = "quant_head" if o.quant_head else "calibration" if o.calibration is not None else "quant_method"
+    if isinstance(o.quant_overrides, str) or not all(isinstance(r, str) for r in o.quant_overrides):
+        return f"quant_overrides must be a sequence of PATTERN=SCHEME strings, got {o.quant_overrides!r}"
+    try:
+        parse_overrides(",".join(o.quant_overrides))
+    except SchemeError as e:
+        return f"quant_overrides: {e}"
+    if not scheme and (o.quant_method != "rtn" or o.quant_head or o.calibration is not None or o.quant_overrides):
+        what = ("quant_head" if o.quant_head else "calibration" if o.calibration is not None
+                else "quant_overrides" if o.quant_overrides else "quant_method")
         return f"{what} applies to an int4 scheme's quant (such as int4-g128), not to quant {o.quant}"
     if o.schedules is not None and o.schedules not in TARGETS:
         return f"unknown schedules target {o.schedules!r}: the targets are {', '.join(TARGETS)}"

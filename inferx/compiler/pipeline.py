@@ -148,8 +148,9 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
                                f"({what}) is not an HF checkpoint directory")
         return keep_checkpoint_quantized(program, path)
     try:
+        overrides = ",".join(options.quant_overrides)
         if options.quant_method == "rtn":
-            return quantize_program(program, options.quant, head=options.quant_head)
+            return quantize_program(program, options.quant, head=options.quant_head, overrides=overrides)
         from inferx.compiler.quant.store import quantize_calibrated
 
         windows = calibration_windows(program, options, source)
@@ -159,7 +160,7 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
         # GPTQ with act-order and damp 0.1: what held up on text unlike the calibration text
         # (docs/performance.md, "int4 accuracy")
         return quantize_calibrated(program, options.quant, options.quant_method, windows, head=options.quant_head,
-                                   act_order=True, damp=GPTQ_DAMP)
+                                   act_order=True, damp=GPTQ_DAMP, overrides=overrides)
     except (IRError, SchemeError) as e:
         raise CompileError(f"quant {options.quant}: {e}") from None
 

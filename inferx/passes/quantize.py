@@ -9,6 +9,9 @@ The new weights are named by ``quant.quantized_names``; the program's weight sto
 (``inferx.compiler.quant``: computed from ``W`` by the chosen method, or read as they are from a
 checkpoint that arrives quantized). Scales and minimums take the weight's dtype.
 
+Per-layer overrides (``overrides``: ``PATTERN=SCHEME`` or ``PATTERN=float``, the first match
+wins) give a weight its own scheme, or keep it float, before the rules below.
+
 Applies to an ``ix.linear`` whose weight is an ``ix.weight`` (a bias stays float, the qlinear's
 ``bias`` operand; a weight in the "kn" layout, [K, N] as GPT-2 stores it, is quantized as its
 transpose: ``kn_weights`` names them for the store),
@@ -49,6 +52,9 @@ class Quantize(ModulePass):
     include: str = "*"
     exclude: str = ""
     head: bool = False
+    # Per-layer overrides, "PATTERN=SCHEME,PATTERN=float,...": the first pattern that matches a
+    # weight's name gives its scheme (or keeps it float), before include, exclude and head apply.
+    overrides: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         apply_schemes(op, self.schemes(op), kn=True)
@@ -57,12 +63,20 @@ class Quantize(ModulePass):
         """{weight name: scheme} of the linears the options name (the pass's precision map)."""
         try:
             scheme = parse_scheme(self.scheme)
+            rules = parse_overrides(self.overrides)
         except SchemeError as e:
             raise IRError(f"quantize: {e}") from None
         tables = {_name(e.table.owner) for e in module.walk() if isinstance(e, nn.EmbeddingOp)
                   and isinstance(e.table.owner, t.WeightOp)}
         names = {_name(lin.weight.owner) for lin in _candidates(module)}  # type: ignore[arg-type]
-        return {name: scheme for name in sorted(names) if self._named(name, tables)}
+        out: dict[str, Scheme] = {}
+        for name in sorted(names):
+            rule = next((r for pattern, r in rules if fnmatchcase(name, pattern)), "default")
+            if rule == "default" and self._named(name, tables):
+                out[name] = scheme
+            elif isinstance(rule, Scheme):
+                out[name] = rule
+        return out
 
     def _named(self, name: str, tables: set[str]) -> bool:
         if not self.head and (fnmatchcase(name, "*lm_head*") or name in tables):
@@ -70,6 +84,22 @@ class Quantize(ModulePass):
         include = [p.strip() for p in self.include.split(",") if p.strip()]
         exclude = [p.strip() for p in self.exclude.split(",") if p.strip()]
         return any(fnmatchcase(name, p) for p in include) and not any(fnmatchcase(name, p) for p in exclude)
+
+
+def parse_overrides(text: str) -> list[tuple[str, Scheme | None]]:
+    """``PATTERN=SCHEME`` rules, comma-separated, in order (None: the weight stays float, written
+    ``PATTERN=float``); SchemeError naming the rule that is not one."""
+    rules: list[tuple[str, Scheme | None]] = []
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        pattern, eq, value = item.partition("=")
+        if not eq or not pattern.strip() or not value.strip():
+            raise SchemeError(f"override {item!r}: write it PATTERN=SCHEME (e.g. '*down_proj*=int4-g32') "
+                              "or PATTERN=float")
+        value = value.strip()
+        rules.append((pattern.strip(), None if value == "float" else parse_scheme(value)))
+    return rules
 
 
 def _candidates(module: ModuleOp) -> list[nn.LinearOp]:

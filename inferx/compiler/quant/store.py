@@ -117,12 +117,14 @@ def quantize_program(
     quantize: Quantizer = rtn,
     supplied: Mapping[str, QuantizedWeight] | None = None,
     col_scale: bool = False,
+    overrides: str = "",
 ) -> Program:
     """``program`` with the linears ``scheme`` names (see the quantize pass) made ``ix.qlinear``
     and its store a ``QuantizedStore`` (in place; returned for chaining). ``col_scale``: each
-    qlinear reads its weight's column scale (``supplied`` by an activation-aware method)."""
+    qlinear reads its weight's column scale (``supplied`` by an activation-aware method).
+    ``overrides``: the pass's per-layer rules (``PATTERN=SCHEME`` or ``PATTERN=float``)."""
     assert program.info is not None, "quantize_program takes a decoder program"
-    chosen = Quantize(scheme=scheme, include=include, exclude=exclude, head=head)
+    chosen = Quantize(scheme=scheme, include=include, exclude=exclude, head=head, overrides=overrides)
     transposed = kn_weights(program.module)
     if col_scale:
         schemes = chosen.schemes(program.module)
@@ -223,6 +225,7 @@ def quantize_calibrated(
     damp: float = 0.01,
     sequential: bool = False,
     stats: Mapping[str, InputStats] | None = None,
+    overrides: str = "",
 ) -> Program:
     """``program`` quantized under ``scheme`` by ``method`` (rtn, awq or gptq), the latter two
     calibrated on ``windows`` of token ids: with ``sequential``, each linear on the inputs it sees
@@ -236,10 +239,11 @@ def quantize_calibrated(
     if method not in METHODS:
         raise ValueError(f"unknown quantization method {method!r}: expected one of {', '.join(METHODS)}")
     if method == "rtn":
-        return quantize_program(program, scheme, include=include, exclude=exclude, head=head)
+        return quantize_program(program, scheme, include=include, exclude=exclude, head=head, overrides=overrides)
     if sequential and stats is not None:
         raise ValueError("sequential calibration captures its own statistics: stats are those of the float model")
-    chosen = Quantize(scheme=scheme, include=include, exclude=exclude, head=head).schemes(program.module)
+    chosen = Quantize(scheme=scheme, include=include, exclude=exclude, head=head,
+                      overrides=overrides).schemes(program.module)
     dtype = DType(program.info.dtype).value if program.info is not None else "f32"
     scale_dtype = None if dtype == "f32" else dtype
     transposed = kn_weights(program.module)
@@ -267,5 +271,6 @@ def quantize_calibrated(
         supplied = {name: one(name, np.asarray(program.weights[name], dtype=np.float32), stats[name])
                     for name in chosen}
     return quantize_program(
-        program, scheme, include=include, exclude=exclude, head=head, supplied=supplied, col_scale=method == "awq"
+        program, scheme, include=include, exclude=exclude, head=head, supplied=supplied, col_scale=method == "awq",
+        overrides=overrides,
     )

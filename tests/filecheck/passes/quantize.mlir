@@ -1,5 +1,7 @@
 // RUN: inferx opt %s -p 'quantize{scheme=int4-g32},dce' | filecheck %s
 // RUN: inferx opt %s -p 'quantize{scheme=int4-g64-sym head=true exclude="*v_proj*"},dce' | filecheck %s --check-prefix=SYM
+// RUN: inferx opt %s -p 'quantize{scheme=int4-g32 overrides="*v_proj*=float,*up_proj*=int4-g64"},dce' | filecheck %s --check-prefix=OVR
+// RUN: not inferx opt %s -p 'quantize{scheme=int4-g32 overrides="*v_proj*"}' 2>&1 | filecheck %s --check-prefix=BADOVR
 // RUN: not inferx opt %s -p 'quantize{scheme=int4-g128}' 2>&1 | filecheck %s --check-prefix=UNFIT
 // RUN: not inferx opt %s -p 'quantize{scheme=int8-g128}' 2>&1 | filecheck %s --check-prefix=UNKNOWN
 
@@ -26,6 +28,17 @@
 // SYM: ix.qlinear %x, %{{.*}}, %{{.*}} {group = 64 : i64} : {{.*}} -> !ix.tensor<[batch, seq, 128], bf16>
 // SYM: ix.qlinear %x, %{{.*}}, %{{.*}} {group = 64 : i64} : {{.*}} -> !ix.tensor<[batch, seq, 96], bf16>
 // SYM: ix.linear %x, %{{.*}} : {{.*}} -> !ix.tensor<[batch, seq, 32], bf16>
+
+// Per-layer overrides, the first match winning: v_proj kept float, up_proj (the weight %w, and
+// its biased use) in groups of 64, the rest under the scheme.
+// OVR-LABEL: func.func @f
+// OVR: ix.qlinear %x, %{{.*}}, %{{.*}} mins %{{.*}} {group = 64 : i64} : {{.*}} -> !ix.tensor<[batch, seq, 128], bf16>
+// OVR-NEXT: ix.linear %x, %h :
+// OVR-NEXT: ix.linear %x, %v :
+// OVR: ix.qlinear %x, %{{.*}}, %{{.*}} mins %{{.*}} bias %b {group = 64 : i64}
+// OVR: ix.qlinear %x, %{{.*}}, %{{.*}} mins %{{.*}} {group = 32 : i64} : {{.*}} -> !ix.tensor<[batch, seq, 32], bf16>
+
+// BADOVR: error: quantize: override '*v_proj*': write it PATTERN=SCHEME
 
 // UNFIT: error: quantize: model.layers.0.mlp.up_proj.weight: K = 64 is not a multiple of the group size 128 (int4-g128); try a group of 32, 64
 // UNKNOWN: error: quantize: unknown quantization scheme 'int8-g128'
