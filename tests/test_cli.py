@@ -19,8 +19,9 @@ import transformers as T
 from click.testing import CliRunner, Result
 
 import inferx
-from inferx.cli import _layer_span, main
+from inferx.cli import main
 from inferx.compiler.options import TARGETS
+from inferx.inspect_report import _layer_span
 from inferx.runtime.manifest import ArgSpec, Binding, EntryPlan, LaunchStep
 
 CPU_FLAGS = ["--target", "cpu", "--dtype", "fp32", "--max-seq-len", "32", "--max-batch", "2"]
