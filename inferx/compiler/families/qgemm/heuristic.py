@@ -2,12 +2,13 @@
 bucket.
 
 - Decode rows (no ``seq`` in the rows: a batch of single tokens) on sm_90, batch 1: GEMV mode
-  with deferred sums, BN = 8 W rows by BK = 1024 columns (several groups; 512 where 1024 does not
-  divide K) a step, 8 warps: the weight is streamed once as packed bytes in steps large enough
-  to keep many loads in flight. Larger batch buckets: the dot path, 16 x 32 tiles, BK = the
-  group up to 128, 4 stages (one GEMV row per program would read the weight once per row). Of
-  ``benchmarks/qgemm_probe.py``'s sweep on the 8B projections at 1 and 16 rows: the best
-  geomean at one row (within 6% of each projection's fastest, 12% for down), the fastest at 16.
+  with deferred sums, BN = 16 W rows by BK = 512 columns (several groups; 256 where 512 does not
+  divide K) a step, 4 warps. The one-row kernel is bound by the instructions it issues a code,
+  not by bytes, and of the schedules near the probe's best this one counts few
+  (``benchmarks/qgemm_sass.py``): a thread holds several W rows at the same columns, so x's
+  columns are converted once for them. Larger batch buckets: the dot path, 16 x 32 tiles,
+  BK = the group up to 128, 4 stages (one GEMV row per program would read the weight once per
+  row): the fastest of ``benchmarks/qgemm_probe.py``'s sweep on the 8B projections at 16 rows.
 - Prefill rows on sm_90: the dot path, 128 x 128 tiles, BK = the group up to 64, 8 warps.
 - The cpu target (Triton's interpreter, where each program and each K step is a Python-level
   step): the dot path with BM = 16 for decode and 64 for prefill, BN = 64 (narrower for narrow
