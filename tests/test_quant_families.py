@@ -14,6 +14,7 @@ from test_gpu import FAMILIES  # the five families' configs (that module's tests
 
 import inferx
 from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.options import CompileError
 from inferx.compiler.quant.store import quantize_program
 
 TOL = 1e-4  # relative to the largest logit (fp32 throughout)
@@ -60,3 +61,11 @@ def test_int4_family_matches_the_reference(family: str, tmp_path: Path) -> None:
         assert err <= tol, f"step {step}: max abs error {err:.3g} > {tol:.3g}\n{repro}"
         tok = np.array([[int(want[0, -1].argmax())]])
         got, want = np.asarray(cpu.decode(tok)), np.asarray(ref.decode(tok))
+
+
+def test_fused_decode_templates_say_int4_linears_are_not_theirs(tmp_path: Path) -> None:
+    """``fuse_mlp`` with int4 linears: the compile stops with one message that says why."""
+    with pytest.raises(CompileError, match=r"fuse_mlp: 0 of the 2 .*int4 linears \(ix\.qlinear\)"):
+        inferx.compile(_model("llama"), target="cpu", output=tmp_path / "a", max_seq_len=32, max_batch=1,
+                       quant="int4-g32", fuse_mlp=True)
+    assert not (tmp_path / "a").exists()

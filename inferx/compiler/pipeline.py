@@ -25,6 +25,7 @@ from xdsl.passes import ModulePass
 from inferx.compiler.families import families
 from inferx.compiler.families.bind_families import BindFamilies
 from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.ops_nn import QLinearOp
 from inferx.compiler.options import TARGETS, CompileError, CompileOptions, batch_buckets, resolved_max_seq_len
 from inferx.passes import registry as ir_passes
 from inferx.passes.pipeline import PassManager, parse
@@ -90,8 +91,10 @@ def check_fused(program: Program, options: CompileOptions) -> None:
         fam = next(f for f in families() if any(p.name == pass_name for p in f.passes()))
         fused = sum(1 for o in decode.body.block.ops if isinstance(o, KernelOp) and o.template.data == fam.name)
         if fused != info.num_layers:
+            int4 = any(isinstance(op, QLinearOp) for op in decode.walk())
+            hint = "; int4 linears (ix.qlinear) run on kernels of their own, which it does not fuse" if int4 else ""
             raise CompileError(f"{flag}: {fused} of the {info.num_layers} {fam.fuses} fused; the {fam.name} template "
-                               f"takes {fam.takes}")
+                               f"takes {fam.takes}{hint}")
 
 
 def import_program(src: Any, options: CompileOptions) -> Program:
