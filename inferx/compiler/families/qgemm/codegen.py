@@ -179,12 +179,18 @@ def _dequantize(em: Emitter, w: str, cols: str, codes: str, scales: str, mins: s
     e = em.emit
     e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], other=0)")
     e(f"{w} = tl.interleave(b & 15, b >> 4).to(tl.float32)")
-    e(f"s = tl.load({scales} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
+    _group_scales(em, cols, scales, mins, k_dim, group)
     if mins is not None:
-        e(f"mn = tl.load({mins} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
         e(f"{w} = {w} * s[:, None] + mn[:, None]")
     else:
         e(f"{w} = ({w} - 8.0) * s[:, None]")
+
+
+def _group_scales(em: Emitter, cols: str, scales: str, mins: str | None, k_dim: int, group: int) -> None:
+    """``s`` (and ``mn``): the scale (and minimum) of W rows ``cols`` in the step's group ``g``."""
+    em.emit(f"s = tl.load({scales} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
+    if mins is not None:
+        em.emit(f"mn = tl.load({mins} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
 
 
 # 16-bit floats whose bits OR-ed with a code q in 0..15 read OFFSET + q exactly: bf16 128 + q,
@@ -231,27 +237,32 @@ def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str]
         e("xs = tl.sum(a.to(tl.float32), 1)")
     for cols, acc, w in pairs:
         if magic is not None:
-            bits, offset = magic
-            e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], "
-              "other=0).to(tl.int16)")
-            e(f"{w} = tl.interleave((b & 15) | {bits}, (b >> 4) | {bits}).to({tl_dtype}, bitcast=True)")
-            e(f"s = tl.load({scales} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
-            if mins is not None:
-                e(f"mn = tl.load({mins} + {cols} * {k_dim // group} + g, mask=cn, other=0).to(tl.float32)")
-                e(f"cst = mn - {offset!r} * s")
-            else:
-                e(f"cst = {-(offset + 8.0)!r} * s")
-            e(f"d = tl.dot(a, tl.trans({w}))")
-            e(f"{acc} += d * s[None, :] + xs[:, None] * cst[None, :]")
+            _offset_codes_dot(em, magic, tl_dtype, cols, acc, w, codes, scales, mins, k_dim, group)
             continue
         _dequantize(em, w, cols, codes, scales, mins, k_dim, group)
         if sched.gemv:
             e(f"{acc} += tl.sum(a[:, None, :] * {w}[None, :, :], 2)")
-        elif low:
-            e(f"{acc} = tl.dot(a, tl.trans({w}.to({tl_dtype})), {acc})")
-        else:
+        else:  # fp32 x: the dequantized tile as it is
             e(f"{acc} = tl.dot(a, tl.trans({w}), {acc}, input_precision=\"ieee\")")
     em.indent -= 1
+
+
+def _offset_codes_dot(em: Emitter, magic: tuple[str, float], tl_dtype: str | None, cols: str, acc: str, w: str,
+                      codes: str, scales: str, mins: str | None, k_dim: int, group: int) -> None:
+    """One dot-path step with 16-bit x (``_k_loop``'s docstring): W rows ``cols`` as the codes
+    OR-ed into ``MAGIC``'s bits, their product with x made ``x @ W^T`` into ``acc``."""
+    e = em.emit
+    bits, offset = magic
+    e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], "
+      "other=0).to(tl.int16)")
+    e(f"{w} = tl.interleave((b & 15) | {bits}, (b >> 4) | {bits}).to({tl_dtype}, bitcast=True)")
+    _group_scales(em, cols, scales, mins, k_dim, group)
+    if mins is not None:
+        e(f"cst = mn - {offset!r} * s")
+    else:
+        e(f"cst = {-(offset + 8.0)!r} * s")
+    e(f"d = tl.dot(a, tl.trans({w}))")
+    e(f"{acc} += d * s[None, :] + xs[:, None] * cst[None, :]")
 
 
 # PTX for the GPU build of the one-row GEMV: four bytes of codes (one register) into the fp32
