@@ -82,8 +82,9 @@ def sweep(m: int, group: int, k: int) -> list[QGemmSchedule]:
     elif m <= 64:
         space = itertools.product([16], [32, 16, 64], [128, 64], [4], [4, 3, 5])
     else:  # likeliest first: the sweep is cut short by the budget
-        space = [(128, 128, 64, 8, 3), (128, 128, 128, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 4, 3),
-                 (64, 128, 128, 4, 3), (128, 64, 128, 4, 3), (128, 128, 128, 8, 4), (64, 256, 64, 8, 3)]
+        space = [(128, 128, 64, 8, 3), (256, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 128, 8, 3),
+                 (256, 128, 128, 8, 2), (128, 128, 64, 4, 3), (64, 128, 128, 4, 3), (128, 128, 64, 8, 4),
+                 (256, 64, 64, 8, 3), (128, 64, 128, 4, 3), (64, 256, 64, 8, 3)]
     out = [s for s in itertools.starmap(QGemmSchedule, space) if check_fits(s, group, k) is None]
     return [s for s in out if s.bm > 1 or s.bn * s.bk <= 16384]
 

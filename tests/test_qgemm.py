@@ -102,6 +102,8 @@ KERNEL_CASES = [
     (3, 128, 33, 32, True, True, "f32", (1, 16, 128)),  # GEMV at BM 1: a step of four groups, deferred sums
     (2, 256, 17, 32, False, False, "f32", (1, 8, 64)),  # ... two groups a step, symmetric
     (2, 128, 33, 64, True, False, "f16", (1, 16, 32)),  # ... half a group a step
+    (70, 128, 33, 64, True, True, "f16", (64, 16, 32)),  # a prefill tile: W dequantized, col scales on W
+    (6, 64, 40, 32, False, False, "f16", (64, 32, 16)),  # ... symmetric, two steps a group
 ]
 F16_TOL = 2e-3  # W rounded to fp16 for the dot, and y stored in fp16
 
@@ -220,12 +222,12 @@ def test_cpu_session_matches_the_reference_session(compiled: tuple[str, Program,
     assert [a for a, _ in tokens] == [b for _, b in tokens], f"greedy tokens differ: {tokens}\n{repro}"
 
 
-def _norm_gated_kernel(m: int, k: int, n2: int, group: int) -> KernelOp:
+def _norm_gated_kernel(m: int, k: int, n2: int, group: int, dt: str = "f32") -> KernelOp:
     """A qgemm kernel of ``silu(gate) * up`` over the halves of a qlinear behind an RMSNorm (a
     decode layer's gate|up): the template's prologue and gated epilogue together."""
     g, n = k // group, n2 // 2
-    x, w, cs = f"!ix.tensor<[{m}, {k}], f32>", f"!ix.tensor<[{k}], f32>", f"!ix.tensor<[{n2}, {k}], i4>"
-    s, y2, y = f"!ix.tensor<[{n2}, {g}], f32>", f"!ix.tensor<[{m}, {n2}], f32>", f"!ix.tensor<[{m}, {n}], f32>"
+    x, w, cs = f"!ix.tensor<[{m}, {k}], {dt}>", f"!ix.tensor<[{k}], {dt}>", f"!ix.tensor<[{n2}, {k}], i4>"
+    s, y2, y = f"!ix.tensor<[{n2}, {g}], {dt}>", f"!ix.tensor<[{m}, {n2}], {dt}>", f"!ix.tensor<[{m}, {n}], {dt}>"
     text = f"""
     func.func @f(%x0: {x}, %x1: {w}, %x2: {cs}, %x3: {s}, %x4: {s}) -> {y} {{
       %y = ix.kernel "qgemm"(%x0, %x1, %x2, %x3, %x4) {{name = "k0"}} : ({x}, {w}, {cs}, {s}, {s}) -> {y} {{
@@ -244,34 +246,39 @@ def _norm_gated_kernel(m: int, k: int, n2: int, group: int) -> KernelOp:
     return next(o for o in module.walk() if isinstance(o, KernelOp))
 
 
-@pytest.mark.parametrize("sched", [(16, 16, 32), (4, 16, 32), (1, 8, 64), (1, 16, 32)],
-                         ids=["dot", "gemv-rows", "deferred-2-groups", "deferred-1-group"])
-def test_qgemm_norm_prologue_and_gated_epilogue(sched: tuple[int, int, int]) -> None:
+@pytest.mark.parametrize("sched, dtype", [((16, 16, 32), "f32"), ((4, 16, 32), "f32"), ((1, 8, 64), "f32"),
+                                          ((1, 16, 32), "f32"), ((64, 16, 32), "f16")],
+                         ids=["dot", "gemv-rows", "deferred-2-groups", "deferred-1-group", "prefill-tile-f16"])
+def test_qgemm_norm_prologue_and_gated_epilogue(sched: tuple[int, int, int], dtype: str) -> None:
     """RMSNorm statistics summed from the kernel's own x loads and applied after the K loop, the
-    norm's weight scaling x, and silu(gate) * up paired in registers from two accumulators, in
-    each K loop of the template, against numpy's norm, the interpreter's qlinear and SiLU."""
+    norm's weight scaling x (W on a prefill tile), and silu(gate) * up paired in registers from two
+    accumulators, in each K loop of the template, against numpy's norm, the interpreter's qlinear
+    and SiLU."""
     m, k, n2, group = 3, 128, 66, 32
-    kernel = _norm_gated_kernel(m, k, n2, group)
+    kernel = _norm_gated_kernel(m, k, n2, group, dtype)
     assert codegen.applies(kernel) is None
     ks = codegen.generate(kernel, "kernel", QGemmSchedule(*sched))
+    np_dtype = np.float32 if dtype == "f32" else np.float16
     rng = np.random.default_rng(7)
-    x = (rng.standard_normal((m, k)) * 3).astype(np.float32)
-    w = (rng.random(k) + 0.5).astype(np.float32)
+    x = (rng.standard_normal((m, k)) * 3).astype(np_dtype)
+    w = (rng.random(k) + 0.5).astype(np_dtype)
     q = rng.integers(0, 16, (n2, k), dtype=np.uint8)
-    scales = (rng.random((n2, k // group)) * 0.1 + 0.01).astype(np.float32)
-    mins = -(rng.random((n2, k // group)) * 0.5).astype(np.float32)
-    h = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5) * w
+    scales = (rng.random((n2, k // group)) * 0.1 + 0.01).astype(np_dtype)
+    mins = -(rng.random((n2, k // group)) * 0.5).astype(np_dtype)
+    xf = x.astype(np.float32)
+    h = xf / np.sqrt(np.mean(xf * xf, axis=-1, keepdims=True) + 1e-5) * w.astype(np.float32)
     op = codegen.qlinear_of(kernel)
-    (y2,) = qlinear(op, [h, (q.astype(np.int16) - 8).astype(np.int8), scales, mins], KernelContext(env={}, weights={}))
+    (y2,) = qlinear(op, [h, (q.astype(np.int16) - 8).astype(np.int8), scales.astype(np.float32),
+                         mins.astype(np.float32)], KernelContext(env={}, weights={}))
     gate, up = y2[:, : n2 // 2], y2[:, n2 // 2 :]
     want = gate / (1 + np.exp(-gate)) * up
     tensors = [torch.from_numpy(a) for a in [x, w, pack_int4(q), scales, mins]]
-    out = torch.empty((m, n2 // 2), dtype=torch.float32)
+    out = torch.empty((m, n2 // 2), dtype=torch.float32 if dtype == "f32" else torch.float16)
     fn = load_kernel(ks, interpret=True)
     fn[grid(ks, {})](*tensors, out, **ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
-    err = float(np.abs(out.numpy() - want).max())
-    tol = 1e-4 * max(1.0, float(np.abs(want).max()))
-    repro = f"repro: pytest tests/test_qgemm.py -k norm_prologue ({sched})"
+    err = float(np.abs(out.float().numpy() - want).max())
+    tol = (1e-4 if dtype == "f32" else F16_TOL) * max(1.0, float(np.abs(want).max()))
+    repro = f"repro: pytest tests/test_qgemm.py -k norm_prologue ({sched}, {dtype})"
     assert err <= tol, f"max abs error {err:.3g} > {tol:.3g}\n{repro}"
 
 
@@ -457,24 +464,35 @@ def _emulate_ptx(asm: str, word: int) -> dict[str, int]:
     return regs
 
 
-def test_the_unpack_ptx_gives_the_interpreters_values() -> None:
-    """The one-row GEMV's PTX (GPU builds) and its integer form (the interpreter) agree: each of
-    four bytes gives 2^23 + its low nibble in $0-$3 and 2^23 + its high nibble in $4-$7."""
+@pytest.mark.parametrize("magic, byte", [(0x4B000000, 0), (0x43000000, 2)])
+def test_the_unpack_ptx_gives_the_interpreters_values(magic: int, byte: int) -> None:
+    """The unpacking PTX (GPU builds) and its integer form (the interpreter) agree: each of four
+    bytes gives its low nibble in $0-$3 and its high nibble in $4-$7, placed at ``byte`` of
+    ``magic``'s bits: the one-row GEMV's 2^23 + q, the prefill tile's 128 + q."""
     rng = np.random.default_rng(0)
+    asm = codegen.unpack_asm(magic, byte)
+    assert asm == (codegen.UNPACK_ASM if byte == 0 else codegen.UNPACK_ASM_128)
     for word in [0, 0xFFFFFFFF, 0x12345678, *rng.integers(0, 2**32, 200).tolist()]:
-        regs = _emulate_ptx(codegen.UNPACK_ASM, int(word))
+        regs = _emulate_ptx(asm, int(word))
         for e in range(4):
-            byte = (int(word) >> (8 * e)) & 0xFF
-            assert regs[f"${e}"] == (byte & 15) | 0x4B000000, (hex(word), e)
-            assert regs[f"${e + 4}"] == (byte >> 4) | 0x4B000000, (hex(word), e)
+            nib = (int(word) >> (8 * e)) & 0xFF
+            assert regs[f"${e}"] == ((nib & 15) << (8 * byte)) | magic, (hex(word), e)
+            assert regs[f"${e + 4}"] == ((nib >> 4) << (8 * byte)) | magic, (hex(word), e)
+    for q in range(16):  # the value each code becomes
+        bits = (q << (8 * byte)) | magic
+        value = np.array([bits], dtype=np.uint32).view(np.float32)[0]
+        assert value == (2.0**23 if byte == 0 else 128.0) + q
 
 
-def test_the_gpu_gemv_builds_for_sm_90() -> None:
-    """The one-row GEMV with its PTX unpack assembles for sm_90 (Triton's ptxas, no GPU needed)."""
-    from inferx.compiler.build import compile_one
+def test_the_gpu_kernels_build_for_sm_90() -> None:
+    """The one-row GEMV and a prefill tile (norm on W, gated epilogue), each with its PTX unpack,
+    assemble for sm_90 (Triton's ptxas in a build worker, no GPU needed)."""
+    from inferx.compiler.build import build_cubins
 
-    kernel = _qlinear_kernel(1, 256, 64, 128, True, False, "bf16")
-    ks = codegen.generate(kernel, "k", QGemmSchedule(1, 16, 256, 4, 2))
-    assert "inline_asm_elementwise" in ks.source
-    built = compile_one(json.dumps(ks.to_json()), 90)
-    assert len(built["cubin"]) > 1000
+    gemv = codegen.generate(_qlinear_kernel(1, 256, 64, 128, True, False, "bf16"), "gemv",
+                            QGemmSchedule(1, 16, 256, 4, 2))
+    tile = codegen.generate(_norm_gated_kernel(256, 256, 256, 128, "bf16"), "tile",
+                            QGemmSchedule(128, 64, 64, 8, 3))
+    assert "inline_asm_elementwise" in gemv.source and codegen.UNPACK_ASM_128 in tile.source
+    built = build_cubins({"gemv": gemv, "tile": tile}, "sm_90", 2, lambda _: None)
+    assert all(len(b["cubin"]) > 1000 for b in built.values())

@@ -198,6 +198,11 @@ def _group_scales(em: Emitter, cols: str, scales: str, mins: str | None, k_dim: 
 MAGIC = {DType.bf16: ("0x4300", 128.0), DType.f16: ("0x6400", 1024.0)}
 
 
+# From this many rows a tile on the dot path with 16-bit x dequantizes its W tile (``_tile_dot``);
+# below it the codes go to the tensor cores as they are (``_offset_codes_dot``).
+TILE_MIN_BM = 64
+
+
 def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str, codes: str,
             scales: str, mins: str | None, x_scales: list[str], stats: bool, k_dim: int, group: int,
             x_dtype: DType) -> None:
@@ -205,16 +210,21 @@ def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str]
     [BM, BN] product accumulated as it is made (``tl.dot``, or summed over the step's K). With
     ``stats``, the rows' sums of squares of x into ``ss`` [BM] before x is scaled.
 
-    On the dot path with 16-bit x the codes go to the tensor cores as ``OFFSET + q`` (``MAGIC``:
-    one OR a code, no conversion), and the step's product ``d = x @ (OFFSET + q)^T`` becomes
-    ``x @ W^T`` in its epilogue: ``d * s + (m - OFFSET * s) * sum(x)`` (``m = -8 s`` without
-    minimums), with ``sum(x)`` over the step's columns of x as the dot reads them. The fp32 sum
-    carries the offset's share (OFFSET / 15 of the codes' at most), which costs a few of its 24
-    bits; the products themselves are exact."""
+    On the dot path with 16-bit x, two forms, by BM. From ``TILE_MIN_BM`` rows (prefill tiles) the
+    W tile is dequantized in fp32, scaled by x's column scales (the norm's weight, ``col_scale``)
+    instead of x, rounded to x's dtype and accumulated by ``tl.dot`` into one accumulator: the
+    per-code work is spread over many rows, and x goes to the tensor cores as loaded. Below it
+    the codes go to the tensor cores as ``OFFSET + q`` (``MAGIC``: one OR a code, no conversion),
+    and the step's product ``d = x @ (OFFSET + q)^T`` becomes ``x @ W^T`` in its epilogue:
+    ``d * s + (m - OFFSET * s) * sum(x)`` (``m = -8 s`` without minimums), with ``sum(x)`` over
+    the step's columns of x as the dot reads them. The fp32 sum carries the offset's share
+    (OFFSET / 15 of the codes' at most), which costs a few of its 24 bits; the products
+    themselves are exact."""
     e = em.emit
     low = x_dtype in (DType.f16, DType.bf16)
     tl_dtype = TL_DTYPE.get(x_dtype)
     magic = MAGIC.get(x_dtype) if not sched.gemv else None
+    tile = magic is not None and sched.bm >= TILE_MIN_BM
     e("j = tl.arange(0, BK // 2)")
     for _, acc, _ in pairs:
         e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
@@ -224,27 +234,54 @@ def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str]
     em.indent += 1
     e("kk = k0 + tl.arange(0, BK)")
     e(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None], other=0)")
-    if x_scales or stats or not low or sched.gemv:
-        e("a = a.to(tl.float32)")
-    if stats:
-        e("ss += tl.sum(a * a, 1)")
-    for sc in x_scales:
-        e(f"a = a * tl.load({sc} + kk).to(tl.float32)[None, :]")
-    if (x_scales or stats) and low and not sched.gemv:
-        e(f"a = a.to({tl_dtype})")
+    if tile:
+        if stats:
+            e("af = a.to(tl.float32)")
+            e("ss += tl.sum(af * af, 1)")
+        if x_scales:
+            e("xg = " + " * ".join(f"tl.load({sc} + kk).to(tl.float32)" for sc in x_scales))
+    else:
+        if x_scales or stats or not low or sched.gemv:
+            e("a = a.to(tl.float32)")
+        if stats:
+            e("ss += tl.sum(a * a, 1)")
+        for sc in x_scales:
+            e(f"a = a * tl.load({sc} + kk).to(tl.float32)[None, :]")
+        if (x_scales or stats) and low and not sched.gemv:
+            e(f"a = a.to({tl_dtype})")
     e(f"g = k0 // {group}")
-    if magic is not None:
+    if magic is not None and not tile:
         e("xs = tl.sum(a.to(tl.float32), 1)")
     for cols, acc, w in pairs:
-        if magic is not None:
+        if tile:
+            _tile_dot(em, str(tl_dtype), bool(x_scales), cols, acc, w, codes, scales, mins, k_dim, group)
+        elif magic is not None:
             _offset_codes_dot(em, magic, tl_dtype, cols, acc, w, codes, scales, mins, k_dim, group)
-            continue
-        _dequantize(em, w, cols, codes, scales, mins, k_dim, group)
-        if sched.gemv:
-            e(f"{acc} += tl.sum(a[:, None, :] * {w}[None, :, :], 2)")
-        else:  # fp32 x: the dequantized tile as it is
-            e(f"{acc} = tl.dot(a, tl.trans({w}), {acc}, input_precision=\"ieee\")")
+        else:
+            _dequantize(em, w, cols, codes, scales, mins, k_dim, group)
+            if sched.gemv:
+                e(f"{acc} += tl.sum(a[:, None, :] * {w}[None, :, :], 2)")
+            else:  # fp32 x: the dequantized tile as it is
+                e(f"{acc} = tl.dot(a, tl.trans({w}), {acc}, input_precision=\"ieee\")")
     em.indent -= 1
+
+
+def _tile_dot(em: Emitter, tl_dtype: str, x_scaled: bool, cols: str, acc: str, w: str, codes: str, scales: str,
+              mins: str | None, k_dim: int, group: int) -> None:
+    """One dot-path step from ``TILE_MIN_BM`` rows (``_k_loop``'s docstring): W rows ``cols``
+    unpacked into the floats 128 + q (``UNPACK_ASM_128`` on the GPU), dequantized by one fused
+    multiply-add against ``m - 128 s`` (``-136 s`` without minimums), times x's column
+    scales ``xg`` where ``x_scaled``, rounded to x's dtype, and ``x @ W^T`` added to ``acc``."""
+    e = em.emit
+    e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], "
+      "other=0)")
+    unpacked_bits(em, "b", 0x43000000, 2)
+    _group_scales(em, cols, scales, mins, k_dim, group)
+    e("cst = mn - 128.0 * s" if mins is not None else "cst = -136.0 * s")
+    e(f"{w} = tl.fma(tl.interleave(f0, f1).to(tl.float32, bitcast=True), s[:, None], cst[:, None])")
+    if x_scaled:
+        e(f"{w} = {w} * xg[None, :]")
+    e(f"{acc} = tl.dot(a, tl.trans({w}.to({tl_dtype})), {acc})")
 
 
 def _offset_codes_dot(em: Emitter, magic: tuple[str, float], tl_dtype: str | None, cols: str, acc: str, w: str,
@@ -265,17 +302,46 @@ def _offset_codes_dot(em: Emitter, magic: tuple[str, float], tl_dtype: str | Non
     e(f"{acc} += d * s[None, :] + xs[:, None] * cst[None, :]")
 
 
-# PTX for the GPU build of the one-row GEMV: four bytes of codes (one register) into the fp32
-# values 2^23 + q of their eight nibbles, as bits: $0-$3 the low nibbles of bytes 0-3, $4-$7 the
-# high ones. Each nibble goes into the low byte of 0x4B000000 by one byte permute, so eight codes
-# cost eleven integer instructions; Triton's own unpack and conversion took about four times as
-# many. Triton's interpreter runs no PTX: there the same values come from integer operations.
-UNPACK_ASM = (
-    '"{ .reg .b32 lo, hi, mg; mov.b32 mg, 0x4B000000; and.b32 lo, $8, 0x0F0F0F0F; shr.u32 hi, $8, 4; '
-    'and.b32 hi, hi, 0x0F0F0F0F; prmt.b32 $0, lo, mg, 0x7540; prmt.b32 $1, lo, mg, 0x7541; '
-    'prmt.b32 $2, lo, mg, 0x7542; prmt.b32 $3, lo, mg, 0x7543; prmt.b32 $4, hi, mg, 0x7540; '
-    'prmt.b32 $5, hi, mg, 0x7541; prmt.b32 $6, hi, mg, 0x7542; prmt.b32 $7, hi, mg, 0x7543; }"'
-)
+def unpack_asm(magic: int, byte: int) -> str:
+    """PTX for the GPU build: four bytes of codes (one register) into the fp32 values of their eight
+    nibbles, each put into byte ``byte`` of the float ``magic`` by one byte permute ($0-$3 the low
+    nibbles of bytes 0-3, $4-$7 the high ones), so eight codes cost eleven integer instructions;
+    Triton's own unpack and conversion took about four times as many. Triton's interpreter runs
+    no PTX: there the same bits come from integer operations (``unpacked_bits``)."""
+    assert byte in (0, 1, 2) and magic & 0x00FFFFFF == 0, "the nibble goes into a zero byte below the top one"
+    prmt = []
+    for out, src in enumerate(("lo", "lo", "lo", "lo", "hi", "hi", "hi", "hi")):
+        # the selector's nibbles, high to low: magic's top byte, then zero bytes of magic (5, 4)
+        # with the source byte (0-3 of ``src``) at ``byte``
+        low = ["5", "4"]
+        low.insert(2 - byte, str(out % 4))
+        prmt.append(f"prmt.b32 ${out}, {src}, mg, 0x7{''.join(low)};")
+    return ('"{ .reg .b32 lo, hi, mg; ' f"mov.b32 mg, 0x{magic:08X}; and.b32 lo, $8, 0x0F0F0F0F; shr.u32 hi, $8, 4; "
+            f"and.b32 hi, hi, 0x0F0F0F0F; {' '.join(prmt)} }}\"")
+
+
+# The one-row GEMV's codes as 2^23 + q (a nibble in the low byte of 2^23's bits); the prefill
+# tile's as 128 + q (in byte 2 of 128.0's), so that ``m - 128 s`` loses none of m's bits.
+UNPACK_ASM = unpack_asm(0x4B000000, 0)
+UNPACK_ASM_128 = unpack_asm(0x43000000, 2)
+
+
+def unpacked_bits(em: Emitter, b: str, magic: int, byte: int) -> None:
+    """``f0``, ``f1``: the bits of the fp32 values of bytes ``b``'s low and high nibbles placed as
+    ``unpack_asm(magic, byte)`` places them (the PTX on the GPU, integer operations elsewhere)."""
+    e = em.emit
+    e("if ON_GPU:")
+    em.indent += 1
+    e(f"f0, f1 = tl.inline_asm_elementwise({unpack_asm(magic, byte)}, \"=r,=r,=r,=r,=r,=r,=r,=r,r\", [{b}], "
+      "dtype=(tl.int32, tl.int32), is_pure=True, pack=4)")
+    em.indent -= 1
+    e("else:")
+    em.indent += 1
+    e(f"bi = {b}.to(tl.int32)")
+    shift = f" << {8 * byte}" if byte else ""
+    e(f"f0 = ((bi & 15){shift}) | 0x{magic:08X}")
+    e(f"f1 = ((bi >> 4){shift}) | 0x{magic:08X}")
+    em.indent -= 1
 
 
 def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str,
