@@ -113,7 +113,7 @@ def probe_row(name: str, n: int, k: int, m: int, a: argparse.Namespace, gen: tor
     row: dict = {"shape": name, "n": n, "k": k, "m": m, "bytes": q_bytes,
                  "roofline_us": q_bytes / a.copy_rate * 1e6, "schedules": []}
     # a prefill kernel's rows carry seq, which this static-shape kernel's do not: its heuristic by hand
-    heuristic = heuristic_schedule(op, "sm_90", m) if m <= 64 else QGemmSchedule(128, 128, min(a.group, 64), 8, 3)
+    heuristic = heuristic_schedule(op, "sm_90", m) if m <= 64 else QGemmSchedule(256, 128, min(a.group, 64), 8, 3)
     for s in [heuristic] + [s for s in sweep(m, a.group, k) if s != heuristic]:
         if time.time() - start > per_row_s:
             row["note"] = "sweep cut short by --budget-s"

@@ -148,3 +148,39 @@ def test_pdl_artifacts_launch_with_pdl(tmp_path: Path) -> None:
     plain = load_artifact(inferx.compile(model, target="cpu", output=tmp_path / "b", dtype="fp32", max_seq_len=64,
                                          max_batch=1, pdl=True))
     assert plain.manifest["launch"] == {"pdl": False, "overlap": False}
+
+
+@pytest.mark.slow
+def test_int4_prefill_kernels_build_with_wgmma_and_bind_their_row_sums(tmp_path: Path) -> None:
+    """An int4 model built for sm_90: every prompt bucket's qgemm kernels build; the long-prompt
+    tiles (W dequantized in registers, 128 + q by byte permutes) run on wgmma; o and down sum
+    their rows' squares for the next norm (norm-stats) in scratch a CUDA session binds."""
+    from inferx.runtime.cuda_session import CudaSession
+    from tests.fake_cuda import FakeDriver
+
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=96, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    model = T.LlamaForCausalLM(cfg).eval()
+    art = inferx.compile(model, target="h200", output=tmp_path / "a", dtype="bf16", max_seq_len=256, max_batch=1,
+                         quant="int4-g32", jobs=os.cpu_count() or 2)
+    a = load_artifact(art)
+    kernels = a.manifest["kernels"]
+    launches = a.manifest["entries"]["prefill"]["launches"]
+    by_rows = [step.get("by_rows") or [[None, step["kernel"]]] for step in launches
+               if kernels[step["kernel"]]["template"] == "qgemm"]
+    assert len(by_rows) == 4 and all([b for b, _ in v] == [16, 128, 256] for v in by_rows), by_rows
+    longest = {v[-1][1] for v in by_rows}
+    assert all(kernels[n]["constexprs"]["BM"] == 256 for n in longest)
+    assert sum(bool(kernels[n]["scratch"]) for n in longest) == 2  # o and down: row sums of squares
+    tool = _cuobjdump()
+    for name in sorted(longest):
+        assert "0x43000000" in a.file_bytes(kernels[name]["file"]).decode()
+        if tool is not None:
+            cubin = tmp_path / f"{name}.cubin"
+            cubin.write_bytes(a.file_bytes(kernels[name]["cubin"]))
+            sass = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+            assert "HGMMA" in sass and "PRMT" in sass, name
+    session = CudaSession(a, driver=FakeDriver())  # type: ignore[arg-type]
+    bound = session._bind("prefill", 1, 200)
+    assert all(ln.storage for ln in bound.launches)

@@ -18,9 +18,9 @@ from inferx.compiler.pipeline import registry
 from inferx.passes.pipeline import PassManager, parse
 
 
-def _llama(layers: int = 3) -> T.LlamaForCausalLM:
+def _llama(layers: int = 3, intermediate: int = 48) -> T.LlamaForCausalLM:
     torch.manual_seed(0)
-    cfg = T.LlamaConfig(vocab_size=67, hidden_size=32, intermediate_size=48, num_hidden_layers=layers,
+    cfg = T.LlamaConfig(vocab_size=67, hidden_size=32, intermediate_size=intermediate, num_hidden_layers=layers,
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
     return T.LlamaForCausalLM(cfg).eval()
 
@@ -82,3 +82,29 @@ def test_compiled_prefills_in_a_row_match_hf(tmp_path: Path) -> None:
         session.reset()
         np.testing.assert_allclose(session.prefill(ids), want, atol=1e-4,
                                    err_msg=f"repro: pytest tests/test_norm_stats.py -k in_a_row (prefill {n})")
+
+
+def test_int4_prefill_norms_take_statistics_from_the_producing_qgemm(tmp_path: Path) -> None:
+    """With int4 linears the same: o and down (qgemm, residual epilogue) sum their rows' squares,
+    q|k|v and gate|up (qgemm, norm prologue) read them; the compiled prefill, run twice at other
+    lengths through the same kernels, matches the reference interpreter on the same quantized
+    program."""
+    from inferx.compiler.quant.store import quantize_program
+
+    program = quantize_program(inferx.import_model(_llama(2, 64), dtype="f32"), "int4-g32")
+    fused = quantize_program(inferx.import_model(_llama(2, 64), dtype="f32"), "int4-g32")
+    PassManager(parse("merge-gemms,dce,fuse,bind-families,norm-stats", registry())).run(fused.module)
+    prefill = next(f for f in fused.module.ops if f.sym_name.data == "prefill")
+    producers = [k for k in _ops(prefill, KernelOp) if _ops(k, nn.SumSquaresOp)]
+    assert sorted(k.template.data for k in producers) == ["gather"] + ["qgemm"] * 4
+    assert len(_ops(prefill, nn.RMSNormSumSquaresOp)) == 5 and not _ops(prefill, nn.RMSNormOp)
+    ref = program.reference_session()
+    art = inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=48, max_batch=2)
+    session = inferx.load(art)
+    for n, (batch, length) in enumerate(((2, 9), (1, 33), (2, 9))):
+        ids = torch.randint(0, 67, (batch, length), generator=torch.Generator().manual_seed(n))
+        ref.reset()
+        session.reset()
+        want = ref.prefill(ids.numpy())
+        np.testing.assert_allclose(session.prefill(ids), want, atol=1e-4 * max(1.0, float(np.abs(want).max())),
+                                   err_msg=f"repro: pytest tests/test_norm_stats.py -k int4 (prefill {n})")

@@ -138,10 +138,15 @@ def quantized() -> inferx.Program:
 def test_extract_tasks_finds_the_qgemm_tasks(quantized: inferx.Program) -> None:
     ex = extract_tasks(fused_module(quantized), 32, batches=(1, 4))
     tasks = [t for t in ex.tasks if t.task.template == "qgemm"]
-    # q|k|v, o, gate|up and down: decode at batch buckets 1 and 4, prefill at 32 rows; each twice a step
-    assert len(tasks) == 12 and all(t.launches == 2 for t in tasks), ex.summary()
-    assert sorted({(t.task.shape, t.task.rows) for t in tasks}) == [("decode", 1), ("decode", 4), ("prefill", 32)]
-    assert {t.task.epilogue for t in tasks} == {"kv_write+rope", "residual", "gated+mul+silu"}
+    # q|k|v, o, gate|up and down: decode at batch buckets 1 and 4, prefill at 16 rows (a row bucket
+    # below max_seq_len's) and 32; each twice a step
+    assert len(tasks) == 16 and all(t.launches == 2 for t in tasks), ex.summary()
+    assert sorted({(t.task.shape, t.task.rows) for t in tasks}) == [("decode", 1), ("decode", 4), ("prefill", 16),
+                                                                    ("prefill", 32)]
+    assert {t.task.epilogue for t in tasks} == {"kv_write+rope", "residual", "gated+mul+silu", "residual+sum_squares"}
+    # prefill: o and down sum their rows' squares (norm-stats), q|k|v and gate|up read them
+    assert {t.task.prologue for t in tasks if t.task.shape == "prefill"} == {"rmsnorm_ss", "none"}
+    assert {t.task.prologue for t in tasks if t.task.shape == "decode"} == {"rmsnorm", "none"}
     assert ex.untuned == {"gather: template gather is not tuned": 4}
 
 
@@ -223,3 +228,22 @@ def test_guided_search_finds_the_best_qgemm_schedule_of_a_landscape() -> None:
     result = tuner.run(Budget(trials=120))
     for st in result.states:
         assert st.best_ms <= 1.05 * best[st.tt.task.key], st.tt.task
+
+
+def test_prefill_heuristic_by_row_bucket(quantized: inferx.Program) -> None:
+    """sm_90 prefill schedules grow with the prompt's row bucket: a decode batch's tile up to 16
+    rows, then 64, 128 and 256 rows a tile; a gate|up tile (two accumulators) at BN 64 from 128
+    rows; the tile path (BM >= TILE_MIN_BM) from 128-row prompts."""
+    from inferx.compiler.families.qgemm.codegen import TILE_MIN_BM
+    from inferx.compiler.ir.ops_kernel import KernelOp
+
+    module = fused_module(quantized)
+    prefill = next(f for f in module.ops if getattr(f, "sym_name", None) and f.sym_name.data == "prefill")
+    kernels = [k for k in prefill.walk() if isinstance(k, KernelOp) and k.template.data == "qgemm"]
+    qgemm = family("qgemm")
+    assert qgemm.row_buckets(kernels[0], (1, 4), 2048) == [16, 128, 512, None]
+    for k in kernels:
+        gated = "gated" in qgemm.task(k, 2048, 2048).epilogue
+        got = [(s.bm, s.bn) for s in (heuristic_schedule(k, "sm_90", r) for r in (16, 128, 512, None))]
+        assert got == [(16, 32), (64, 64), (128, 64 if gated else 128), (256, 64 if gated else 128)], got
+    assert heuristic_schedule(kernels[0], "sm_90", 128).bm >= TILE_MIN_BM

@@ -16,10 +16,10 @@ loads one float per row.
 The first layer's norm takes its statistics from the embedding gather, whose programs hold whole
 rows, so that layer's GEMM is spared its own pass over x too.
 
-Applies where the consumer has the gemm template and its body starts with an rmsnorm of one of
-its inputs, that input is a result of a gemm or gather producer with the shape of the producer's
-linear output or embedding (elementwise epilogues only), and its rows hold the ``seq`` symbol:
-prefill.
+Applies where the consumer is a GEMM (an ix.linear or ix.qlinear: the gemm or qgemm template)
+whose body starts with an rmsnorm of one of its inputs, that input is a result of a GEMM or
+gather producer with the shape of the producer's linear output or embedding (elementwise
+epilogues only), and its rows hold the ``seq`` symbol: prefill.
 Decode GEMVs take the statistics from the one pass over x they make anyway. Runs after fuse,
 before plan-memory; the kernel count does not change.
 
@@ -45,7 +45,9 @@ from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import TensorType
 
 # The ops whose kernels (a GEMM, an embedding gather) can sum the squares of their output rows.
-PRODUCERS: tuple[type[IRDLOperation], ...] = (nn.LinearOp, nn.EmbeddingOp)
+PRODUCERS: tuple[type[IRDLOperation], ...] = (nn.LinearOp, nn.QLinearOp, nn.EmbeddingOp)
+# The GEMMs whose norm prologue can take its statistics as an input.
+GEMMS: tuple[type[IRDLOperation], ...] = (nn.LinearOp, nn.QLinearOp)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def _match(consumer: KernelOp) -> tuple[nn.RMSNormOp, OpResult] | None:
     norm = consumer.body.block.first_op
     if not isinstance(norm, nn.RMSNormOp) or not isinstance(norm.input, BlockArgument):
         return None
-    if not any(isinstance(o, nn.LinearOp) for o in consumer.body.block.ops):
+    if not any(isinstance(o, GEMMS) for o in consumer.body.block.ops):
         return None  # a norm that is not a GEMM's prologue
     x = _summable(consumer.inputs[norm.input.index], PRODUCERS)
     return (norm, x) if x is not None else None
@@ -96,7 +98,7 @@ def _last_token_input(kernel: KernelOp) -> OpResult | None:
     first = kernel.body.block.first_op
     if not isinstance(first, nn.LastTokenOp) or not isinstance(first.input, BlockArgument):
         return None
-    return _summable(kernel.inputs[first.input.index], (nn.LinearOp,))
+    return _summable(kernel.inputs[first.input.index], GEMMS)
 
 
 def _summable(x: SSAValue, producers: tuple[type[IRDLOperation], ...]) -> OpResult | None:

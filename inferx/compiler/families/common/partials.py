@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from xdsl.ir import Operation, SSAValue
 
 from inferx.compiler.families.common.tile import Emitter, Tile, release_writes
+from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.types import TensorType
 from inferx.runtime.kernel_source import Param, Scratch
@@ -79,3 +80,29 @@ def scratch(rows: str, n: int, counters: str) -> tuple[list[Param], tuple[Scratc
     per group (zeroed when allocated, and by every launch after it)."""
     params = [Param("ws_sum", "scratch", index=0, dtype="f32"), Param("ws_count", "scratch", index=1, dtype="i32")]
     return params, (Scratch((f"{rows} * {n}",), "f32"), Scratch((counters,), "i32"))
+
+
+def row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], n_tiles: int, m_code: str,
+                     bm: int) -> list[tuple[str, Scratch]]:
+    """``sum(x^2, -1)`` of an output row (an ``ix.sum_squares`` in a GEMM's epilogue, for the
+    norm-stats pass) across the programs of its row block: ``n_tiles`` programs of ``bm`` rows; each stores its
+    tile's sums (of x as stored), the last of the row block to arrive adds them in tile order
+    (the same sum every run) and stores them, then resets the block's counter for the next launch.
+    Returns the scratch it uses: the partial sums and the counters."""
+    j = em.squares_of_rows(op, yields, "the GEMM's columns")
+    e = em.emit
+    e(f"tl.store(ws_rs + (pid_m * {n_tiles} + pid_n) * BM + tl.arange(0, BM), tl.sum(xs * xs, 1))")
+    release_writes(em)
+    e("tl.debug_barrier()")
+    e("rs_arrived = tl.atomic_add(ws_rs_count + pid_m, 1)")
+    e(f"if rs_arrived == {n_tiles - 1}:")
+    em.indent += 1
+    e("tl.debug_barrier()")
+    e("rs = tl.zeros((BM,), dtype=tl.float32)")
+    e(f"for t3 in range({n_tiles}):")
+    e(f"    rs += tl.load(ws_rs + (pid_m * {n_tiles} + t3) * BM + tl.arange(0, BM), cache_modifier='.cg')")
+    e(f"tl.store(out{j} + r, rs, mask=rm)")
+    e("tl.atomic_xchg(ws_rs_count + pid_m, 0)")
+    em.indent -= 1
+    blocks = f"((({m_code}) + {bm - 1}) // {bm})"
+    return [("ws_rs", Scratch((f"{blocks} * {n_tiles} * {bm}",), "f32")), ("ws_rs_count", Scratch((blocks,), "i32"))]

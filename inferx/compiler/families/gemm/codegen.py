@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from inferx.compiler.families.common.hardware import HOPPER_SMS
+from inferx.compiler.families.common.partials import row_sum_squares
 from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.families.common.rows import GEMV_MAX_ROWS, gated_split, norm_operand, norm_scale
 from inferx.compiler.families.common.source import module_source as _module
@@ -462,7 +463,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule, target: str = 
     m_code = em.dim(sy.product(x_t.shape[:-1]))
     row_scratch: list[tuple[str, Scratch]] = []
     for op in row_sums:
-        row_scratch += _row_sum_squares(em, op, yields, n_tiles, m_code, sched.bm)
+        row_scratch += row_sum_squares(em, op, yields, n_tiles, m_code, sched.bm)
     grid: tuple[str, ...] = (f"cdiv({m_code}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
     if sched.persistent:
         grid = (f"min(cdiv({m_code}, {sched.bm}) * {n_tiles}, {sched.persistent * HOPPER_SMS})",)
@@ -548,31 +549,6 @@ def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None
     for reg, ws, offsets, _ in partials:
         e(f"{reg} += tl.load({ws} + {offsets}, cache_modifier='.cg')")
     em.indent -= 1
-
-
-def _row_sum_squares(em: Emitter, op: nn.SumSquaresOp, yields: list[SSAValue], n_tiles: int, m_code: str,
-                     bm: int) -> list[tuple[str, Scratch]]:
-    """``sum(x^2, -1)`` of an output row across the programs of its row block: each stores its
-    tile's sums (of x as stored), the last of the row block to arrive adds them in tile order
-    (the same sum every run) and stores them, then resets the block's counter for the next launch.
-    Returns the scratch it uses: the partial sums and the counters."""
-    j = em.squares_of_rows(op, yields, "the GEMM's columns")
-    e = em.emit
-    e(f"tl.store(ws_rs + (pid_m * {n_tiles} + pid_n) * BM + tl.arange(0, BM), tl.sum(xs * xs, 1))")
-    release_writes(em)
-    e("tl.debug_barrier()")
-    e("rs_arrived = tl.atomic_add(ws_rs_count + pid_m, 1)")
-    e(f"if rs_arrived == {n_tiles - 1}:")
-    em.indent += 1
-    e("tl.debug_barrier()")
-    e("rs = tl.zeros((BM,), dtype=tl.float32)")
-    e(f"for t3 in range({n_tiles}):")
-    e(f"    rs += tl.load(ws_rs + (pid_m * {n_tiles} + t3) * BM + tl.arange(0, BM), cache_modifier='.cg')")
-    e(f"tl.store(out{j} + r, rs, mask=rm)")
-    e("tl.atomic_xchg(ws_rs_count + pid_m, 0)")
-    em.indent -= 1
-    blocks = f"((({m_code}) + {bm - 1}) // {bm})"
-    return [("ws_rs", Scratch((f"{blocks} * {n_tiles} * {bm}",), "f32")), ("ws_rs_count", Scratch((blocks,), "i32"))]
 
 
 def _idx(v: SSAValue) -> int:

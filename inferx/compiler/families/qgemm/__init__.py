@@ -5,16 +5,18 @@ generates, ``heuristic`` schedules without a record, ``schedule`` says what a sc
 
 Tuned where records exist: a kernel's task (``task.QGemmTask``) is looked up in the tuning
 database at each row bucket it is generated for (a decode kernel at each batch bucket, a
-prefill kernel at ``max_seq_len``'s), and its heuristic schedule is used where there is no
+prefill kernel at each of ``heuristic.PREFILL_ROW_BUCKETS`` below ``max_seq_len``'s and at
+``max_seq_len``'s), and its heuristic schedule is used where there is no
 record (counted among the fallbacks as "no record")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from inferx.compiler.families.common.hardware import H200, Hopper
+from inferx.compiler.families.common.keys import rows_bucket
 from inferx.compiler.families.interface import AnyTask, KernelFamily
 from inferx.compiler.families.qgemm import codegen, cost, heuristic, schedule, space, task
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule
@@ -42,6 +44,14 @@ class QGemmFamily(KernelFamily):
     def per_batch(self, kernel: KernelOp) -> bool:
         """A decode kernel (its rows are the batch: no ``seq`` among them)."""
         return heuristic.decode_rows(kernel)
+
+    def row_buckets(self, kernel: KernelOp, batches: Sequence[int], max_seq_len: int) -> list[int | None]:
+        """Decode: each batch bucket. Prefill: prompts of up to each of ``PREFILL_ROW_BUCKETS``
+        rows below ``max_seq_len``'s bucket (few rows are bound by the codes' bytes, many by the
+        tensor cores), and None (any longer prompt, keyed at ``max_seq_len``)."""
+        if self.per_batch(kernel):
+            return list(batches)
+        return [b for b in heuristic.PREFILL_ROW_BUCKETS if b < rows_bucket(max_seq_len)] + [None]
 
     def parse_schedule(self, d: Mapping[str, Any]) -> Any:
         return schedule.qgemm_schedule(d)

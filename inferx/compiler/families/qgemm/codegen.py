@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from inferx.compiler.families.common.partials import row_sum_squares
 from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.families.common.rows import gated_split, norm_scale
 from inferx.compiler.families.common.source import module_source
@@ -31,18 +32,19 @@ from inferx.compiler.families.qgemm.schedule import QGemmSchedule, check_fits
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float, get_int
-from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import DType, TensorType
-from inferx.runtime.kernel_source import KernelSource
+from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 
 TEMPLATE = "qgemm"
 
 
-def prologue_of(kernel: KernelOp) -> nn.RMSNormOp | None:
-    """The RMSNorm the kernel's qlinear reads, when the body starts with one."""
+def prologue_of(kernel: KernelOp) -> nn.RMSNormOp | nn.RMSNormSumSquaresOp | None:
+    """The RMSNorm the kernel's qlinear reads, when the body starts with one (its statistics as an
+    input where norm-stats gave it them: ``ix.rmsnorm_ss``)."""
     ops = list(kernel.body.block.ops)
     first = ops[0]
-    if (isinstance(first, nn.RMSNormOp) and len(ops) > 1 and isinstance(ops[1], nn.QLinearOp)
+    if (isinstance(first, nn.RMS_NORMS) and len(ops) > 1 and isinstance(ops[1], nn.QLinearOp)
             and ops[1].input == first.result):
         return first
     return None
@@ -90,6 +92,13 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
         raise em.error(q, f"{why}: {sched}")
     ops = list(kernel.body.block.ops)
     epilogue = ops[2 if norm is not None else 1:]
+    # row sums of squares of an output (norm-stats): reduced across the row block's programs
+    # after the epilogue, not a tile op
+    row_sums = [o for o in epilogue if isinstance(o, nn.SumSquaresOp)]
+    if len(row_sums) > 1:
+        raise em.error(row_sums[1], "one row-sum output per GEMM is generated")
+    epilogue = [o for o in epilogue if not isinstance(o, nn.SumSquaresOp)]
+    pre = isinstance(norm, nn.RMSNormSumSquaresOp)  # the statistics come as an input
     regions = rope_regions(em, q, epilogue)
     partner = partner_expr(regions)
     paired = pairing(regions, sched.bn) if partner else None
@@ -134,7 +143,10 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
         second = (("pc", "accp", "wp"),)
     pairs = ((first, "acc", "w"), *second)
     loop = _deferred_k_loop if sched.deferred else _k_loop
-    loop(em, sched, pairs, x_ptr, codes, scales, mins, x_scales, norm is not None, k_dim, group, x_t.dtype)
+    loop(em, sched, pairs, x_ptr, codes, scales, mins, x_scales, norm is not None and not pre, k_dim, group,
+         x_t.dtype)
+    if isinstance(norm, nn.RMSNormSumSquaresOp):
+        e(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
     if norm is not None:
         e(f"scale = tl.rsqrt(ss / {k_dim} + {get_float(norm.attributes, 'eps')!r})")
         for _, acc, _ in pairs:
@@ -150,8 +162,14 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
         for acc, res in zip(("acc", "accp"), gated.results, strict=True):
             em.values[res] = Tile(acc, [*lead, "c[None, :]"], mask, res.type)  # type: ignore[arg-type]
     em.values[q.result] = Tile("acc", [*lead, "c[None, :]"], mask, y_t, "accp" if partner else None)
+    yields = list(ops[-1].operands) if isinstance(ops[-1], YieldOp) else []
+    em.deferred.update(yields.index(o.results[0]) for o in row_sums if o.results[0] in yields)
     em.run_epilogue(epilogue)
+    row_scratch: list[tuple[str, Scratch]] = []
+    for op in row_sums:
+        row_scratch += row_sum_squares(em, op, yields, -(-n_tile // sched.bn), rows, sched.bm)
     params = em.params()
+    params += [Param(n, "scratch", index=i, dtype=sc.dtype) for i, (n, sc) in enumerate(row_scratch)]
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
     args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
     return KernelSource(
@@ -162,6 +180,7 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
         grid=(f"cdiv({rows}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})"),
         constexprs=constexprs,
         aliases=em.aliases,
+        scratch=tuple(sc for _, sc in row_scratch),
         num_warps=sched.num_warps,
         num_stages=sched.num_stages,
     )

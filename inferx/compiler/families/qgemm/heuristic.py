@@ -9,7 +9,12 @@ bucket.
   columns are converted once for them. Larger batch buckets: the dot path, 16 x 32 tiles,
   BK = the group up to 128, 4 stages (one GEMV row per program would read the weight once per
   row): the fastest of ``benchmarks/qgemm_probe.py``'s sweep on the 8B projections at 16 rows.
-- Prefill rows on sm_90: the dot path, 128 x 128 tiles, BK = the group up to 64, 8 warps.
+- Prefill rows on sm_90, by row bucket (``PREFILL_ROW_BUCKETS``, then any longer prompt): up to
+  16 rows as a decode batch of 16; up to 128, 64 x 64 tiles on one warpgroup (enough programs to
+  fill the SMs); up to 512, 128 x 128 on two; beyond, 256 x 128, which spreads each code's
+  dequantization over the most rows (the fastest of ``benchmarks/qgemm_probe.py``'s sweep at
+  2048 rows on the q/o and gate/up shapes). A gate|up tile (two accumulators) at BN 64 from 128
+  rows, which holds the same accumulators without spilling. BK = the group up to 64, 3 stages.
 - The cpu target (Triton's interpreter, where each program and each K step is a Python-level
   step): the dot path with BM = 16 for decode and 64 for prefill, BN = 64 (narrower for narrow
   weights), BK = the group: few programs, few steps, the same results.
@@ -17,12 +22,16 @@ bucket.
 
 from __future__ import annotations
 
+from inferx.compiler.families.common.rows import gated_split
 from inferx.compiler.families.qgemm.codegen import qlinear_of
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_int
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import TensorType
+
+# Prompt lengths below max_seq_len's bucket that get kernels of their own (``row_buckets``).
+PREFILL_ROW_BUCKETS = (16, 128, 512)
 
 
 def decode_rows(kernel: KernelOp) -> bool:
@@ -43,7 +52,15 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     if target == "cpu":
         return QGemmSchedule(64 if prefill else 16, bn, group)
     if prefill:
-        return QGemmSchedule(128, 128, min(group, 64), num_warps=8, num_stages=3)
+        bk = min(group, 64)
+        gated = gated_split(q, list(kernel.body.block.ops)) is not None  # type: ignore[arg-type]
+        if rows is not None and rows <= 16:
+            return QGemmSchedule(16, 32, min(group, 128), num_warps=4, num_stages=4)
+        if rows is not None and rows <= 128:
+            return QGemmSchedule(64, 64, bk, num_warps=4, num_stages=3)
+        if rows is not None and rows <= 512:
+            return QGemmSchedule(128, 64 if gated else 128, bk, num_warps=8, num_stages=3)
+        return QGemmSchedule(256, 64 if gated else 128, bk, num_warps=8, num_stages=3)
     if rows is not None and rows > 1:
         return QGemmSchedule(16, 32, min(group, 128), num_warps=4, num_stages=4)
     bk = next((b for b in (512, 256) if isinstance(k, int) and k % b == 0 and b % group == 0), group)

@@ -28,7 +28,7 @@ class QGemmTask:
     the N of the tile space: N/2 for a gated (gate|up) split, N otherwise. ``group`` is the
     quantization group (which BK fits: ``schedule.check_fits``); ``mins``, ``col_scale`` and
     ``bias`` say whether the qlinear reads minimums, a per-column scale of x and a bias (bytes and
-    work per step), not their values. ``prologue`` is "rmsnorm" or "none"; ``epilogue`` the sorted
+    work per step), not their values. ``prologue`` is "rmsnorm", "rmsnorm_ss" or "none"; ``epilogue`` the sorted
     cost tags of the ops after the qlinear, "gated" or "pairs" for a gate|up split ("plain" when
     none), as the gemm task's."""
 
@@ -43,7 +43,7 @@ class QGemmTask:
     mins: bool
     col_scale: bool
     bias: bool
-    prologue: str  # "rmsnorm" | "none"
+    prologue: str  # "rmsnorm" | "rmsnorm_ss" (statistics as an input) | "none"
     epilogue: str  # e.g. "kv_write+rope", "mul+pairs+silu", "residual", "plain"
     shape: str  # "decode" | "prefill"
     rows: int
@@ -138,7 +138,7 @@ def qgemm_task(kernel: KernelOp, rows: int) -> QGemmTask:
         mins=q.mins is not None,
         col_scale=q.col_scale is not None,
         bias=q.bias is not None,
-        prologue="rmsnorm" if norm is not None else "none",
+        prologue=norm.name.removeprefix("ix.") if norm is not None else "none",
         epilogue="+".join(sorted(tags)) or "plain",
         shape="decode" if decode_rows(kernel) else "prefill",
         rows=rows_bucket(rows),
