@@ -485,19 +485,20 @@ def test_the_runner_times_a_kernel_in_both_regimes(tmp_path) -> None:  # type: i
 
 
 @pytest.mark.parametrize("batch, prompt", [(1, 100), (4, 9)])
-def test_int4_artifact_matches_its_cpu_build(tmp_path, batch, prompt) -> None:  # type: ignore[no-untyped-def]
+def test_int4_artifact_matches_the_reference(tmp_path, batch, prompt) -> None:  # type: ignore[no-untyped-def]
     """An int4-g32 artifact (LM head too) built for sm_90, whose qgemm kernels take the GPU-only
     paths (the one-row GEMV's PTX unpack and fused dequantization, the decode dot path's offset
     codes, the long-prompt tiles' 128 + q codes and norm statistics from the kernel before),
-    against the same model compiled int4 for the cpu target in f32 (Triton's interpreter, the
-    integer unpack): prefill and 4 greedy decode steps, at batch 1 after a 100-token prompt (the
-    prompt's tiles, then the GEMV) and batch 4 after 9 tokens (the dot path)."""
+    against the reference interpreter (numpy, f32) on the same model quantized the same way:
+    prefill and 4 greedy decode steps, at batch 1 after a 100-token prompt (the prompt's tiles,
+    then the GEMV) and batch 4 after 9 tokens (the dot path)."""
+    from inferx.compiler.quant.store import quantize_program
+
     model = _model("llama")
     opts = {"max_seq_len": 128, "max_batch": 4, "quant": "int4-g32", "quant_head": True}
     gpu = inferx.load(inferx.compile(model, target="h200", output=tmp_path / "g.ixa", dtype="bf16",
                                      jobs=os.cpu_count() or 4, **opts), device="cuda")
-    cpu = inferx.load(inferx.compile(model, target="cpu", output=tmp_path / "c.ixa", dtype="f32", **opts),
-                      device="cpu")
+    cpu = quantize_program(inferx.import_model(model, dtype="f32"), "int4-g32", head=True).reference_session()
     repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'int4_artifact and {batch}'"
     seq = torch.randint(0, 160, (batch, prompt), generator=torch.Generator().manual_seed(batch))
     def host(v) -> np.ndarray:  # type: ignore[no-untyped-def]
