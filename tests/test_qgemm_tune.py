@@ -232,8 +232,9 @@ def test_guided_search_finds_the_best_qgemm_schedule_of_a_landscape() -> None:
 
 def test_prefill_heuristic_by_row_bucket(quantized: inferx.Program) -> None:
     """sm_90 prefill schedules grow with the prompt's row bucket: a decode batch's tile up to 16
-    rows, then 64, 128 and 256 rows a tile; a gate|up tile (two accumulators) at BN 64 from 128
-    rows; the tile path (BM >= TILE_MIN_BM) from 128-row prompts."""
+    rows, then 64, 128 and 256 rows a tile (128 for q|k|v, whose RoPE epilogue spills at 256); a
+    gate|up tile (two accumulators) at BN 64 from 128 rows; the tile path (BM >= TILE_MIN_BM) from
+    128-row prompts."""
     from inferx.compiler.families.qgemm.codegen import TILE_MIN_BM
     from inferx.compiler.ir.ops_kernel import KernelOp
 
@@ -243,7 +244,9 @@ def test_prefill_heuristic_by_row_bucket(quantized: inferx.Program) -> None:
     qgemm = family("qgemm")
     assert qgemm.row_buckets(kernels[0], (1, 4), 2048) == [16, 128, 512, None]
     for k in kernels:
-        gated = "gated" in qgemm.task(k, 2048, 2048).epilogue
+        epilogue = qgemm.task(k, 2048, 2048).epilogue
+        gated, rope = "gated" in epilogue, "rope" in epilogue
         got = [(s.bm, s.bn) for s in (heuristic_schedule(k, "sm_90", r) for r in (16, 128, 512, None))]
-        assert got == [(16, 32), (64, 64), (128, 64 if gated else 128), (256, 64 if gated else 128)], got
+        n = 64 if gated else 128
+        assert got == [(16, 32), (64, 64), (128, n), (128 if rope else 256, n)], (epilogue, got)
     assert heuristic_schedule(kernels[0], "sm_90", 128).bm >= TILE_MIN_BM

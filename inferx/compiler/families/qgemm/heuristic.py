@@ -14,7 +14,8 @@ bucket.
   fill the SMs); up to 512, 128 x 128 on two; beyond, 256 x 128, which spreads each code's
   dequantization over the most rows (the fastest of ``benchmarks/qgemm_probe.py``'s sweep at
   2048 rows on the q/o and gate/up shapes). A gate|up tile (two accumulators) at BN 64 from 128
-  rows, which holds the same accumulators without spilling. BK = the group up to 64, 3 stages.
+  rows, which holds the same accumulators without spilling; a q|k|v tile (RoPE and KV writes in
+  its epilogue, which spills more at 256 rows) at 128 rows. BK = the group up to 64, 3 stages.
 - The cpu target (Triton's interpreter, where each program and each K step is a Python-level
   step): the dot path with BM = 16 for decode and 64 for prefill, BN = 64 (narrower for narrow
   weights), BK = the group: few programs, few steps, the same results.
@@ -25,6 +26,7 @@ from __future__ import annotations
 from inferx.compiler.families.common.rows import gated_split
 from inferx.compiler.families.qgemm.codegen import qlinear_of
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule
+from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_int
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -58,7 +60,8 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
             return QGemmSchedule(16, 32, min(group, 128), num_warps=4, num_stages=4)
         if rows is not None and rows <= 128:
             return QGemmSchedule(64, 64, bk, num_warps=4, num_stages=3)
-        if rows is not None and rows <= 512:
+        rope = any(isinstance(o, nn.RopeOp) for o in kernel.body.block.ops)
+        if (rows is not None and rows <= 512) or rope:
             return QGemmSchedule(128, 64 if gated else 128, bk, num_warps=8, num_stages=3)
         return QGemmSchedule(256, 64 if gated else 128, bk, num_warps=8, num_stages=3)
     if rows is not None and rows > 1:
