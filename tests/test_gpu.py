@@ -489,9 +489,9 @@ def test_int4_artifact_matches_the_reference(tmp_path, batch, prompt) -> None:  
     """An int4-g32 artifact (LM head too) built for sm_90, whose qgemm kernels take the GPU-only
     paths (the one-row GEMV's PTX unpack and fused dequantization, the decode dot path's offset
     codes, the long-prompt tiles' 128 + q codes and norm statistics from the kernel before),
-    against the reference interpreter on the same model quantized the same way in bf16 (scales and
-    minimums rounded to bf16 as the artifact's are: against an f32-quantized model the logits
-    differ by about 7% from that rounding alone):
+    against the reference interpreter on the same model quantized the same way in bf16 (the
+    artifact's codes, scales and minimums: quantized from f32 weights instead, the codes and grids
+    differ and the logits by about 7%):
     prefill and 4 greedy decode steps, at batch 1 after a 100-token prompt (the prompt's tiles,
     then the GEMV) and batch 4 after 9 tokens (the dot path)."""
     from inferx.compiler.quant.store import quantize_program
