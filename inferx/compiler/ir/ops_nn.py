@@ -99,6 +99,48 @@ class LinearOp(IxOp):
 
 
 @irdl_op_definition
+class Fp8LinearOp(IxOp):
+    """``x[..., K] @ W^T`` in FP8 W8A8 (``inferx.compiler.ir.fp8``): ``codes[N, K]`` of f8e4m3 and
+    one f32 ``scales[N]`` per output channel; x is quantized to E4M3 per token (its own maximum
+    over K to 448) as it is read, the E4M3 products are summed in fp32 and scaled by both scales;
+    an optional ``bias[N]`` is added. The result has x's dtype."""
+
+    name = "ix.fp8_linear"
+    input = operand_def(TensorType)
+    codes = operand_def(TensorType)
+    scales = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$input `,` $codes `,` $scales (`bias` $bias^)? attr-dict"
+        " `:` type($input) `,` type($codes) `,` type($scales) (`bias` type($bias)^)? `->` type($result)"
+    )
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        x, codes, scales = ins[:3]
+        need_float(x, "input")
+        if x.rank < 1:
+            raise ShapeError("input must have rank >= 1")
+        need_rank(codes, 2, "codes", "[N, K]")
+        if codes.dtype is not DType.f8e4m3:
+            raise ShapeError(f"codes must be f8e4m3, got {codes.dtype.value}")
+        n, k = codes.shape
+        sh.same(x.shape[-1], k, "input's last dim must equal the codes' K")
+        need_rank(scales, 1, "scales", "[N]")
+        if scales.dtype is not DType.f32:
+            raise ShapeError(f"scales must be f32, got {scales.dtype.value}")
+        sh.same(scales.shape[0], n, "scales' length must equal the codes' N")
+        if len(ins) > 3:
+            b = ins[3]
+            need_float(b, "bias")
+            need_rank(b, 1, "bias", "[N]")
+            sh.same(b.shape[0], n, "bias's length must equal the codes' N")
+        return [x.with_shape((*x.shape[:-1], n))]
+
+
+@irdl_op_definition
 class QLinearOp(IxOp):
     """``x[..., K] @ W^T`` with ``W[N, K]`` quantized (``inferx.compiler.ir.quant``): ``codes[N, K]``
     of i4, each the signed value ``q - 8`` of a 4-bit code ``q``; ``scales[N, K / group]``; with
@@ -489,5 +531,5 @@ class LastTokenOp(IxOp):
 # Either form of RMSNorm: statistics from the input, or precomputed beside it.
 RMS_NORMS = (RMSNormOp, RMSNormSumSquaresOp)
 
-NN_OPS = [EmbeddingOp, LastTokenOp, LinearOp, QLinearOp, MatmulOp, SoftmaxOp, RMSNormOp, LayerNormOp, RopeOp,
-          AttentionOp, KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]
+NN_OPS = [EmbeddingOp, LastTokenOp, LinearOp, QLinearOp, Fp8LinearOp, MatmulOp, SoftmaxOp, RMSNormOp, LayerNormOp,
+          RopeOp, AttentionOp, KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]
