@@ -41,7 +41,7 @@ from inferx.compiler.codegen import generate, heuristic_schedule
 from inferx.compiler.families.common.tile import dim_code
 from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.ir.ops_nn import QLinearOp
+from inferx.compiler.ir.ops_nn import Fp8LinearOp, QLinearOp
 from inferx.compiler.ir.types import TensorType
 from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, STORED, TARGETS, CompileError, CompileOptions
 from inferx.compiler.schedules import (
@@ -139,6 +139,9 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
                }[options.quant if options.quant in STORED else options.quant_method]
         head = "the LM head too" if options.quant_head else "the LM head stays float"
         say(f"        quant {options.quant}: {kept} linears in int4, {how} ({head})")
+    if any(isinstance(op, Fp8LinearOp) for op in program.module.walk()):
+        raise CompileError("the program has FP8 linears (ix.fp8_linear), which no kernel family builds yet; "
+                           "run it with its reference session (program.reference_session())")
     pipeline.dump(options, "1-import", program)
     for n, (name, spec) in enumerate(pipeline.phases(options), 2):
         phase(n, name)

@@ -21,7 +21,8 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.norm_stats import NormStats
     from inferx.passes.plan_memory import PlanMemory
     from inferx.passes.quantize import Quantize
+    from inferx.passes.quantize_fp8 import QuantizeFp8
     from inferx.passes.settle_dynamic_rope import SettleDynamicRope
 
-    return {p.name: p for p in (Canonicalize, CSE, DCE, Quantize, MergeGemms, InterleavePairs, FoldNormWeights, Fuse,
-                                      NormStats, SettleDynamicRope, PlanMemory)}
+    return {p.name: p for p in (Canonicalize, CSE, DCE, Quantize, QuantizeFp8, MergeGemms, InterleavePairs,
+                                FoldNormWeights, Fuse, NormStats, SettleDynamicRope, PlanMemory)}

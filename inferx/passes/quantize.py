@@ -66,24 +66,33 @@ class Quantize(ModulePass):
             rules = parse_overrides(self.overrides)
         except SchemeError as e:
             raise IRError(f"quantize: {e}") from None
-        tables = {_name(e.table.owner) for e in module.walk() if isinstance(e, nn.EmbeddingOp)
-                  and isinstance(e.table.owner, t.WeightOp)}
-        names = {_name(lin.weight.owner) for lin in _candidates(module)}  # type: ignore[arg-type]
+        tables = embedding_tables(module)
+        names = {_name(lin.weight.owner) for lin in candidates(module)}  # type: ignore[arg-type]
         out: dict[str, Scheme] = {}
         for name in sorted(names):
             rule = next((r for pattern, r in rules if fnmatchcase(name, pattern)), "default")
-            if rule == "default" and self._named(name, tables):
+            if rule == "default" and selects(name, tables, self.include, self.exclude, self.head):
                 out[name] = scheme
             elif isinstance(rule, Scheme):
                 out[name] = rule
         return out
 
-    def _named(self, name: str, tables: set[str]) -> bool:
-        if not self.head and (fnmatchcase(name, "*lm_head*") or name in tables):
-            return False
-        include = [p.strip() for p in self.include.split(",") if p.strip()]
-        exclude = [p.strip() for p in self.exclude.split(",") if p.strip()]
-        return any(fnmatchcase(name, p) for p in include) and not any(fnmatchcase(name, p) for p in exclude)
+
+def embedding_tables(module: ModuleOp) -> set[str]:
+    """The weights embedding lookups read (a tied LM head reads one of them)."""
+    return {_name(e.table.owner) for e in module.walk() if isinstance(e, nn.EmbeddingOp)  # type: ignore[arg-type]
+            and isinstance(e.table.owner, t.WeightOp)}
+
+
+def selects(name: str, tables: set[str], include: str, exclude: str, head: bool) -> bool:
+    """Whether the options name the weight ``name``: matched by ``include`` and by no pattern of
+    ``exclude`` (comma-separated ``fnmatch`` patterns), and not the LM head (``*lm_head*`` or an
+    embedding table in ``tables``) unless ``head``."""
+    if not head and (fnmatchcase(name, "*lm_head*") or name in tables):
+        return False
+    inc = [p.strip() for p in include.split(",") if p.strip()]
+    exc = [p.strip() for p in exclude.split(",") if p.strip()]
+    return any(fnmatchcase(name, p) for p in inc) and not any(fnmatchcase(name, p) for p in exc)
 
 
 def parse_overrides(text: str) -> list[tuple[str, Scheme | None]]:
@@ -102,19 +111,19 @@ def parse_overrides(text: str) -> list[tuple[str, Scheme | None]]:
     return rules
 
 
-def _candidates(module: ModuleOp) -> list[nn.LinearOp]:
+def candidates(module: ModuleOp) -> list[nn.LinearOp]:
     """The linears the pass can rewrite: an ``ix.weight`` weight."""
     return [lin for lin in module.walk() if isinstance(lin, nn.LinearOp) and isinstance(lin.weight.owner, t.WeightOp)]
 
 
-def _kn(lin: nn.LinearOp) -> bool:
+def is_kn(lin: nn.LinearOp) -> bool:
     return lin.attributes.get("w_layout", StringAttr("nk")) == StringAttr("kn")
 
 
 def kn_weights(module: ModuleOp) -> set[str]:
     """The weights the pass would quantize as their transpose: those of "kn" linears (stored
     [K, N]; their codes, scales and minimums are [N, K]-shaped like every other's)."""
-    return {_name(lin.weight.owner) for lin in _candidates(module) if _kn(lin)}  # type: ignore[arg-type]
+    return {_name(lin.weight.owner) for lin in candidates(module) if is_kn(lin)}  # type: ignore[arg-type]
 
 
 def apply_schemes(module: ModuleOp, schemes: Mapping[str, Scheme], scaled: Collection[str] = (),
@@ -123,8 +132,8 @@ def apply_schemes(module: ModuleOp, schemes: Mapping[str, Scheme], scaled: Colle
     (a precision map; what the pass does with one scheme for the weights its options name); a
     weight in ``scaled`` also gets a ``col_scale`` operand (activation-aware methods). "kn"
     linears only with ``kn`` (their store must serve the transpose's parts: ``kn_weights``)."""
-    for lin in _candidates(module):
-        if _kn(lin) and not kn:
+    for lin in candidates(module):
+        if is_kn(lin) and not kn:
             continue
         name = _name(lin.weight.owner)  # type: ignore[arg-type]
         scheme = schemes.get(name)
@@ -132,7 +141,7 @@ def apply_schemes(module: ModuleOp, schemes: Mapping[str, Scheme], scaled: Colle
             continue
         wt = lin.weight.type
         assert isinstance(wt, TensorType)
-        if _kn(lin):
+        if is_kn(lin):
             wt = wt.with_shape(tuple(reversed(wt.shape)))
         try:
             scheme.check(tuple(wt.shape), name)  # type: ignore[arg-type]
