@@ -8,6 +8,8 @@ a KV cache is ``[batch, kv_heads, max_ctx, head_dim]``. Positions and context le
 
 from __future__ import annotations
 
+from typing import Any
+
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     irdl_op_definition,
@@ -98,6 +100,24 @@ class LinearOp(IxOp):
         return [x.with_shape((*x.shape[:-1], n))]
 
 
+def _codes_nk(x: TensorType, codes: TensorType, dtype: DType) -> tuple[Any, Any]:
+    """(N, K) of a quantized linear's ``codes`` [N, K] of ``dtype``, its float input checked."""
+    need_float(x, "input")
+    if x.rank < 1:
+        raise ShapeError("input must have rank >= 1")
+    need_rank(codes, 2, "codes", "[N, K]")
+    if codes.dtype is not dtype:
+        raise ShapeError(f"codes must be {dtype.value}, got {codes.dtype.value}")
+    n, k = codes.shape
+    return n, k
+
+
+def _check_bias(b: TensorType, n: Any) -> None:
+    need_float(b, "bias")
+    need_rank(b, 1, "bias", "[N]")
+    sh.same(b.shape[0], n, "bias's length must equal the codes' N")
+
+
 @irdl_op_definition
 class Fp8LinearOp(IxOp):
     """``x[..., K] @ W^T`` in FP8 W8A8 (``inferx.compiler.ir.fp8``): ``codes[N, K]`` of f8e4m3 and
@@ -120,23 +140,14 @@ class Fp8LinearOp(IxOp):
     @classmethod
     def infer(cls, ins, attrs, outs):
         x, codes, scales = ins[:3]
-        need_float(x, "input")
-        if x.rank < 1:
-            raise ShapeError("input must have rank >= 1")
-        need_rank(codes, 2, "codes", "[N, K]")
-        if codes.dtype is not DType.f8e4m3:
-            raise ShapeError(f"codes must be f8e4m3, got {codes.dtype.value}")
-        n, k = codes.shape
+        n, k = _codes_nk(x, codes, DType.f8e4m3)
         sh.same(x.shape[-1], k, "input's last dim must equal the codes' K")
         need_rank(scales, 1, "scales", "[N]")
         if scales.dtype is not DType.f32:
             raise ShapeError(f"scales must be f32, got {scales.dtype.value}")
         sh.same(scales.shape[0], n, "scales' length must equal the codes' N")
         if len(ins) > 3:
-            b = ins[3]
-            need_float(b, "bias")
-            need_rank(b, 1, "bias", "[N]")
-            sh.same(b.shape[0], n, "bias's length must equal the codes' N")
+            _check_bias(ins[3], n)
         return [x.with_shape((*x.shape[:-1], n))]
 
 
@@ -168,13 +179,7 @@ class QLinearOp(IxOp):
     @classmethod
     def infer(cls, ins, attrs, outs):
         x, codes, scales = ins[:3]
-        need_float(x, "input")
-        if x.rank < 1:
-            raise ShapeError("input must have rank >= 1")
-        need_rank(codes, 2, "codes", "[N, K]")
-        if codes.dtype is not DType.i4:
-            raise ShapeError(f"codes must be i4, got {codes.dtype.value}")
-        n, k = codes.shape
+        n, k = _codes_nk(x, codes, DType.i4)
         group = get_int(attrs, "group")
         if group not in GROUPS:
             raise ShapeError(f"group must be one of {', '.join(map(str, GROUPS))}, got {group}")
@@ -195,10 +200,7 @@ class QLinearOp(IxOp):
             need_rank(col, 1, "col_scale", "[K]")
             sh.same(col.shape[0], k, "col_scale's length must equal K")
         if "bias" in extra:
-            b = extra["bias"]
-            need_float(b, "bias")
-            need_rank(b, 1, "bias", "[N]")
-            sh.same(b.shape[0], n, "bias's length must equal the codes' N")
+            _check_bias(extra["bias"], n)
         return [x.with_shape((*x.shape[:-1], n))]
 
 
