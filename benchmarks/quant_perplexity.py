@@ -14,7 +14,8 @@ prediction inside it. The table in docs/performance.md comes from:
     python benchmarks/quant_perplexity.py --schemes int4-g64,int4-g64-sym,int4-g32-sym \\
         --windows 16 --calibration-windows 32 --act-order --damp 0.1 --sequential gptq \\
         --json benchmarks/results/quant_perplexity_cpu_DATE.json
-    python benchmarks/quant_perplexity.py --schemes '' --fp8 --bf16 --windows 16 \
+    python benchmarks/quant_perplexity.py --schemes '' --fp8 --bf16 --windows 16 \\
+        --fp8-exclude '*ffn_down*' --fp8-exclude '*attn_output*' --fp8-exclude '*attn_q*,*attn_k*,*attn_v*' \\
         --json benchmarks/results/fp8_perplexity_cpu_DATE.json
 
 The "float" weights are the GGUF's Q4_1 tensors dequantized, so they already lie on an
@@ -80,6 +81,8 @@ def main() -> None:
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--windows", type=int, default=8)
     p.add_argument("--fp8", action="store_true", help="also FP8 W8A8 (quantize_program_fp8)")
+    p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERNS",
+                   help="with --fp8, also a row with these weights (comma-separated fnmatch patterns) kept float")
     p.add_argument("--bf16", action="store_true", help="also the float model in bf16")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
@@ -117,6 +120,9 @@ def main() -> None:
         from inferx.compiler.quant.fp8 import quantize_program_fp8
 
         run("fp8 W8A8", quantize_program_fp8(inferx.import_model(path, dtype="f32")), "rtn", "fp8", "-")
+        for ex in a.fp8_exclude:
+            program = quantize_program_fp8(inferx.import_model(path, dtype="f32"), exclude=ex)
+            run(f"fp8 W8A8, {ex} float", program, "rtn", "fp8", "-")
     sequential = set(filter(None, a.sequential.split(",")))
     for scheme in schemes:
         for method in a.methods.split(","):
