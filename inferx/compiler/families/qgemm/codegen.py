@@ -196,13 +196,18 @@ def _dequantize(em: Emitter, w: str, cols: str, codes: str, scales: str, mins: s
     """Loads the BK / 2 bytes of each of BN rows ``cols`` at step k0, unpacks them along K (low
     nibble first) and dequantizes them with the step's one group scale (and minimum)."""
     e = em.emit
-    e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], other=0)")
+    e(f"b = {_codes_step(codes, cols, k_dim)}")
     e(f"{w} = tl.interleave(b & 15, b >> 4).to(tl.float32)")
     _group_scales(em, cols, scales, mins, k_dim, group)
     if mins is not None:
         e(f"{w} = {w} * s[:, None] + mn[:, None]")
     else:
         e(f"{w} = ({w} - 8.0) * s[:, None]")
+
+
+def _codes_step(codes: str, cols: str, k_dim: int) -> str:
+    """The load of step k0's packed bytes of W rows ``cols``: uint8 [BN, BK / 2]."""
+    return f"tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], other=0)"
 
 
 def _group_scales(em: Emitter, cols: str, scales: str, mins: str | None, k_dim: int, group: int) -> None:
@@ -292,8 +297,7 @@ def _tile_dot(em: Emitter, tl_dtype: str, x_scaled: bool, cols: str, acc: str, w
     multiply-add against ``m - 128 s`` (``-136 s`` without minimums), times x's column
     scales ``xg`` where ``x_scaled``, rounded to x's dtype, and ``x @ W^T`` added to ``acc``."""
     e = em.emit
-    e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], "
-      "other=0)")
+    e(f"b = {_codes_step(codes, cols, k_dim)}")
     unpacked_bits(em, "b", 0x43000000, 2)
     _group_scales(em, cols, scales, mins, k_dim, group)
     e("cst = mn - 128.0 * s" if mins is not None else "cst = -136.0 * s")
@@ -309,8 +313,7 @@ def _offset_codes_dot(em: Emitter, magic: tuple[str, float], tl_dtype: str | Non
     OR-ed into ``MAGIC``'s bits, their product with x made ``x @ W^T`` into ``acc``."""
     e = em.emit
     bits, offset = magic
-    e(f"b = tl.load({codes} + {cols}[:, None] * {k_dim // 2} + (k0 // 2 + j)[None, :], mask=cn[:, None], "
-      "other=0).to(tl.int16)")
+    e(f"b = {_codes_step(codes, cols, k_dim)}.to(tl.int16)")
     e(f"{w} = tl.interleave((b & 15) | {bits}, (b >> 4) | {bits}).to({tl_dtype}, bitcast=True)")
     _group_scales(em, cols, scales, mins, k_dim, group)
     if mins is not None:
