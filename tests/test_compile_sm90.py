@@ -183,4 +183,8 @@ def test_int4_prefill_kernels_build_with_wgmma_and_bind_their_row_sums(tmp_path:
             assert "HGMMA" in sass and "PRMT" in sass, name
     session = CudaSession(a, driver=FakeDriver())  # type: ignore[arg-type]
     bound = session._bind("prefill", 1, 200)
-    assert all(ln.storage for ln in bound.launches)
+    summing = [ln for ln in bound.launches if ln.source.scratch]  # o and down of the 200-row prompt
+    assert len(summing) == 2
+    for ln in summing:  # the partial sums and the row-block counters, bound to buffers
+        ptrs = [ln.storage[i].value for i, p in enumerate(ln.source.params) if p.kind == "scratch"]
+        assert len(ptrs) == 2 and all(ptrs), ln.source.name
