@@ -620,6 +620,7 @@ def all_samples() -> dict[type, list[Sample]]:
             nn.LastTokenOp: n.last_token_samples(),
             nn.LinearOp: n.linear_samples(),
             nn.QLinearOp: n.qlinear_samples(),
+            nn.DequantizeOp: n.dequantize_samples(),
             nn.Fp8LinearOp: n.fp8_linear_samples(),
             nn.MatmulOp: n.matmul_samples(),
             nn.SoftmaxOp: n.softmax_samples(),

@@ -10,6 +10,7 @@ from opinfo import BS, EXACT, HIDDEN, Sample, T, rand, s, unit
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as ts
 from inferx.compiler.ir.ops_base import float_attr, int_attr
+from inferx.compiler.ir.types import DimAttr
 
 F = torch.nn.functional
 
@@ -134,7 +135,7 @@ def qlinear_samples() -> list[Sample]:
             mv = bld(ts.WeightOp, result_types=[T((n, k // group), sdt)], name=s("m")) if has_mins else None
             kv = bld(ts.WeightOp, result_types=[T((k,), dt)], name=s("k")) if has_col else None
             bv = bld(ts.WeightOp, result_types=[T((n,), dt)], name=s("b")) if has_bias else None
-            return [bld(nn.QLinearOp, args[0], cv, sv, mv, kv, bv, group=int_attr(group))]
+            return [bld(nn.QLinearOp, args[0], cv, sv, mv, kv, bv, None, group=int_attr(group))]
 
         def ref(x, c, sc, *rest, group=group, has_mins=has_mins, has_col=has_col, has_bias=has_bias):
             rest = list(rest)
@@ -533,6 +534,60 @@ def kv_write_samples() -> list[Sample]:
                 tol=EXACT,
             )
         )
+    return out
+
+
+def dequantize_samples() -> list[Sample]:
+    """An int4 weight dequantized with its optional minimums, column scale and norm weight into
+    the start of a 1-D buffer (``into``, a function argument here, or zeros); the reference
+    dequantizes in torch and rounds to the buffer's dtype."""
+    out = []
+    for i in range(6):
+        rng = np.random.default_rng(6170 + i)
+        group = (32, 64, 128)[i % 3]
+        k = group * (1, 2)[i % 2]
+        n = [3, 16, 7, 1, 9, 5][i]
+        has_mins, has_col, has_g, has_into = i % 2 == 0, i % 3 == 1, i != 3, i % 2 == 1
+        dt = ("f32", "f16", "bf16")[i % 3]
+        size = n * k + (0, 5)[i % 2]
+        codes = rng.integers(-8, 8, (n, k)).astype(np.int8)
+        scales = rand(rng, (n, k // group), dt, scale=0.02, low=0.001)
+        mins = rand(rng, (n, k // group), dt, scale=0.1)
+        col = rand(rng, (k,), dt, scale=0.5, low=0.5)
+        g = rand(rng, (k,), dt, scale=0.5, low=0.5)
+        weights = {"c": codes, "s": scales, **({"m": mins} if has_mins else {}), **({"k": col} if has_col else {}),
+                   **({"g": g} if has_g else {})}
+        args = [(T((size,), dt), rand(rng, (size,), dt))] if has_into else []
+
+        def body(bld, args, n=n, k=k, group=group, dt=dt, size=size, has_mins=has_mins, has_col=has_col,
+                 has_g=has_g):
+            cv = bld(ts.WeightOp, result_types=[T((n, k), "i4")], name=s("c"))
+            sv = bld(ts.WeightOp, result_types=[T((n, k // group), dt)], name=s("s"))
+            mv = bld(ts.WeightOp, result_types=[T((n, k // group), dt)], name=s("m")) if has_mins else None
+            kv = bld(ts.WeightOp, result_types=[T((k,), dt)], name=s("k")) if has_col else None
+            gv = bld(ts.WeightOp, result_types=[T((k,), dt)], name=s("g")) if has_g else None
+            into = args[0] if args else None
+            return [bld(nn.DequantizeOp, cv, sv, mv, kv, gv, into, result_types=[T((size,), dt)],
+                        group=int_attr(group), min_rows=int_attr(1), rows=DimAttr("seq"))]
+
+        def ref(*ts_, n=n, k=k, group=group, dt=dt, size=size, has_mins=has_mins, has_col=has_col, has_g=has_g,
+                has_into=has_into):
+            rest = list(ts_)
+            into = rest.pop(0) if has_into else torch.zeros(size)
+            c, sc = rest.pop(0), rest.pop(0)
+            q = (c.to(torch.float32) + 8).reshape(n, -1, group)
+            w = q * sc[:, :, None] + rest.pop(0)[:, :, None] if has_mins else (q - 8) * sc[:, :, None]
+            w = w.reshape(n, k)
+            if has_col:
+                w = w * rest.pop(0)[None, :]
+            if has_g:
+                w = w * rest.pop(0)[None, :]
+            y = into.to(torch.float32).clone()
+            y[: n * k] = w.reshape(-1)
+            return [y.to({"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dt])]
+
+        out.append(Sample(f"ix.dequantize-{i}-g{group}-{dt}{'-into' if has_into else ''}", 6170 + i, args, body,
+                          ref, weights=weights))
     return out
 
 

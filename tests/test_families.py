@@ -58,7 +58,10 @@ def test_unknown_family_is_refused_with_the_names() -> None:
 
 
 def test_tunable_families_are_the_scheduled_ones() -> None:
-    assert {f.name for f in tunable()} == {f.name for f in families() if f.schedule_type is not None}
+    """Every family with a schedule is tuned, except dequant, whose schedule only says whether its
+    row bucket's launch runs."""
+    scheduled = {f.name for f in families() if f.schedule_type is not None}
+    assert {f.name for f in tunable()} == scheduled - {"dequant"}
 
 
 @pytest.mark.parametrize("name", [f.name for f in families()])

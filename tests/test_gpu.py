@@ -30,14 +30,14 @@ FAMILIES = {
 }
 
 
-def _model(family: str) -> torch.nn.Module:
+def _model(family: str, positions: int = 128) -> torch.nn.Module:
     cfg_cls, model_cls, extra = FAMILIES[family]
     torch.manual_seed(0)
     if extra is None:
-        cfg = cfg_cls(vocab_size=160, n_embd=128, n_layer=2, n_head=4, n_positions=128)
+        cfg = cfg_cls(vocab_size=160, n_embd=128, n_layer=2, n_head=4, n_positions=positions)
     else:
         cfg = cfg_cls(vocab_size=160, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                      num_attention_heads=4, max_position_embeddings=128, **extra)
+                      num_attention_heads=4, max_position_embeddings=positions, **extra)
     return model_cls(cfg).eval()
 
 
@@ -484,24 +484,26 @@ def test_the_runner_times_a_kernel_in_both_regimes(tmp_path) -> None:  # type: i
         assert ("sustained" in r.note) == bool(regime), r.note
 
 
-@pytest.mark.parametrize("batch, prompt", [(1, 100), (4, 9)])
-def test_int4_artifact_matches_the_reference(tmp_path, batch, prompt) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("batch, prompt, max_seq_len", [(1, 100, 128), (4, 9, 128), (1, 200, 256), (3, 40, 256)])
+def test_int4_artifact_matches_the_reference(tmp_path, batch, prompt, max_seq_len) -> None:  # type: ignore[no-untyped-def]
     """An int4-g32 artifact (LM head too) built for sm_90, whose qgemm kernels take the GPU-only
     paths (the one-row GEMV's PTX unpack and fused dequantization, the decode dot path's offset
-    codes, the long-prompt tiles' 128 + q codes and norm statistics from the kernel before),
-    against the reference interpreter on the same model quantized the same way in bf16 (the
-    artifact's codes, scales and minimums: quantized from f32 weights instead, the codes and grids
-    differ and the logits by about 7%):
-    prefill and 4 greedy decode steps, at batch 1 after a 100-token prompt (the prompt's tiles,
-    then the GEMV) and batch 4 after 9 tokens (the dot path)."""
+    codes, the long-prompt tiles' 128 + q codes and norm statistics from the kernel before, the
+    dense weights of prompts past 128 rows with their TMA loads), against the reference
+    interpreter on the same model quantized the same way in bf16 (the artifact's codes, scales
+    and minimums: quantized from f32 weights instead, the codes and grids differ and the logits
+    by about 7%): prefill and 4 greedy decode steps, at batch 1 after a 100-token prompt (the
+    prompt's tiles, then the GEMV), batch 4 after 9 tokens (the dot path), batch 1 after 200
+    tokens (dense weights) and batch 3 after 40 (120 rows, whose batch bucket of 4 makes 160:
+    dense weights too, the dequantize kernel and the GEMM picking by the same rows)."""
     from inferx.compiler.quant.store import quantize_program
 
-    model = _model("llama")
-    opts = {"max_seq_len": 128, "max_batch": 4, "quant": "int4-g32", "quant_head": True}
+    model = _model("llama", positions=max_seq_len)
+    opts = {"max_seq_len": max_seq_len, "max_batch": 4, "quant": "int4-g32", "quant_head": True}
     gpu = inferx.load(inferx.compile(model, target="h200", output=tmp_path / "g.ixa", dtype="bf16",
                                      jobs=os.cpu_count() or 4, **opts), device="cuda")
     cpu = quantize_program(inferx.import_model(model, dtype="bf16"), "int4-g32", head=True).reference_session()
-    repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'int4_artifact and {batch}'"
+    repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'int4_artifact and {batch}-{prompt}'"
     seq = torch.randint(0, 160, (batch, prompt), generator=torch.Generator().manual_seed(batch))
     def host(v) -> np.ndarray:  # type: ignore[no-untyped-def]
         return v.float().cpu().numpy() if torch.is_tensor(v) else np.asarray(v, dtype=np.float32)

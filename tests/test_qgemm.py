@@ -17,6 +17,7 @@ import transformers as T
 import inferx
 from inferx.compiler import pipeline
 from inferx.compiler.families import family
+from inferx.compiler.families.common import int4
 from inferx.compiler.families.common.errors import CodegenError
 from inferx.compiler.families.interface import ScheduleError
 from inferx.compiler.families.qgemm import codegen
@@ -470,8 +471,8 @@ def test_the_unpack_ptx_gives_the_interpreters_values(magic: int, byte: int) -> 
     bytes gives its low nibble in $0-$3 and its high nibble in $4-$7, placed at ``byte`` of
     ``magic``'s bits: the one-row GEMV's 2^23 + q, the prefill tile's 128 + q."""
     rng = np.random.default_rng(0)
-    asm = codegen.unpack_asm(magic, byte)
-    assert asm == (codegen.UNPACK_ASM if byte == 0 else codegen.UNPACK_ASM_128)
+    asm = int4.unpack_asm(magic, byte)
+    assert asm == (int4.UNPACK_ASM if byte == 0 else int4.UNPACK_ASM_128)
     for word in [0, 0xFFFFFFFF, 0x12345678, *rng.integers(0, 2**32, 200).tolist()]:
         regs = _emulate_ptx(asm, int(word))
         for e in range(4):
@@ -493,6 +494,6 @@ def test_the_gpu_kernels_build_for_sm_90() -> None:
                             QGemmSchedule(1, 16, 256, 4, 2))
     tile = codegen.generate(_norm_gated_kernel(256, 256, 256, 128, "bf16"), "tile",
                             QGemmSchedule(128, 64, 64, 8, 3))
-    assert "inline_asm_elementwise" in gemv.source and codegen.UNPACK_ASM_128 in tile.source
+    assert "inline_asm_elementwise" in gemv.source and int4.UNPACK_ASM_128 in tile.source
     built = build_cubins({"gemv": gemv, "tile": tile}, "sm_90", 2, lambda _: None)
     assert all(len(b["cubin"]) > 1000 for b in built.values())

@@ -11,7 +11,9 @@
     fuse          every run-time op into an ix.kernel bound to its kernel family (5 per decoder
                   layer, int4 linears too; in decode one fewer with each fused decode template
                   asked for), the norm statistics computed by the kernels that produce their inputs
-    plan-memory   dynamic RoPE settled for the compiled context; one arena per shape bucket
+    plan-memory   dynamic RoPE settled for the compiled context; a prompt's int4 GEMMs given
+                  weights dequantized once per launch (dense-prompt-weights); one arena per
+                  shape bucket
 """
 
 from __future__ import annotations
@@ -60,8 +62,23 @@ def phases(options: CompileOptions) -> list[tuple[str, str]]:
     ]
     if options.max_seq_len is not None:
         rope = f"settle-dynamic-rope{{max-seq-len={options.max_seq_len}}}"
-        out.append(("plan-memory", f"{rope},{plan_pipeline(options)}"))
+        out.append(("plan-memory", f"{rope},{dense_weights(options)}{plan_pipeline(options)}"))
     return out
+
+
+# A prompt's int4 GEMMs read a dense weight from this many rows (past the qgemm row bucket of
+# 128): below, dequantizing the weight costs more than unpacking it in the tiles
+# (docs/performance.md). On the cpu target (one kernel for every shape) from the first row.
+DENSE_MIN_ROWS = 129
+
+
+def dense_weights(options: CompileOptions) -> str:
+    """The dense-prompt-weights pass, with its separator, where prompts may reach its rows."""
+    if (options.schedules or options.target) == "cpu":
+        return "dense-prompt-weights{min-rows=1},"
+    if resolved_max_seq_len(options) < DENSE_MIN_ROWS:
+        return ""
+    return f"dense-prompt-weights{{min-rows={DENSE_MIN_ROWS}}},"
 
 
 def run(spec: str, program: Program) -> None:

@@ -125,7 +125,7 @@ def _merge(block: Block, x: SSAValue, group: list[Gemm]) -> None:
         scales = _concat([g.scales for g in qs], new_ops)
         mins = _concat([g.mins for g in qs], new_ops) if first.mins is not None else None  # type: ignore[misc]
         qbias = _concat([g.bias for g in qs], new_ops) if first.bias is not None else None  # type: ignore[misc]
-        merged = QLinearOp.make(x, codes, scales, mins, first.col_scale, qbias, group=first.attributes["group"])
+        merged = QLinearOp.make(x, codes, scales, mins, first.col_scale, qbias, None, group=first.attributes["group"])
     new_ops.append(merged)
     outs: list[TensorType] = [g.result.type for g in group]  # type: ignore[misc]
     split = SplitOp.make(merged.results[0], result_types=outs, dim=int_attr(-1))

@@ -165,7 +165,7 @@ def _rewrite(lin: nn.LinearOp, name: str, wt: TensorType, scheme: Scheme, col_sc
     mins = parts["mins"].results[0] if "mins" in parts else None
     col = parts["col_scale"].results[0] if "col_scale" in parts else None
     q = nn.QLinearOp.make(
-        lin.input, parts["codes"].results[0], parts["scales"].results[0], mins, col, lin.bias,
+        lin.input, parts["codes"].results[0], parts["scales"].results[0], mins, col, lin.bias, None,
         group=int_attr(scheme.group)
     )
     Rewriter.replace_op(lin, q)

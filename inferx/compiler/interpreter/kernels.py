@@ -18,7 +18,7 @@ from xdsl.ir import Operation
 
 from inferx.compiler.interpreter.attention import attention, kv_write, rope
 from inferx.compiler.interpreter.context import InterpreterError, Kernel, KernelContext
-from inferx.compiler.interpreter.numerics import STORAGE, compute
+from inferx.compiler.interpreter.numerics import STORAGE, compute, round_to
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as ts
 from inferx.compiler.ir import symbolic as sy
@@ -225,18 +225,39 @@ def qlinear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> lis
     fp32 GEMM of ``linear`` (and its bias)."""
     assert isinstance(op, nn.QLinearOp)
     x, codes, scales = _gemm_in(ins[0]), ins[1], ins[2]
-    extra = dict(zip(present_operands(op.properties, 3, ("mins", "col_scale", "bias")), ins[3:], strict=True))
-    group = get_int(op.attributes, "group")
+    extra = dict(zip(present_operands(op.properties, 3, nn.QLINEAR_OPTIONAL), ins[3:], strict=True))
+    w = _dequantized(codes, scales, extra, get_int(op.attributes, "group"))
+    y = np.matmul(x, w.T)
+    return [y + _gemm_in(extra["bias"]) if "bias" in extra else y]
+
+
+def _dequantized(codes: np.ndarray, scales: np.ndarray, extra: dict[str, np.ndarray], group: int) -> np.ndarray:
+    """The fp32 weight [N, K] of int4 ``codes`` (stored as ``q - 8``), with the minimums and column
+    scale ``extra`` holds."""
     mins = extra.get("mins")
-    w = dequantize(
+    return dequantize(
         (codes.astype(np.int16) + 8).astype(np.uint8),
         _gemm_in(scales),
         None if mins is None else _gemm_in(mins),
         group,
         None if "col_scale" not in extra else _gemm_in(extra["col_scale"]),
     )
-    y = np.matmul(x, w.T)
-    return [y + _gemm_in(extra["bias"]) if "bias" in extra else y]
+
+
+def dequantize_op(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
+    """The weight as ``qlinear`` makes it, times the norm's weight, rounded to the result's dtype
+    and written over the start of ``into`` (or zeros)."""
+    assert isinstance(op, nn.DequantizeOp)
+    extra = dict(zip(present_operands(op.properties, 2, nn.DEQUANTIZE_OPTIONAL), ins[2:], strict=True))
+    w = _dequantized(ins[0], ins[1], extra, get_int(op.attributes, "group"))
+    if "norm_weight" in extra:
+        w = w * _gemm_in(extra["norm_weight"])[None, :]
+    out_t = op.result.type
+    assert isinstance(out_t, TensorType)
+    out = np.array(extra["into"]) if "into" in extra else np.zeros(out_t.shape, dtype=w.dtype)
+    out = out.astype(np.float32)
+    out[: w.size] = w.reshape(-1)
+    return [round_to(out, out_t.dtype)]
 
 
 def fp8_linear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
@@ -325,6 +346,7 @@ KERNELS: dict[type[Operation], Kernel] = {
     nn.LastTokenOp: last_token,
     nn.LinearOp: linear,
     nn.QLinearOp: qlinear,
+    nn.DequantizeOp: dequantize_op,
     nn.Fp8LinearOp: fp8_linear,
     nn.MatmulOp: matmul,
     nn.SoftmaxOp: softmax,

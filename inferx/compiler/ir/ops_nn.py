@@ -39,7 +39,7 @@ from inferx.compiler.ir.ops_base import (
 from inferx.compiler.ir.ops_tensor import FUNCTIONAL
 from inferx.compiler.ir.quant import GROUPS
 from inferx.compiler.ir.shapes import ShapeError
-from inferx.compiler.ir.types import DType, TensorType
+from inferx.compiler.ir.types import DimAttr, DType, TensorType
 
 BHSD = "[batch, heads, seq, head_dim]"
 
@@ -158,7 +158,11 @@ class QLinearOp(IxOp):
     ``mins`` (same shape and dtype as the scales) ``w = q * s + m``, without ``w = (q - 8) * s``;
     an optional ``col_scale[K]`` multiplies column k of W, an optional ``bias[N]`` is added to the
     product. ``group`` (32, 64 or 128) divides K. The weight is dequantized in fp32 and the product
-    accumulated in fp32."""
+    accumulated in fp32.
+
+    An optional ``dense`` operand (1-D, x's dtype) holds the same weight already dequantized by an
+    ``ix.dequantize`` of these codes, which a prompt's kernel may read instead of the codes (see
+    there); it changes nothing the op computes, and the reference reads the codes."""
 
     name = "ix.qlinear"
     input = operand_def(TensorType)
@@ -167,13 +171,15 @@ class QLinearOp(IxOp):
     mins = opt_operand_def(TensorType)
     col_scale = opt_operand_def(TensorType)
     bias = opt_operand_def(TensorType)
+    dense = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
-        "$input `,` $codes `,` $scales (`mins` $mins^)? (`col_scale` $col_scale^)? (`bias` $bias^)? attr-dict"
+        "$input `,` $codes `,` $scales (`mins` $mins^)? (`col_scale` $col_scale^)? (`bias` $bias^)?"
+        " (`dense` $dense^)? attr-dict"
         " `:` type($input) `,` type($codes) `,` type($scales) (`mins` type($mins)^)?"
-        " (`col_scale` type($col_scale)^)? (`bias` type($bias)^)? `->` type($result)"
+        " (`col_scale` type($col_scale)^)? (`bias` type($bias)^)? (`dense` type($dense)^)? `->` type($result)"
     )
 
     @classmethod
@@ -190,18 +196,104 @@ class QLinearOp(IxOp):
         need_rank(scales, 2, "scales", "[N, K / group]")
         sh.same(scales.shape[0], n, "scales' N must equal the codes' N")
         sh.same(scales.shape[1], k // group, f"scales must have K / group = {k // group} columns")
-        extra = dict(zip(present_operands(attrs, 3, ("mins", "col_scale", "bias")), ins[3:], strict=True))
-        if "mins" in extra:
-            if extra["mins"] != scales:
-                raise ShapeError(f"mins must have the scales' type {scales}, got {extra['mins']}")
-        if "col_scale" in extra:
-            col = extra["col_scale"]
-            need_float(col, "col_scale")
-            need_rank(col, 1, "col_scale", "[K]")
-            sh.same(col.shape[0], k, "col_scale's length must equal K")
+        extra = dict(zip(present_operands(attrs, 3, QLINEAR_OPTIONAL), ins[3:], strict=True))
+        _check_quant_extras(extra, scales, k)
         if "bias" in extra:
             _check_bias(extra["bias"], n)
+        if "dense" in extra:
+            _check_dense(extra["dense"], x.dtype, n, k)
         return [x.with_shape((*x.shape[:-1], n))]
+
+
+QLINEAR_OPTIONAL = ("mins", "col_scale", "bias", "dense")
+
+
+def _check_quant_extras(extra: dict[str, TensorType], scales: TensorType, k: Any) -> None:
+    """The minimums (the scales' type) and the column scale ([K]) of an int4 weight."""
+    if "mins" in extra:
+        if extra["mins"] != scales:
+            raise ShapeError(f"mins must have the scales' type {scales}, got {extra['mins']}")
+    if "col_scale" in extra:
+        col = extra["col_scale"]
+        need_float(col, "col_scale")
+        need_rank(col, 1, "col_scale", "[K]")
+        sh.same(col.shape[0], k, "col_scale's length must equal K")
+
+
+def _check_dense(t: TensorType, dtype: DType, n: Any, k: Any) -> None:
+    """A dequantized weight: 1-D of ``dtype``, at least N x K elements."""
+    need_rank(t, 1, "dense", "[size]")
+    if t.dtype is not dtype:
+        raise ShapeError(f"dense must be {dtype.value}, got {t.dtype.value}")
+    if isinstance(t.shape[0], int) and isinstance(n, int) and isinstance(k, int) and t.shape[0] < n * k:
+        raise ShapeError(f"dense must hold N x K = {n * k} elements, got {t.shape[0]}")
+
+
+@irdl_op_definition
+class DequantizeOp(IxOp):
+    """The weight of an ``ix.qlinear`` (``codes``, ``scales``, optional ``mins``, ``group``: its
+    operands) dequantized in fp32 as the qlinear does, times the optional ``col_scale[K]`` and
+    ``norm_weight[K]`` (an RMSNorm's weight the reading kernel applies to x; fp32 products),
+    rounded to the result's dtype and written row-major into the first N x K elements of the 1-D
+    result; the rest of it is ``into``'s (zeros without ``into``). A prompt's int4 GEMM reads its
+    weight from it (``ix.qlinear``'s ``dense``) rather than unpacking every code in every row
+    block; consecutive ones write into one buffer (``into``: the previous one's result).
+
+    ``rows`` (the reading GEMM's rows, a dim) and ``min_rows``: the kernel may skip the work at
+    fewer rows, where the reading kernel reads the codes instead."""
+
+    name = "ix.dequantize"
+    codes = operand_def(TensorType)
+    scales = operand_def(TensorType)
+    mins = opt_operand_def(TensorType)
+    col_scale = opt_operand_def(TensorType)
+    norm_weight = opt_operand_def(TensorType)
+    into = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$codes `,` $scales (`mins` $mins^)? (`col_scale` $col_scale^)? (`norm_weight` $norm_weight^)?"
+        " (`into` $into^)? attr-dict `:` type($codes) `,` type($scales) (`mins` type($mins)^)?"
+        " (`col_scale` type($col_scale)^)? (`norm_weight` type($norm_weight)^)? (`into` type($into)^)?"
+        " `->` type($result)"
+    )
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        if outs is None or len(outs) != 1:
+            raise ShapeError("needs its result type stated")
+        (out,) = outs
+        codes, scales = ins[:2]
+        need_float(out, "result")
+        n, k = _codes_nk(out.with_shape((1,)), codes, DType.i4)
+        group = get_int(attrs, "group")
+        if group not in GROUPS:
+            raise ShapeError(f"group must be one of {', '.join(map(str, GROUPS))}, got {group}")
+        if not isinstance(k, int) or k % group:
+            raise ShapeError(f"the group {group} must divide the codes' K, got {k}")
+        need_float(scales, "scales")
+        need_rank(scales, 2, "scales", "[N, K / group]")
+        sh.same(scales.shape[0], n, "scales' N must equal the codes' N")
+        sh.same(scales.shape[1], k // group, f"scales must have K / group = {k // group} columns")
+        extra = dict(zip(present_operands(attrs, 2, DEQUANTIZE_OPTIONAL), ins[2:], strict=True))
+        _check_quant_extras(extra, scales, k)
+        if "norm_weight" in extra:
+            g = extra["norm_weight"]
+            need_float(g, "norm_weight")
+            need_rank(g, 1, "norm_weight", "[K]")
+            sh.same(g.shape[0], k, "norm_weight's length must equal K")
+        _check_dense(out, out.dtype, n, k)
+        if "into" in extra and extra["into"] != out:
+            raise ShapeError(f"into must have the result's type {out}, got {extra['into']}")
+        if get_int(attrs, "min_rows") < 1:
+            raise ShapeError(f"min_rows must be at least 1, got {get_int(attrs, 'min_rows')}")
+        if not isinstance(attrs.get("rows"), DimAttr):
+            raise ShapeError("rows must be a dim (#ix.dim<...>): the reading GEMM's rows")
+        return [out]
+
+
+DEQUANTIZE_OPTIONAL = ("mins", "col_scale", "norm_weight", "into")
 
 
 @irdl_op_definition
@@ -533,5 +625,5 @@ class LastTokenOp(IxOp):
 # Either form of RMSNorm: statistics from the input, or precomputed beside it.
 RMS_NORMS = (RMSNormOp, RMSNormSumSquaresOp)
 
-NN_OPS = [EmbeddingOp, LastTokenOp, LinearOp, QLinearOp, Fp8LinearOp, MatmulOp, SoftmaxOp, RMSNormOp, LayerNormOp,
-          RopeOp, AttentionOp, KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]
+NN_OPS = [EmbeddingOp, LastTokenOp, LinearOp, QLinearOp, DequantizeOp, Fp8LinearOp, MatmulOp, SoftmaxOp, RMSNormOp,
+          LayerNormOp, RopeOp, AttentionOp, KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from inferx.compiler.families.common.int4 import UNPACK_ASM, unpacked_bits
 from inferx.compiler.families.common.partials import row_sum_squares
 from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.families.common.rows import gated_split, norm_scale
@@ -142,9 +143,19 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
         e(f"pc = c + {partner}")
         second = (("pc", "accp", "wp"),)
     pairs = ((first, "acc", "w"), *second)
-    loop = _deferred_k_loop if sched.deferred else _k_loop
-    loop(em, sched, pairs, x_ptr, codes, scales, mins, x_scales, norm is not None and not pre, k_dim, group,
-         x_t.dtype)
+    if sched.dense:
+        if q.dense is None or sched.gemv:
+            raise em.error(q, f"a dense-weight schedule needs the qlinear's dense operand and the dot path: {sched}")
+        if sched.tma and (partner or (gated and gated.pairs)):
+            raise em.error(q, f"TMA loads need each tile's W rows contiguous (no RoPE partners, no interleaved "
+                              f"gate|up): {sched}")
+        starts = {"c": "pid_n * BN", "pc": f"pid_n * BN + {n_tile}"}  # TMA: c, or the up half's run
+        _dense_k_loop(em, sched, pairs, x_ptr, f"in{_idx(q.dense)}", norm is not None and not pre, k_dim, n_dim,
+                      rows, starts)
+    else:
+        loop = _deferred_k_loop if sched.deferred else _k_loop
+        loop(em, sched, pairs, x_ptr, codes, scales, mins, x_scales, norm is not None and not pre, k_dim, group,
+             x_t.dtype)
     if isinstance(norm, nn.RMSNormSumSquaresOp):
         e(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
     if norm is not None:
@@ -290,6 +301,42 @@ def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str]
     em.indent -= 1
 
 
+def _dense_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str, dense: str,
+                  stats: bool, k_dim: int, n_dim: int, rows: str, starts: dict[str, str]) -> None:
+    """The K loop over a dense weight (``QGemmSchedule.dense``): W rows ``cols`` of the row-major
+    [N, K] weight at the start of ``dense``, which already holds the norm's weight and the column
+    scale, into ``tl.dot`` with x's tile as loaded (through TMA descriptors with ``sched.tma``:
+    rows past M and N read as zeros; ``starts`` gives each row set's first row, its rows being a
+    run). With ``stats``, x's rows' sums of squares into ``ss``."""
+    e = em.emit
+    if sched.tma:
+        e(f"x_desc = tl.make_tensor_descriptor({x_ptr}, shape=[{rows}, {k_dim}], strides=[{k_dim}, 1], "
+          "block_shape=[BM, BK])")
+        e(f"w_desc = tl.make_tensor_descriptor({dense}, shape=[{n_dim}, {k_dim}], strides=[{k_dim}, 1], "
+          "block_shape=[BN, BK])")
+    for _, acc, _ in pairs:
+        e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
+    if stats:
+        e("ss = tl.zeros((BM,), dtype=tl.float32)")
+    e(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+    if sched.tma:
+        e("a = x_desc.load([pid_m * BM, k0])")
+    else:
+        e("kk = k0 + tl.arange(0, BK)")
+        e(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None], other=0)")
+    if stats:
+        e("af = a.to(tl.float32)")
+        e("ss += tl.sum(af * af, 1)")
+    for cols, acc, w in pairs:
+        if sched.tma:  # the tile's rows are a run from its first
+            e(f"{w} = w_desc.load([{starts[cols]}, k0])")
+        else:
+            e(f"{w} = tl.load({dense} + {cols}[:, None] * {k_dim} + kk[None, :], mask=cn[:, None], other=0)")
+        e(f"{acc} = tl.dot(a, tl.trans({w}), {acc})")
+    em.indent -= 1
+
+
 def _tile_dot(em: Emitter, tl_dtype: str, x_scaled: bool, cols: str, acc: str, w: str, codes: str, scales: str,
               mins: str | None, k_dim: int, group: int) -> None:
     """One dot-path step from ``TILE_MIN_BM`` rows (``_k_loop``'s docstring): W rows ``cols``
@@ -322,48 +369,6 @@ def _offset_codes_dot(em: Emitter, magic: tuple[str, float], tl_dtype: str | Non
         e(f"cst = {-(offset + 8.0)!r} * s")
     e(f"d = tl.dot(a, tl.trans({w}))")
     e(f"{acc} += d * s[None, :] + xs[:, None] * cst[None, :]")
-
-
-def unpack_asm(magic: int, byte: int) -> str:
-    """PTX for the GPU build: four bytes of codes (one register) into the fp32 values of their eight
-    nibbles, each put into byte ``byte`` of the float ``magic`` by one byte permute ($0-$3 the low
-    nibbles of bytes 0-3, $4-$7 the high ones), so eight codes cost eleven integer instructions;
-    Triton's own unpack and conversion took about four times as many. Triton's interpreter runs
-    no PTX: there the same bits come from integer operations (``unpacked_bits``)."""
-    assert byte in (0, 1, 2) and magic & 0x00FFFFFF == 0, "the nibble goes into a zero byte below the top one"
-    prmt = []
-    for out, src in enumerate(("lo", "lo", "lo", "lo", "hi", "hi", "hi", "hi")):
-        # the selector's nibbles, high to low: magic's top byte, then zero bytes of magic (5, 4)
-        # with the source byte (0-3 of ``src``) at ``byte``
-        low = ["5", "4"]
-        low.insert(2 - byte, str(out % 4))
-        prmt.append(f"prmt.b32 ${out}, {src}, mg, 0x7{''.join(low)};")
-    return ('"{ .reg .b32 lo, hi, mg; ' f"mov.b32 mg, 0x{magic:08X}; and.b32 lo, $8, 0x0F0F0F0F; shr.u32 hi, $8, 4; "
-            f"and.b32 hi, hi, 0x0F0F0F0F; {' '.join(prmt)} }}\"")
-
-
-# The one-row GEMV's codes as 2^23 + q (a nibble in the low byte of 2^23's bits); the prefill
-# tile's as 128 + q (in byte 2 of 128.0's), so that ``m - 128 s`` loses none of m's bits.
-UNPACK_ASM = unpack_asm(0x4B000000, 0)
-UNPACK_ASM_128 = unpack_asm(0x43000000, 2)
-
-
-def unpacked_bits(em: Emitter, b: str, magic: int, byte: int) -> None:
-    """``f0``, ``f1``: the bits of the fp32 values of bytes ``b``'s low and high nibbles placed as
-    ``unpack_asm(magic, byte)`` places them (the PTX on the GPU, integer operations elsewhere)."""
-    e = em.emit
-    e("if ON_GPU:")
-    em.indent += 1
-    e(f"f0, f1 = tl.inline_asm_elementwise({unpack_asm(magic, byte)}, \"=r,=r,=r,=r,=r,=r,=r,=r,r\", [{b}], "
-      "dtype=(tl.int32, tl.int32), is_pure=True, pack=4)")
-    em.indent -= 1
-    e("else:")
-    em.indent += 1
-    e(f"bi = {b}.to(tl.int32)")
-    shift = f" << {8 * byte}" if byte else ""
-    e(f"f0 = ((bi & 15){shift}) | 0x{magic:08X}")
-    e(f"f1 = ((bi >> 4){shift}) | 0x{magic:08X}")
-    em.indent -= 1
 
 
 def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str,

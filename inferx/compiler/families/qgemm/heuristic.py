@@ -16,9 +16,15 @@ bucket.
   2048 rows on the q/o and gate/up shapes). A gate|up tile (two accumulators) at BN 64 from 128
   rows, which holds the same accumulators without spilling; a q|k|v tile (RoPE and KV writes in
   its epilogue, which spills more at 256 rows) at 128 rows. BK = the group up to 64, 3 stages.
+- A prompt kernel given a dense weight (``ix.qlinear``'s ``dense``, the dense-prompt-weights
+  pass), in the row buckets from its ``dense_min_rows`` (the longest prompts' bucket included):
+  the dense weight, as a bf16 GEMM reads its weight: 128 x 256 tiles where one accumulator has no
+  RoPE (128 x 128 under RoPE, 128 x 64 gated), BK 64, 8 warps, 3 stages, TMA loads on sm_90
+  where the tile's W rows are contiguous (the bf16 GEMMs' best records at 2048 rows).
 - The cpu target (Triton's interpreter, where each program and each K step is a Python-level
   step): the dot path with BM = 16 for decode and 64 for prefill, BN = 64 (narrower for narrow
-  weights), BK = the group: few programs, few steps, the same results.
+  weights), BK = the group: few programs, few steps, the same results; a dense weight wherever
+  the kernel has one.
 """
 
 from __future__ import annotations
@@ -51,11 +57,16 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     group = get_int(q.attributes, "group")
     prefill = not decode_rows(kernel)
     bn = 64 if not isinstance(n, int) or n >= 64 else 32 if n >= 32 else 16
+    dense = q.dense is not None and (rows is None or rows >= get_int(q.attributes, "dense_min_rows"))
     if target == "cpu":
-        return QGemmSchedule(64 if prefill else 16, bn, group)
+        return QGemmSchedule(64 if prefill else 16, bn, group, dense=dense)
     if prefill:
         bk = min(group, 64)
         gated = gated_split(q, list(kernel.body.block.ops)) is not None  # type: ignore[arg-type]
+        if dense:
+            rope = any(isinstance(o, nn.RopeOp) for o in kernel.body.block.ops)
+            wide = 64 if gated else 128 if rope else 256
+            return QGemmSchedule(128, wide, bk, num_warps=8, num_stages=3, dense=True, tma=not rope)
         if rows is not None and rows <= 16:
             return QGemmSchedule(16, 32, min(group, 128), num_warps=4, num_stages=4)
         if rows is not None and rows <= 128:

@@ -31,6 +31,12 @@ class QGemmSchedule:
     bk: int
     num_warps: int = 4
     num_stages: int = 2
+    # A prompt's tile reads W from the dense weight the dequant kernel wrote (``ix.qlinear``'s
+    # ``dense``) rather than unpacking codes, through TMA descriptors with ``tma``. Set by the
+    # heuristic for the row buckets from the dense weight's ``min_rows``, where the dequant kernel
+    # runs; never by a record (a record names FIELDS alone), as the two must agree.
+    dense: bool = False
+    tma: bool = False
 
     @property
     def gemv(self) -> bool:
@@ -42,8 +48,10 @@ class QGemmSchedule:
         return self.bm == 1
 
     def to_dict(self) -> dict[str, int]:
-        return {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps,
-                "num_stages": self.num_stages}
+        """The schedule as records state it, and dense and tma where on (which no record sets)."""
+        d = {"bm": self.bm, "bn": self.bn, "bk": self.bk, "num_warps": self.num_warps, "num_stages": self.num_stages}
+        d.update({k: 1 for k in ("dense", "tma") if getattr(self, k)})
+        return d
 
 
 def qgemm_schedule(d: Mapping[str, Any]) -> QGemmSchedule:
