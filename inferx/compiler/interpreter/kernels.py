@@ -254,7 +254,9 @@ def dequantize_op(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) 
         w = w * _gemm_in(extra["norm_weight"])[None, :]
     out_t = op.result.type
     assert isinstance(out_t, TensorType)
-    out = np.array(extra["into"]) if "into" in extra else np.zeros(out_t.shape, dtype=w.dtype)
+    (size,) = out_t.shape
+    assert isinstance(size, int)
+    out = np.array(extra["into"]) if "into" in extra else np.zeros(size, dtype=w.dtype)
     out = out.astype(np.float32)
     out[: w.size] = w.reshape(-1)
     return [round_to(out, out_t.dtype)]

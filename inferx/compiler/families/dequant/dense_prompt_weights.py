@@ -117,7 +117,7 @@ def _rewrite(kernel: KernelOp, q: nn.QLinearOp, size: int, min_rows: int, before
     kernel.operands = [*kernel.operands, made.results[0]]
     attrs = dict(q.attributes)
     attrs["dense_min_rows"] = int_attr(min_rows)
-    new = nn.QLinearOp.make(q.input, q.codes, q.scales, q.mins, q.col_scale, q.bias, arg, **attrs)
+    new = nn.QLinearOp.make(q.input, q.codes, q.scales, q.mins, q.col_scale, q.bias, arg, result_types=None, **attrs)
     kernel.body.block.insert_op_before(new, q)
     q.result.replace_all_uses_with(new.results[0])
     kernel.body.block.erase_op(q)
