@@ -542,11 +542,11 @@ def dequantize_samples() -> list[Sample]:
     the start of a 1-D buffer (``into``, a function argument here, or zeros); the reference
     dequantizes in torch and rounds to the buffer's dtype."""
     out = []
-    for i in range(6):
+    for i in range(10):
         rng = np.random.default_rng(6170 + i)
         group = (32, 64, 128)[i % 3]
         k = group * (1, 2)[i % 2]
-        n = [3, 16, 7, 1, 9, 5][i]
+        n = [3, 16, 7, 1, 9, 5, 33, 2, 12, 4][i]
         has_mins, has_col, has_g, has_into = i % 2 == 0, i % 3 == 1, i != 3, i % 2 == 1
         dt = ("f32", "f16", "bf16")[i % 3]
         size = n * k + (0, 5)[i % 2]

@@ -117,3 +117,18 @@ def test_the_skipped_bucket_is_an_empty_launch() -> None:
     full = generate(dq, "k", DequantSchedule(64, 32))
     n, k = op.codes.type.shape  # type: ignore[attr-defined]
     assert full.grid == (f"cdiv({n}, 64)", str(k // 32)) and "tl.store(out0" in full.source
+
+
+def test_kernels_of_one_source_that_write_in_place_differently_get_two_names() -> None:
+    """The empty launch of a dequantize kernel has one source whether or not it writes in place:
+    the first kernel's output is a buffer of its own, the others' the one before (an alias), so
+    the two must not share a kernel, and so a launch plan."""
+    from inferx.compiler.driver import _kernel_name
+    from inferx.runtime.kernel_source import KernelSource, Param
+
+    params = (Param("in0", "in", 0, dtype="i4"), Param("out0", "out", 0, dtype="bf16"))
+    own = KernelSource("kernel", "dequant", "src", params, ("1",))
+    aliased = KernelSource("kernel", "dequant", "src", params, ("1",), aliases={0: 0})
+    first = _kernel_name("dequant", own, {})
+    assert _kernel_name("dequant", aliased, {first: own}) != first
+    assert _kernel_name("dequant", own, {first: own}) == first

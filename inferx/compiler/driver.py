@@ -262,8 +262,9 @@ def _renamed(ks: KernelSource, name: str) -> KernelSource:
 def _kernel_name(template: str, ks: KernelSource, kernels: Mapping[str, KernelSource]) -> str:
     """A kernel's name: its template and a digest of its source. When a kernel of that name
     launches differently (other constexprs, warps, stages, grid or scratch: schedules that change
-    no line of source, such as decode attention's SPLITS), a digest of how it launches is
-    appended, so two schedules never share a name."""
+    no line of source, such as decode attention's SPLITS; other parameter dtypes or outputs
+    written in place: kernels whose body reads none of them, such as an empty launch), a digest
+    of how it launches is appended, so two such kernels never share a name."""
     name = f"{template}_{hashlib.sha256(ks.source.encode()).hexdigest()[:12]}"
     first = kernels.get(name)
     if first is None or _launch_shape(first) == _launch_shape(ks):
@@ -273,7 +274,7 @@ def _kernel_name(template: str, ks: KernelSource, kernels: Mapping[str, KernelSo
 
 def _launch_shape(ks: KernelSource) -> dict[str, Any]:
     d = ks.to_json()
-    return {k: d[k] for k in ("constexprs", "num_warps", "num_stages", "grid", "scratch")}
+    return {k: d[k] for k in ("constexprs", "num_warps", "num_stages", "grid", "scratch", "params", "aliases")}
 
 
 def _tokenizer_files(program: Program, say: Callable[[str], None]) -> dict[str, bytes]:

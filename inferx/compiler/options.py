@@ -79,6 +79,11 @@ class CompileOptions:
     # Per-layer overrides of a scheme's quant, each "PATTERN=SCHEME" or "PATTERN=float" (fnmatch
     # on weight names, the first match wins): e.g. ("*down_proj*=int4-g32", "*layers.0.*=float").
     quant_overrides: tuple[str, ...] = ()
+    # A prompt's int4 GEMMs read their weights dequantized once per launch into a buffer of the
+    # program's dtype (past 128 rows on a GPU; on the cpu target always), which costs that buffer
+    # (the largest int4 weight at two bytes an element) per prompt bucket; off, they unpack codes
+    # in every tile (slower for long prompts: docs/performance.md).
+    dense_prompt_weights: bool = True
 
     def __post_init__(self) -> None:
         for name in ("dump_ir", "tuning_logs", "calibration"):  # a path given as a string
@@ -139,7 +144,7 @@ def _problem(o: CompileOptions) -> str | None:
     ):
         if problem:
             return problem
-    for name in ("pdl", "overlap", "fuse_mlp", "fuse_attention_o"):
+    for name in ("pdl", "overlap", "fuse_mlp", "fuse_attention_o", "dense_prompt_weights"):
         if not isinstance(getattr(o, name), bool):
             return f"{name} must be True or False, got {getattr(o, name)!r}"
     for name in ("dump_ir", "tuning_logs"):

@@ -73,7 +73,10 @@ DENSE_MIN_ROWS = 129
 
 
 def dense_weights(options: CompileOptions) -> str:
-    """The dense-prompt-weights pass, with its separator, where prompts may reach its rows."""
+    """The dense-prompt-weights pass, with its separator, where asked for and prompts may reach
+    its rows."""
+    if not options.dense_prompt_weights:
+        return ""
     if (options.schedules or options.target) == "cpu":
         return "dense-prompt-weights{min-rows=1},"
     if resolved_max_seq_len(options) < DENSE_MIN_ROWS:
