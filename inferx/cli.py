@@ -322,6 +322,10 @@ FUSE_ATTENTION_O_HELP = (
 @click.option("--quant-override", "quant_overrides", multiple=True, metavar="PATTERN=SCHEME",
               help="With a --quant scheme: the weights whose names match PATTERN (fnmatch, e.g. '*down_proj*') "
               "under SCHEME instead, or float with PATTERN=float; repeat, the first match wins.")
+@click.option("--dense-prompt-weights/--no-dense-prompt-weights", default=True, show_default=True,
+              help="With int4 weights: prompts past 128 rows read each weight dequantized once per prompt into "
+              "a buffer the size of the largest int4 weight at two bytes an element, rather than unpacking it "
+              "in every tile (faster for long prompts, that much memory per prompt bucket).")
 def compile_command(
     model: str,
     output: str,
@@ -340,6 +344,7 @@ def compile_command(
     calibration: str | None,
     quant_head: bool,
     quant_overrides: tuple[str, ...],
+    dense_prompt_weights: bool,
 ) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
@@ -376,6 +381,7 @@ def compile_command(
             calibration=Path(calibration) if calibration else None,
             quant_head=quant_head,
             quant_overrides=quant_overrides,
+            dense_prompt_weights=dense_prompt_weights,
         )
     except CompileError as e:  # an option's field, said as its flag
         raise UserError(
