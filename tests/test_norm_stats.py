@@ -111,8 +111,7 @@ def test_int4_prefill_norms_take_statistics_from_the_producing_qgemm(tmp_path: P
 
 
 def test_int4_f16_prompt_tiles_with_statistics_match_the_reference(tmp_path: Path) -> None:
-    """In f16 a prompt's qgemm tiles take the tile path (W dequantized, the norm's weight on W;
-    without dense prompt weights, which the cpu target would otherwise use for every prompt)
+    """In f16 a prompt's qgemm tiles take the tile path (W dequantized, the norm's weight on W)
     with the norm statistics of the kernel before: the compiled prefill of a 40-token prompt
     against the reference interpreter on the same f16-quantized program (2% of the largest logit:
     W rounded to f16 for the dot, activations stored in f16)."""
@@ -120,8 +119,7 @@ def test_int4_f16_prompt_tiles_with_statistics_match_the_reference(tmp_path: Pat
 
     program = quantize_program(inferx.import_model(_llama(2, 64), dtype="f16"), "int4-g32")
     ref = program.reference_session()
-    art = inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=48, max_batch=1,
-                         dense_prompt_weights=False)
+    art = inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=48, max_batch=1)
     source = "".join(p.read_text() for p in (tmp_path / "a" / "kernels").glob("qgemm_*.py"))
     assert "0x43000000" in source and "ws_rs" in source  # the tile path; o and down sum row squares
     ids = torch.randint(0, 67, (1, 40), generator=torch.Generator().manual_seed(3))

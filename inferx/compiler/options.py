@@ -79,10 +79,10 @@ class CompileOptions:
     # Per-layer overrides of a scheme's quant, each "PATTERN=SCHEME" or "PATTERN=float" (fnmatch
     # on weight names, the first match wins): e.g. ("*down_proj*=int4-g32", "*layers.0.*=float").
     quant_overrides: tuple[str, ...] = ()
-    # A prompt's int4 GEMMs read their weights dequantized once per launch into a buffer of the
-    # program's dtype (past 128 rows on a GPU; on the cpu target always), which costs that buffer
-    # (the largest int4 weight at two bytes an element) per prompt bucket; off, they unpack codes
-    # in every tile (slower for long prompts: docs/performance.md).
+    # Past 128 rows a prompt's int4 GEMMs read their weights dequantized once per launch into a
+    # buffer of the program's dtype, which costs that buffer (the largest int4 weight at two bytes
+    # an element) per prompt bucket; off, they unpack codes in every tile (slower for long
+    # prompts: docs/performance.md). GPU schedules only (the cpu target's unpack codes).
     dense_prompt_weights: bool = True
 
     def __post_init__(self) -> None:

@@ -23,8 +23,8 @@ bucket.
   where the tile's W rows are contiguous (the bf16 GEMMs' best records at 2048 rows).
 - The cpu target (Triton's interpreter, where each program and each K step is a Python-level
   step): the dot path with BM = 16 for decode and 64 for prefill, BN = 64 (narrower for narrow
-  weights), BK = the group: few programs, few steps, the same results; a dense weight wherever
-  the kernel has one.
+  weights), BK = the group: few programs, few steps, the same results (its programs are not
+  given dense weights).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     bn = 64 if not isinstance(n, int) or n >= 64 else 32 if n >= 32 else 16
     dense = q.dense is not None and (rows is None or rows >= get_int(q.attributes, "dense_min_rows"))
     if target == "cpu":
-        return QGemmSchedule(64 if prefill else 16, bn, group, dense=dense)
+        return QGemmSchedule(64 if prefill else 16, bn, group)
     if prefill:
         bk = min(group, 64)
         gated = gated_split(q, list(kernel.body.block.ops)) is not None  # type: ignore[arg-type]
