@@ -267,14 +267,19 @@ def _kernel_name(template: str, ks: KernelSource, kernels: Mapping[str, KernelSo
     of how it launches is appended, so two such kernels never share a name."""
     name = f"{template}_{hashlib.sha256(ks.source.encode()).hexdigest()[:12]}"
     first = kernels.get(name)
-    if first is None or _launch_shape(first) == _launch_shape(ks):
+    if first is None or _launch_shape(first, True) == _launch_shape(ks, True):
         return name
-    return f"{name}_{hashlib.sha256(json.dumps(_launch_shape(ks), sort_keys=True).encode()).hexdigest()[:8]}"
+    # the digest of the schedule's launch where that differs (names stay those of earlier builds)
+    full = _launch_shape(first) == _launch_shape(ks)
+    return f"{name}_{hashlib.sha256(json.dumps(_launch_shape(ks, full), sort_keys=True).encode()).hexdigest()[:8]}"
 
 
-def _launch_shape(ks: KernelSource) -> dict[str, Any]:
+def _launch_shape(ks: KernelSource, bindings: bool = False) -> dict[str, Any]:
+    """How ``ks`` launches: its schedule's constants, warps, stages, grid and scratch, and with
+    ``bindings`` its parameters and in-place outputs."""
     d = ks.to_json()
-    return {k: d[k] for k in ("constexprs", "num_warps", "num_stages", "grid", "scratch", "params", "aliases")}
+    keys = ("constexprs", "num_warps", "num_stages", "grid", "scratch") + (("params", "aliases") if bindings else ())
+    return {k: d[k] for k in keys}
 
 
 def _tokenizer_files(program: Program, say: Callable[[str], None]) -> dict[str, bytes]:
