@@ -155,7 +155,8 @@ def test_int4_prefill_kernels_build_with_wgmma_and_bind_their_row_sums(tmp_path:
     """An int4 model built for sm_90: every prompt bucket's qgemm kernels build; the tiles of
     prompts up to 128 rows (W dequantized in registers, 128 + q by byte permutes) run on wgmma, as
     do the longer prompts' tiles on dense weights (TMA loads, no unpacking); o and down sum their
-    rows' squares for the next norm (norm-stats) in scratch a CUDA session binds."""
+    rows' squares for the next norm (norm-stats) in scratch a CUDA session binds; the dense
+    weights' one buffer is shared by the prompt buckets."""
     from inferx.runtime.cuda_session import CudaSession
     from tests.fake_cuda import FakeDriver
 
@@ -185,7 +186,12 @@ def test_int4_prefill_kernels_build_with_wgmma_and_bind_their_row_sums(tmp_path:
             sass = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
             assert "HGMMA" in sass and ("PRMT" in sass or name in longest), name
     session = CudaSession(a, driver=FakeDriver())  # type: ignore[arg-type]
+    made: list[str] = []
+    alloc = session.drv.alloc
+    session.drv.alloc = lambda n, what: (made.append(what), alloc(n, what))[1]  # type: ignore[method-assign]
     bound = session._bind("prefill", 1, 200)
+    session._bind("prefill", 1, 1)  # another bucket: the same dense weight buffer, no other
+    assert len([w for w in made if w.endswith("_w#0")]) == 1, made
     summing = [ln for ln in bound.launches if ln.source.scratch]  # o and down of the 200-row prompt
     assert len(summing) == 2
     for ln in summing:  # the partial sums and the row-block counters, bound to buffers

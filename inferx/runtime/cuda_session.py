@@ -179,6 +179,7 @@ class CudaSession(DecoderSession):
         self.cache_rows = 0
         self.caches: list[int] = []
         self._buffers: dict[tuple[str, int, int], dict[str, int]] = {}
+        self._static: dict[tuple[str, str], int] = {}  # buffers of one size in every bucket, by entry
         self._inputs: dict[tuple[str, int, int], list[int]] = {}
         self._bound: dict[tuple[str, int, int], _Bound] = {}
         self.host_ms: list[float] = []  # host time to issue each decode step
@@ -254,8 +255,17 @@ class CudaSession(DecoderSession):
                 self.drv.alloc(_size(a, alloc), f"{entry} input {a.name}") for a in plan.args[:N_INPUTS]
             ]
 
+        returned = {b.name for b in plan.returns if b.kind == "buffer"}
+
         def buffer(name: str, spec: BufferSpec) -> int:
-            return self.drv.alloc(_size(spec, alloc), name)
+            if name in returned or not all(d.isdigit() for d in spec.shape):
+                return self.drv.alloc(_size(spec, alloc), name)
+            # The same size in every bucket (an int4 prompt's dense weight): one buffer for all
+            # of the entry's buckets, as their launches never run at once and each writes it
+            # before reading it
+            if (entry, name) not in self._static:
+                self._static[entry, name] = self.drv.alloc(_size(spec, alloc), name)
+            return self._static[entry, name]
 
         def scratch(name: str, sc: Scratch) -> int:
             if name not in buffers:
