@@ -44,13 +44,15 @@ SHAPES: dict[str, dict[str, Any]] = {
 LONG_NAMES = {"1b": "Llama-3.2-1B", "8b": "Llama-3-8B", "tiny": "tiny-llama"}
 
 
-def make_config(shape: str) -> Any:
-    """The ``transformers.LlamaConfig`` of ``shape`` (a key of SHAPES); ValueError names the shapes."""
+def make_config(shape: str, layers: int | None = None) -> Any:
+    """The ``transformers.LlamaConfig`` of ``shape`` (a key of SHAPES), with ``layers`` decoder layers
+    where given (a slice of the model for per-layer probes); ValueError names the shapes."""
     import transformers
 
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r}: the shapes are {', '.join(SHAPES)}")
-    return transformers.LlamaConfig(architectures=["LlamaForCausalLM"], **SHAPES[shape])
+    values = dict(SHAPES[shape], **({"num_hidden_layers": layers} if layers is not None else {}))
+    return transformers.LlamaConfig(architectures=["LlamaForCausalLM"], **values)
 
 
 def projections(shape: str) -> dict[str, tuple[int, int]]:
@@ -110,14 +112,14 @@ def shape_tasks(shape: str, max_seq_len: int, batches: tuple[int, ...] = (1,), o
     return [t for t in tasks if all(o in str(t.task) for o in only) and not any(s in str(t.task) for s in skip)]
 
 
-def make_model(shape: str, device: str, dtype: Any, seed: int = 0) -> Any:
+def make_model(shape: str, device: str, dtype: Any, seed: int = 0, layers: int | None = None) -> Any:
     """A ``LlamaForCausalLM`` of ``shape`` in eval mode on ``device``, built there in ``dtype``:
     matrices and embeddings drawn from N(0, 0.02^2) by a generator seeded with ``seed`` on the
     device (the same seed gives the same weights on the same device), norm weights one."""
     import torch
     import transformers
 
-    config = make_config(shape)
+    config = make_config(shape, layers)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
