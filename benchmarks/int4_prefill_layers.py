@@ -58,7 +58,9 @@ def main() -> None:
             for r in rows:
                 us = 1e3 * r["ms_per_launch"]
                 print(f"    {r['kernel']:<34} {r['template']:<10} {r['launches']:>3} x {us:9.1f} us", flush=True)
-        session.close()
+        close = getattr(session, "close", None)
+        if callable(close):
+            close()
         del session
     for seq in seqs:
         b, q = (out["runs"][f"{k}/{seq}"][f"estimate_{full}_layers_ms"] for k in ("bf16", "int4"))
