@@ -1,4 +1,4 @@
-"""The fuzzing suite in CI (tests/fuzz): the CI set of seeded cases (over 5,000: artifacts in both
+"""The fuzzing suite in CI (tests/fuzz): the CI set of seeded cases (over 2,500: artifacts in both
 forms, manifests, config.json, safetensors headers, shard indexes, GGUF metadata, IR text and
 tuning records) must each end ok or in a clean error: never in another exception, a wrong result,
 a refused input accepted, a hang, a crash or a file touched outside the case. Each bad case is
@@ -35,7 +35,7 @@ def _line(r: Result) -> str:
 @pytest.mark.slow
 def test_the_ci_set_ends_ok_or_in_clean_errors(tmp_path: Path) -> None:
     results = run_cases(ci_cases(), build(tmp_path / "bases").root, jobs=JOBS, deadline=DEADLINE)
-    assert len(results) >= 5000
+    assert len(results) >= 2500
     bad = [r for r in results if r.status == "bad"]
     assert not bad, f"{len(bad)} bad cases:\n" + "\n".join(_line(r) for r in bad[:40])
     counts = Counter((r.kind, r.status) for r in results)

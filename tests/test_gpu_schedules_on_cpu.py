@@ -199,7 +199,7 @@ def test_rope_gemvs_of_two_heads(defer: int, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split,tma", [(2, 0), (4, 0), (2, 1)])
+@pytest.mark.parametrize("split,tma", [(2, 0), (2, 1)])  # split 4: the same code, other constants
 def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) -> None:
     """Every GEMM (RMSNorm + qkv + RoPE + KV write, o + residual, gated gate/up, down + residual,
     lm_head) on split-K schedules from tuning records, decode at batch 4 and prefill: partial

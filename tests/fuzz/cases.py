@@ -150,15 +150,15 @@ class Kind:
 KINDS = {
     k.name: k
     for k in (
-        Kind("manifest", make_manifest, lambda c, b: run_artifact(c), 400),
-        Kind("artifact-dir", make_artifact_dir, lambda c, b: run_artifact(c), 250),
-        Kind("artifact-ixa", make_artifact_ixa, lambda c, b: run_artifact(c), 250),
-        Kind("config", make_config, lambda c, b: run_checkpoint(c), 700),
-        Kind("safetensors", make_safetensors, lambda c, b: run_checkpoint(c), 700),
-        Kind("index", make_index, lambda c, b: run_checkpoint(c), 350),
-        Kind("gguf", make_gguf, lambda c, b: run_checkpoint(c), 700),
-        Kind("ir", make_ir, lambda c, b: run_ir(c), 1000),
-        Kind("tuning", make_tuning, run_tuning, 700),
+        Kind("manifest", make_manifest, lambda c, b: run_artifact(c), 200),
+        Kind("artifact-dir", make_artifact_dir, lambda c, b: run_artifact(c), 125),
+        Kind("artifact-ixa", make_artifact_ixa, lambda c, b: run_artifact(c), 125),
+        Kind("config", make_config, lambda c, b: run_checkpoint(c), 350),
+        Kind("safetensors", make_safetensors, lambda c, b: run_checkpoint(c), 350),
+        Kind("index", make_index, lambda c, b: run_checkpoint(c), 175),
+        Kind("gguf", make_gguf, lambda c, b: run_checkpoint(c), 350),
+        Kind("ir", make_ir, lambda c, b: run_ir(c), 500),
+        Kind("tuning", make_tuning, run_tuning, 350),
         Kind("selftest", make_selftest, run_selftest, 0),
     )
 }
