@@ -115,7 +115,15 @@ def test_prefill_and_greedy_decode_match_hf(fp32: Compiled) -> None:
             last = session.decode([token])[:, 0]
 
 
+# Ragged batches (a length per row: positions, masks, sliding windows) on one case of each family
+# and of each attention variant; the other cases' layers differ in ways no ragged row sees.
+RAGGED_CASES = ("llama-biases-gqa4", "llama3-rope-gqa4-hd64", "mistral-window4-hd64",
+                "qwen2-layer-types-window6-tied", "phi3-partial-rotary-gqa4", "gpt2-hd24")
+
+
 def test_ragged_batch_matches_hf(fp32: Compiled) -> None:
+    if fp32.case.name not in RAGGED_CASES:
+        pytest.skip("ragged batches run on RAGGED_CASES")
     rows = prompts(fp32.case, BATCH_LENS)
     session = fp32.session
     session.reset()
