@@ -185,17 +185,8 @@ class QLinearOp(IxOp):
     @classmethod
     def infer(cls, ins, attrs, outs):
         x, codes, scales = ins[:3]
-        n, k = _codes_nk(x, codes, DType.i4)
-        group = get_int(attrs, "group")
-        if group not in GROUPS:
-            raise ShapeError(f"group must be one of {', '.join(map(str, GROUPS))}, got {group}")
-        if not isinstance(k, int) or k % group:
-            raise ShapeError(f"the group {group} must divide the codes' K, got {k}")
+        n, k = _int4_weight(x, codes, scales, attrs)
         sh.same(x.shape[-1], k, "input's last dim must equal the codes' K")
-        need_float(scales, "scales")
-        need_rank(scales, 2, "scales", "[N, K / group]")
-        sh.same(scales.shape[0], n, "scales' N must equal the codes' N")
-        sh.same(scales.shape[1], k // group, f"scales must have K / group = {k // group} columns")
         extra = dict(zip(present_operands(attrs, 3, QLINEAR_OPTIONAL), ins[3:], strict=True))
         _check_quant_extras(extra, scales, k)
         if "bias" in extra:
@@ -206,6 +197,21 @@ class QLinearOp(IxOp):
 
 
 QLINEAR_OPTIONAL = ("mins", "col_scale", "bias", "dense")
+
+
+def _int4_weight(x: TensorType, codes: TensorType, scales: TensorType, attrs: Any) -> tuple[Any, int]:
+    """(N, K) of int4 ``codes`` [N, K] with ``scales`` [N, K / group] (``group`` from ``attrs``)."""
+    n, k = _codes_nk(x, codes, DType.i4)
+    group = get_int(attrs, "group")
+    if group not in GROUPS:
+        raise ShapeError(f"group must be one of {', '.join(map(str, GROUPS))}, got {group}")
+    if not isinstance(k, int) or k % group:
+        raise ShapeError(f"the group {group} must divide the codes' K, got {k}")
+    need_float(scales, "scales")
+    need_rank(scales, 2, "scales", "[N, K / group]")
+    sh.same(scales.shape[0], n, "scales' N must equal the codes' N")
+    sh.same(scales.shape[1], k // group, f"scales must have K / group = {k // group} columns")
+    return n, k
 
 
 def _check_quant_extras(extra: dict[str, TensorType], scales: TensorType, k: Any) -> None:
@@ -266,16 +272,7 @@ class DequantizeOp(IxOp):
         (out,) = outs
         codes, scales = ins[:2]
         need_float(out, "result")
-        n, k = _codes_nk(out.with_shape((1,)), codes, DType.i4)
-        group = get_int(attrs, "group")
-        if group not in GROUPS:
-            raise ShapeError(f"group must be one of {', '.join(map(str, GROUPS))}, got {group}")
-        if not isinstance(k, int) or k % group:
-            raise ShapeError(f"the group {group} must divide the codes' K, got {k}")
-        need_float(scales, "scales")
-        need_rank(scales, 2, "scales", "[N, K / group]")
-        sh.same(scales.shape[0], n, "scales' N must equal the codes' N")
-        sh.same(scales.shape[1], k // group, f"scales must have K / group = {k // group} columns")
+        n, k = _int4_weight(out.with_shape((1,)), codes, scales, attrs)
         extra = dict(zip(present_operands(attrs, 2, DEQUANTIZE_OPTIONAL), ins[2:], strict=True))
         _check_quant_extras(extra, scales, k)
         if "norm_weight" in extra:

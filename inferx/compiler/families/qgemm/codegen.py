@@ -261,12 +261,7 @@ def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str]
     magic = MAGIC.get(x_dtype) if not sched.gemv else None
     tile = magic is not None and sched.bm >= TILE_MIN_BM
     e("j = tl.arange(0, BK // 2)")
-    for _, acc, _ in pairs:
-        e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
-    if stats:
-        e("ss = tl.zeros((BM,), dtype=tl.float32)")
-    e(f"for k0 in range(0, {k_dim}, BK):")
-    em.indent += 1
+    _loop_head(em, pairs, stats, k_dim)
     e("kk = k0 + tl.arange(0, BK)")
     e(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None], other=0)")
     if tile:
@@ -301,6 +296,17 @@ def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str]
     em.indent -= 1
 
 
+def _loop_head(em: Emitter, pairs: tuple[tuple[str, str, str], ...], stats: bool, k_dim: int) -> None:
+    """The [BM, BN] accumulators, the rows' sums of squares with ``stats``, and the K loop's head
+    (the emitter left inside it)."""
+    for _, acc, _ in pairs:
+        em.emit(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
+    if stats:
+        em.emit("ss = tl.zeros((BM,), dtype=tl.float32)")
+    em.emit(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+
+
 def _dense_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str, dense: str,
                   stats: bool, k_dim: int, n_dim: int, rows: str, starts: dict[str, str]) -> None:
     """The K loop over a dense weight (``QGemmSchedule.dense``): W rows ``cols`` of the row-major
@@ -314,12 +320,7 @@ def _dense_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str
           "block_shape=[BM, BK])")
         e(f"w_desc = tl.make_tensor_descriptor({dense}, shape=[{n_dim}, {k_dim}], strides=[{k_dim}, 1], "
           "block_shape=[BN, BK])")
-    for _, acc, _ in pairs:
-        e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
-    if stats:
-        e("ss = tl.zeros((BM,), dtype=tl.float32)")
-    e(f"for k0 in range(0, {k_dim}, BK):")
-    em.indent += 1
+    _loop_head(em, pairs, stats, k_dim)
     if sched.tma:
         e("a = x_desc.load([pid_m * BM, k0])")
     else:
