@@ -47,3 +47,12 @@ def unpacked_bits(em: Emitter, b: str, magic: int, byte: int) -> None:
     e(f"f0 = ((bi & 15){shift}) | 0x{magic:08X}")
     e(f"f1 = ((bi >> 4){shift}) | 0x{magic:08X}")
     em.indent -= 1
+
+
+def dequantized_128(em: Emitter, w: str, mins: bool) -> None:
+    """``w``: the codes of ``f0``, ``f1`` (``unpacked_bits`` at 128.0's byte 2, interleaved: the low
+    nibble first) dequantized in fp32 by one fused multiply-add with the group's scale ``s``
+    against ``mn - 128 s`` (``-136 s`` without minimums: ``(q - 8) s``), exact up to its one
+    rounding. The int4 GEMM's prompt tile and the dequantize kernel make W so, alike bit for bit."""
+    em.emit("cst = mn - 128.0 * s" if mins else "cst = -136.0 * s")
+    em.emit(f"{w} = tl.fma(tl.interleave(f0, f1).to(tl.float32, bitcast=True), s[:, None], cst[:, None])")

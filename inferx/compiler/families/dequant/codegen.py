@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from inferx.compiler.families.common.int4 import unpacked_bits
+from inferx.compiler.families.common.int4 import dequantized_128, unpacked_bits
 from inferx.compiler.families.common.source import module_source
 from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
 from inferx.compiler.ir import ops_nn as nn
@@ -91,10 +91,7 @@ def generate(kernel: KernelOp, name: str, schedule: DequantSchedule) -> KernelSo
         e(f"s = tl.load({scales} + c * {k // group} + k0 // {group}, mask=cn, other=0).to(tl.float32)")
         if op.mins is not None:
             e(f"mn = tl.load(in{_idx(op.mins)} + c * {k // group} + k0 // {group}, mask=cn, other=0).to(tl.float32)")
-            e("cst = mn - 128.0 * s")
-        else:
-            e("cst = -136.0 * s")
-        e("w = tl.fma(tl.interleave(f0, f1).to(tl.float32, bitcast=True), s[:, None], cst[:, None])")
+        dequantized_128(em, "w", op.mins is not None)
         col_scales = [v for v in (op.norm_weight, op.col_scale) if v is not None]
         if col_scales:
             e("kk = k0 + tl.arange(0, BK)")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from inferx.compiler.families.common.int4 import UNPACK_ASM, unpacked_bits
+from inferx.compiler.families.common.int4 import UNPACK_ASM, dequantized_128, unpacked_bits
 from inferx.compiler.families.common.partials import row_sum_squares
 from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.families.common.rows import gated_split, norm_scale
@@ -348,8 +348,7 @@ def _tile_dot(em: Emitter, tl_dtype: str, x_scaled: bool, cols: str, acc: str, w
     e(f"b = {_codes_step(codes, cols, k_dim)}")
     unpacked_bits(em, "b", 0x43000000, 2)
     _group_scales(em, cols, scales, mins, k_dim, group)
-    e("cst = mn - 128.0 * s" if mins is not None else "cst = -136.0 * s")
-    e(f"{w} = tl.fma(tl.interleave(f0, f1).to(tl.float32, bitcast=True), s[:, None], cst[:, None])")
+    dequantized_128(em, w, mins is not None)
     if x_scaled:
         e(f"{w} = {w} * xg[None, :]")
     e(f"{acc} = tl.dot(a, tl.trans({w}.to({tl_dtype})), {acc})")
