@@ -30,6 +30,7 @@ from inferx.compiler.families.qgemm.heuristic import heuristic_schedule
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule, check_fits
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.textio import parse_module
+from inferx.runtime.plan import eval_dim
 from inferx.runtime.triton_kernels import grid, load_kernel
 
 SHAPES_8B = {  # name: (N, K)
@@ -74,18 +75,22 @@ def graph_ms(launch, copies: int, launches: int, iters: int) -> float:  # type: 
 
 
 def sweep(m: int, group: int, k: int) -> list[QGemmSchedule]:
-    """The schedules tried at ``m`` rows: GEMV mode with deferred sums and the dot path at one row,
-    the dot path at more (decode batches, prefill)."""
-    if m == 1:  # GEMV mode, then the dot path on 16 rows of which one is x
-        space = [*itertools.product([1], [16, 8, 32], [512, 1024], [4, 8], [2]),
-                 *itertools.product([16], [32, 64], [128], [4], [4, 3])]
-    elif m <= 64:
-        space = itertools.product([16], [32, 16, 64], [128, 64], [4], [4, 3, 5])
+    """The schedules tried at ``m`` rows: GEMV mode with deferred sums (its loads a step ahead or
+    not) and the dot path at one row, the dot path with split-K at more (decode batches), the dot
+    path at a prefill's rows."""
+    if m == 1:  # GEMV mode (loads a step ahead, or not), then the dot path on 16 rows of which one is x
+        space = [*((1, bn, bk, w, 2, 1, p) for p, bn, bk, w in itertools.product([1, 0], [16, 8, 32], [512, 1024, 256],
+                                                                                 [4, 8])),
+                 *itertools.product([16], [32, 64, 16], [128], [4], [4], [4, 8, 2, 1])]
+    elif m <= 64:  # the dot path, split-K over K's steps
+        space = itertools.product([16], [32, 16, 64], [128, 64], [4], [4, 3], [4, 8, 2, 1])
     else:  # likeliest first: the sweep is cut short by the budget
         space = [(128, 128, 64, 8, 3), (256, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 128, 8, 3),
                  (256, 128, 128, 8, 2), (128, 128, 64, 4, 3), (64, 128, 128, 4, 3), (128, 128, 64, 8, 4),
                  (256, 64, 64, 8, 3), (128, 64, 128, 4, 3), (64, 256, 64, 8, 3)]
-    out = [s for s in itertools.starmap(QGemmSchedule, space) if check_fits(s, group, k) is None]
+    fields = ("bm", "bn", "bk", "num_warps", "num_stages", "split_k", "prefetch")
+    out = [QGemmSchedule(**dict(zip(fields, v, strict=False))) for v in space]
+    out = [s for s in out if check_fits(s, group, k) is None]
     return [s for s in out if s.bm > 1 or s.bn * s.bk <= 16384]
 
 
@@ -123,8 +128,11 @@ def probe_row(name: str, n: int, k: int, m: int, a: argparse.Namespace, gen: tor
             fn = load_kernel(ks, interpret=False)
             gr = grid(ks, {})
 
-            def launch(i: int, fn=fn, gr=gr, ks=ks) -> None:  # type: ignore[no-untyped-def]
-                fn[gr](x, codes[i], scales[i], mins[i], y, **ks.constexprs, num_warps=ks.num_warps,
+            scratch = [torch.zeros([eval_dim(d, {}) for d in sc.shape], device=dev,
+                                   dtype={"f32": torch.float32, "i32": torch.int32}[sc.dtype]) for sc in ks.scratch]
+
+            def launch(i: int, fn=fn, gr=gr, ks=ks, scratch=scratch) -> None:  # type: ignore[no-untyped-def]
+                fn[gr](x, codes[i], scales[i], mins[i], y, *scratch, **ks.constexprs, num_warps=ks.num_warps,
                        num_stages=ks.num_stages)
 
             launch(0)
@@ -158,7 +166,7 @@ def probe_row(name: str, n: int, k: int, m: int, a: argparse.Namespace, gen: tor
     row["best"] = best
     row["heuristic_us"] = next((s["us"] for s in ok if s["heuristic"]), None)
     tg = row.get("tinygemm_us", row.get("tinygemm_error"))
-    sched = best and {f: best[f] for f in ("bm", "bn", "bk", "num_warps", "num_stages")}
+    sched = best and {f: v for f, v in best.items() if f not in ("us", "heuristic")}
     print(f"{name:8s} m={m:3d} n={n:6d} k={k:6d}: best {best and round(best['us'], 2)} us {sched}, heuristic "
           f"{row['heuristic_us'] and round(row['heuristic_us'], 2)}, tinygemm {tg}, bf16 {row['bf16_us']:.2f}, "
           f"roofline {row['roofline_us']:.2f} us; {len(ok)} of {len(row['schedules'])} schedules ran", flush=True)

@@ -32,6 +32,7 @@ from inferx.compiler.ir.textio import parse_module
 from inferx.compiler.options import CompileError, CompileOptions
 from inferx.compiler.quant.store import quantize_program
 from inferx.program import Program
+from inferx.runtime.plan import eval_dim
 from inferx.runtime.triton_kernels import grid, load_kernel
 
 TOL = 1e-4  # relative to the largest logit (fp32 throughout)
@@ -90,7 +91,8 @@ def _qlinear_kernel(m: int, k: int, n: int, group: int, mins: bool, col: bool, d
 
 
 KERNEL_CASES = [
-    # (M, K, N, group, mins, col_scale, dtype, schedule or None for the cpu heuristic)
+    # (M, K, N, group, mins, col_scale, dtype, schedule or None for the cpu heuristic: bm, bn, bk
+    # [, warps, stages, split_k, prefetch])
     (1, 64, 33, 32, True, False, "f32", None),
     (5, 64, 33, 32, False, False, "f32", None),
     (33, 128, 17, 64, True, True, "f32", None),
@@ -105,6 +107,10 @@ KERNEL_CASES = [
     (2, 128, 33, 64, True, False, "f16", (1, 16, 32)),  # ... half a group a step
     (70, 128, 33, 64, True, True, "f16", (64, 16, 32)),  # a prefill tile: W dequantized, col scales on W
     (6, 64, 40, 32, False, False, "f16", (64, 32, 16)),  # ... symmetric, two steps a group
+    (1, 256, 33, 32, True, True, "f32", (1, 16, 64, 4, 2, 1, 1)),  # GEMV at BM 1, loads a step ahead
+    (2, 128, 17, 128, False, False, "f16", (1, 8, 32, 4, 2, 1, 1)),  # ... four steps a group, symmetric
+    (5, 256, 33, 64, True, True, "f32", (16, 16, 32, 4, 2, 4)),  # split-K: four slices of two groups
+    (5, 128, 40, 32, False, False, "f16", (16, 32, 32, 4, 2, 2)),  # ... two slices, codes as 1024 + q
 ]
 F16_TOL = 2e-3  # W rounded to fp16 for the dot, and y stored in fp16
 
@@ -113,7 +119,8 @@ F16_TOL = 2e-3  # W rounded to fp16 for the dot, and y stored in fp16
 def test_qgemm_kernel_matches_the_interpreters_qlinear(case: tuple[Any, ...]) -> None:
     m, k, n, group, mins, col, dtype, sched = case
     kernel = _qlinear_kernel(m, k, n, group, mins, col, dtype)
-    schedule = heuristic_schedule(kernel, "cpu") if sched is None else QGemmSchedule(*sched)
+    knobs = dict(zip(("split_k", "prefetch"), sched[5:], strict=False)) if sched else {}
+    schedule = heuristic_schedule(kernel, "cpu") if sched is None else QGemmSchedule(*sched[:5], **knobs)
     ks = codegen.generate(kernel, "kernel", schedule)
     np_dtype = np.float32 if dtype == "f32" else np.float16
     rng = np.random.default_rng(m * 1000 + k + n)
@@ -131,8 +138,11 @@ def test_qgemm_kernel_matches_the_interpreters_qlinear(case: tuple[Any, ...]) ->
     # the kernel reads the codes as stored in an artifact: q two to a byte
     tensors = [torch.from_numpy(a) for a in [x, pack_int4(q), *ins[2:]]]
     out = torch.empty((m, n), dtype=torch.float32 if dtype == "f32" else torch.float16)
+    dtypes = {"f32": torch.float32, "i32": torch.int32}
+    scratch = [torch.zeros([eval_dim(d, {}) for d in sc.shape], dtype=dtypes[sc.dtype])
+               for sc in ks.scratch]  # split-K's partials and counters
     fn = load_kernel(ks, interpret=True)
-    fn[grid(ks, {})](*tensors, out, **ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
+    fn[grid(ks, {})](*tensors, out, *scratch, **ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
     err = float(np.abs(out.float().numpy() - want).max())
     tol = (1e-4 if dtype == "f32" else F16_TOL) * max(1.0, float(np.abs(want).max()))
     repro = f"repro: pytest tests/test_qgemm.py -k 'm{m}-k{k}-n{n}-g{group}' ({dtype}, {schedule})"
@@ -149,7 +159,10 @@ def test_schedule_rules() -> None:
         ({**ok, "bm": 8, "bk": 256}, "bk must be 16..128"),
         ({**ok, "bn": 8}, "at least 16 on the dot path"),
         ({**ok, "num_warps": 3}, "num_warps"),
-        ({**ok, "split_k": 2}, "fields must be"),
+        ({**ok, "swizzle": 2}, "fields must be"),
+        ({**ok, "split_k": 3}, "split_k must be a power of two"),
+        ({**ok, "bm": 1, "split_k": 2}, "not in GEMV mode"),
+        ({**ok, "prefetch": 1}, "1 only at bm 1"),
     ):
         with pytest.raises(ScheduleError, match=rule):
             parse(bad)
@@ -161,6 +174,11 @@ def test_schedule_rules() -> None:
     with pytest.raises(CodegenError, match="BK 128 spans groups, so it must divide K = 64"):
         codegen.generate(kernel, "kernel", QGemmSchedule(1, 16, 128))
     assert parse({**ok, "bm": 1, "bk": 1024}).deferred
+    assert parse({**ok, "split_k": 4}).to_dict() == {**ok, "split_k": 4}  # on: stated; off: left out
+    assert parse({**ok, "split_k": 1}).to_dict() == ok
+    assert parse({**ok, "bm": 1, "prefetch": 1}).prefetch == 1
+    with pytest.raises(CodegenError, match="split-K 4 x BK 32 must divide K"):
+        codegen.generate(kernel, "kernel", QGemmSchedule(16, 16, 32, split_k=4))
     with pytest.raises(ScheduleError, match="or up to 2048 at bm 1"):
         parse({**ok, "bm": 1, "bk": 4096})
 

@@ -21,7 +21,8 @@ from inferx.compiler.families.common.partials import row_sum_squares
 from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.families.common.rows import GEMV_MAX_ROWS, gated_split, norm_operand, norm_scale
 from inferx.compiler.families.common.source import module_source as _module
-from inferx.compiler.families.common.tile import GRID_WAIT, Emitter, Tile, attr_str, release_writes
+from inferx.compiler.families.common.splitk import split_k_reduce, split_k_scratch
+from inferx.compiler.families.common.tile import GRID_WAIT, Emitter, Tile, attr_str
 from inferx.compiler.families.gemm.rope import hoisted_rope
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
@@ -418,7 +419,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule, target: str = 
         if norm is not None and not pre:
             em.emit("ss = tl.sum(ss, 1)")
     if split > 1:
-        _split_k_reduce(em, second=has_accp, norm=norm is not None and not pre, n_tiles=n_tiles)
+        split_k_reduce(em, second=has_accp, norm=norm is not None and not pre, n_tiles=n_tiles)
     if norm is not None:
         eps = get_float(norm.attributes, "eps")
         if isinstance(norm, nn.RMS_NORMS):
@@ -473,12 +474,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule, target: str = 
     scratch: tuple[Scratch, ...] = ()
     if split > 1:
         tiles = f"((({m_code}) + {sched.bm - 1}) // {sched.bm}) * {n_tiles}"
-        named = [("ws_acc", Scratch((f"{tiles} * {split} * {sched.bm} * {sched.bn}",), "f32"))]
-        if has_accp:
-            named.append(("ws_accp", Scratch((f"{tiles} * {split} * {sched.bm} * {sched.bn}",), "f32")))
-        if norm is not None:
-            named.append(("ws_ss", Scratch((f"{tiles} * {split} * {sched.bm}",), "f32")))
-        named.append(("ws_count", Scratch((tiles,), "i32")))
+        named = split_k_scratch(tiles, split, sched.bm, sched.bn, has_accp, norm is not None)
         params += [Param(n, "scratch", index=i, dtype=sc.dtype) for i, (n, sc) in enumerate(named)]
         scratch = tuple(sc for _, sc in named)
         grid = (*grid, str(split))
@@ -515,40 +511,6 @@ def _tile_coords(em: Emitter, group_m: int, n_tiles: int) -> None:
     em.emit(f"group_rows = tl.minimum(num_m - first_m, {group_m})")
     em.emit(f"pid_m = first_m + (tile % {group_m * n_tiles}) % group_rows")
     em.emit(f"pid_n = (tile % {group_m * n_tiles}) // group_rows")
-
-
-def _split_k_reduce(em: Emitter, second: bool, norm: bool, n_tiles: int) -> None:
-    """Split-K: each program stores its fp32 partials (accumulators, and the RMSNorm statistics
-    over its K range); the last of a tile's SPLIT_K programs to arrive sums them and goes on with
-    the epilogue, which the caller emits inside the branch this opens. The counter only grows (a
-    graph replays from any state): the last arrival of every launch sees SPLIT_K - 1 modulo
-    SPLIT_K (a power of two)."""
-    e = em.emit
-    tile = "(wsb * BM + tl.arange(0, BM)[:, None]) * BN + tl.arange(0, BN)[None, :]"
-    # (register, scratch, offsets in it, shape)
-    partials = [("acc", "ws_acc", tile, "(BM, BN)")]
-    if second:
-        partials.append(("accp", "ws_accp", tile, "(BM, BN)"))
-    if norm:
-        partials.append(("ss", "ws_ss", "wsb * BM + tl.arange(0, BM)", "(BM,)"))
-    # 64-bit: SPLIT_K x BM x BN partials per tile pass 2**31 elements on large grids
-    e(f"wsb = (pid_m.to(tl.int64) * {n_tiles} + pid_n) * SPLIT_K + pid_k")
-    for reg, ws, offsets, _ in partials:
-        e(f"tl.store({ws} + {offsets}, {reg})")
-    release_writes(em)
-    e("tl.debug_barrier()")
-    e(f"arrived = tl.atomic_add(ws_count + pid_m * {n_tiles} + pid_n, 1)")
-    e("if (arrived & (SPLIT_K - 1)) == SPLIT_K - 1:")
-    em.indent += 1
-    e("tl.debug_barrier()")
-    for reg, _, _, shape in partials:
-        e(f"{reg} = tl.zeros({shape}, dtype=tl.float32)")
-    e("for s2 in tl.static_range(SPLIT_K):")
-    em.indent += 1
-    e(f"wsb = (pid_m.to(tl.int64) * {n_tiles} + pid_n) * SPLIT_K + s2")
-    for reg, ws, offsets, _ in partials:
-        e(f"{reg} += tl.load({ws} + {offsets}, cache_modifier='.cg')")
-    em.indent -= 1
 
 
 def _idx(v: SSAValue) -> int:

@@ -11,7 +11,7 @@ from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS, GemmSchedule
 from inferx.compiler.families.interface import ScheduleError, pow2
 
 # The optional knobs and the value that means "off".
-OPTIONAL_KNOBS = OFF_VALUES
+OPTIONAL_KNOBS = {k: OFF_VALUES[k] for k in ("split_k", "tma", "persistent", "group_m", "unroll", "defer")}
 
 # Bounds on a tile: a schedule past them would compile to a kernel that cannot launch (shared
 # memory, registers) or would not compile at all; the space never draws past them (it stops at

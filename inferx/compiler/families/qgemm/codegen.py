@@ -28,6 +28,7 @@ from inferx.compiler.families.common.partials import row_sum_squares
 from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
 from inferx.compiler.families.common.rows import gated_split, norm_scale
 from inferx.compiler.families.common.source import module_source
+from inferx.compiler.families.common.splitk import split_k_reduce, split_k_scratch
 from inferx.compiler.families.common.tile import TL_DTYPE, Emitter, Tile
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule, check_fits
 from inferx.compiler.ir import ops_nn as nn
@@ -116,9 +117,23 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
                 if v is not None]
     rows = em.dim(sy.product(x_t.shape[:-1]))
 
+    split = sched.split_k
+    k_range = f"0, {k_dim}"
+    if split > 1:
+        if sched.gemv or sched.dense:
+            raise em.error(q, f"split-K is generated on the dot path over codes (no dense weight): {sched}")
+        if k_dim % (split * sched.bk):
+            raise em.error(q, f"split-K {split} x BK {sched.bk} must divide K={k_dim}")
+        k_range = f"k_lo, k_lo + {k_dim // split}"
+    if sched.prefetch and not sched.deferred:
+        raise em.error(q, f"prefetch is generated in GEMV mode at BM 1: {sched}")
+
     e = em.emit
     e("pid_m = tl.program_id(0)")
     e("pid_n = tl.program_id(1)")
+    if split > 1:
+        e("pid_k = tl.program_id(2)")
+        e(f"k_lo = pid_k * {k_dim // split}")
     e("r = pid_m * BM + tl.arange(0, BM)")
     if paired and paired != "t":
         e("t = pid_n * BN + tl.arange(0, BN)")
@@ -146,16 +161,21 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
     if sched.dense:
         if q.dense is None or sched.gemv:
             raise em.error(q, f"a dense-weight schedule needs the qlinear's dense operand and the dot path: {sched}")
-        if sched.tma and (partner or (gated and gated.pairs)):
-            raise em.error(q, f"TMA loads need each tile's W rows contiguous (no RoPE partners, no interleaved "
-                              f"gate|up): {sched}")
+        if sched.tma and ((partner and paired != "t") or (gated and gated.pairs)):
+            raise em.error(q, f"TMA loads need each tile's W rows contiguous (RoPE partners in the tile in their "
+                              f"natural order, no interleaved gate|up): {sched}")
         starts = {"c": "pid_n * BN", "pc": f"pid_n * BN + {n_tile}"}  # TMA: c, or the up half's run
         _dense_k_loop(em, sched, pairs, x_ptr, f"in{_idx(q.dense)}", norm is not None and not pre, k_dim, n_dim,
                       rows, starts)
+    elif sched.deferred:
+        _deferred_k_loop(em, sched, pairs, x_ptr, codes, scales, mins, x_scales, norm is not None and not pre, k_dim,
+                         group)
     else:
-        loop = _deferred_k_loop if sched.deferred else _k_loop
-        loop(em, sched, pairs, x_ptr, codes, scales, mins, x_scales, norm is not None and not pre, k_dim, group,
-             x_t.dtype)
+        _k_loop(em, sched, pairs, x_ptr, codes, scales, mins, x_scales, norm is not None and not pre, k_dim, group,
+                x_t.dtype, k_range)
+    n_tiles = -(-n_tile // sched.bn)
+    if split > 1:
+        split_k_reduce(em, second=len(pairs) > 1, norm=norm is not None and not pre, n_tiles=n_tiles)
     if isinstance(norm, nn.RMSNormSumSquaresOp):
         e(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
     if norm is not None:
@@ -178,20 +198,28 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
     em.run_epilogue(epilogue)
     row_scratch: list[tuple[str, Scratch]] = []
     for op in row_sums:
-        row_scratch += row_sum_squares(em, op, yields, -(-n_tile // sched.bn), rows, sched.bm)
+        row_scratch += row_sum_squares(em, op, yields, n_tiles, rows, sched.bm)
     params = em.params()
-    params += [Param(n, "scratch", index=i, dtype=sc.dtype) for i, (n, sc) in enumerate(row_scratch)]
+    grid: tuple[str, ...] = (f"cdiv({rows}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})")
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
+    named: list[tuple[str, Scratch]] = []
+    if split > 1:
+        tiles = f"((({rows}) + {sched.bm - 1}) // {sched.bm}) * {n_tiles}"
+        named = split_k_scratch(tiles, split, sched.bm, sched.bn, len(pairs) > 1, norm is not None)
+        grid = (*grid, str(split))
+        constexprs["SPLIT_K"] = split
+    named += row_scratch
+    params += [Param(n, "scratch", index=i, dtype=sc.dtype) for i, (n, sc) in enumerate(named)]
     args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
     return KernelSource(
         name=name,
         template=TEMPLATE,
         source=module_source(name, args, em.lines),
         params=tuple(params),
-        grid=(f"cdiv({rows}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})"),
+        grid=grid,
         constexprs=constexprs,
         aliases=em.aliases,
-        scratch=tuple(sc for _, sc in row_scratch),
+        scratch=tuple(sc for _, sc in named),
         num_warps=sched.num_warps,
         num_stages=sched.num_stages,
     )
@@ -240,8 +268,9 @@ TILE_MIN_BM = 64
 
 def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str, codes: str,
             scales: str, mins: str | None, x_scales: list[str], stats: bool, k_dim: int, group: int,
-            x_dtype: DType) -> None:
-    """The K loop of the dot path and of GEMV mode at BM > 1: steps of BK within one group, each
+            x_dtype: DType, k_range: str) -> None:
+    """The K loop of the dot path and of GEMV mode at BM > 1 over ``k_range`` (all of K, or the
+    program's slice under split-K): steps of BK within one group, each
     [BM, BN] product accumulated as it is made (``tl.dot``, or summed over the step's K). With
     ``stats``, the rows' sums of squares of x into ``ss`` [BM] before x is scaled.
 
@@ -261,7 +290,7 @@ def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str]
     magic = MAGIC.get(x_dtype) if not sched.gemv else None
     tile = magic is not None and sched.bm >= TILE_MIN_BM
     e("j = tl.arange(0, BK // 2)")
-    _loop_head(em, pairs, stats, k_dim)
+    _loop_head(em, pairs, stats, k_range)
     e("kk = k0 + tl.arange(0, BK)")
     e(f"a = tl.load({x_ptr} + r[:, None] * {k_dim} + kk[None, :], mask=rm[:, None], other=0)")
     if tile:
@@ -296,14 +325,14 @@ def _k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str]
     em.indent -= 1
 
 
-def _loop_head(em: Emitter, pairs: tuple[tuple[str, str, str], ...], stats: bool, k_dim: int) -> None:
-    """The [BM, BN] accumulators, the rows' sums of squares with ``stats``, and the K loop's head
-    (the emitter left inside it)."""
+def _loop_head(em: Emitter, pairs: tuple[tuple[str, str, str], ...], stats: bool, k_range: str) -> None:
+    """The [BM, BN] accumulators, the rows' sums of squares with ``stats``, and the head of the K
+    loop over ``k_range`` (the emitter left inside it)."""
     for _, acc, _ in pairs:
         em.emit(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
     if stats:
         em.emit("ss = tl.zeros((BM,), dtype=tl.float32)")
-    em.emit(f"for k0 in range(0, {k_dim}, BK):")
+    em.emit(f"for k0 in range({k_range}, BK):")
     em.indent += 1
 
 
@@ -320,7 +349,7 @@ def _dense_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str
           "block_shape=[BM, BK])")
         e(f"w_desc = tl.make_tensor_descriptor({dense}, shape=[{n_dim}, {k_dim}], strides=[{k_dim}, 1], "
           "block_shape=[BN, BK])")
-    _loop_head(em, pairs, stats, k_dim)
+    _loop_head(em, pairs, stats, f"0, {k_dim}")
     if sched.tma:
         e("a = x_desc.load([pid_m * BM, k0])")
     else:
@@ -373,7 +402,7 @@ def _offset_codes_dot(em: Emitter, magic: tuple[str, float], tl_dtype: str | Non
 
 def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, str, str], ...], x_ptr: str,
                      codes: str, scales: str, mins: str | None, x_scales: list[str], stats: bool, k_dim: int,
-                     group: int, x_dtype: DType) -> None:
+                     group: int) -> None:
     """GEMV mode at BM 1: a step of BK is S = BK / GS sub-steps of GS = min(BK, group) columns,
     each within one group. W's step is loaded as [BN, S, GS / 2] bytes, so that each sub-step's
     scale ([BN, S], loaded once per step) broadcasts over its codes with no reshape. The low and
@@ -384,7 +413,12 @@ def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, 
     multiply-add into the accumulator. The minimum (``-8 * s`` without minimums) is applied per
     sub-step to the sum of x's columns, ``m * sum(x)``, into [BN, S]. The products are added into
     [BN, S, GS / 2] fp32 accumulators and summed over K after the loop, not at every step; the
-    norm's squares of x (``stats``) likewise into [S, GS / 2], then ``ss`` [1]."""
+    norm's squares of x (``stats``) likewise into [S, GS / 2], then ``ss`` [1].
+
+    A step's loads (x, x's column scales, each W row set's codes, scales and minimums) come first,
+    then its arithmetic. With ``sched.prefetch`` they are issued one step ahead (the next step's
+    loads, masked off past K, before this step's arithmetic, carried by the loop), so a program's
+    loads from memory overlap its own arithmetic: Triton pipelines only loads that feed a dot."""
     e = em.emit
     gs = min(sched.bk, group)
     e(f"js = tl.arange(0, BK // {gs})")
@@ -396,31 +430,57 @@ def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, 
         e(f"{acc}m = tl.zeros((BN, BK // {gs}), dtype=tl.float32)")
     if stats:
         e(f"ss3 = tl.zeros((BK // {gs}, {gs // 2}), dtype=tl.float32)")
+
+    def loads(k: str, more: str, sfx: str) -> list[str]:
+        """The step at column ``k``'s loads into names ending in ``sfx``; ``more``: a mask term (the
+        step lies within K). Returns the names."""
+        names = [f"xa{sfx}"]
+        k = k if k.isidentifier() or k.isdigit() else f"({k})"
+        e(f"xa{sfx} = tl.load({x_ptr} + pid_m * {k_dim} + {k} + kx, mask=(pid_m < M){more}, other=0)")
+        for i, sc in enumerate(x_scales):
+            for half in (0, 1):
+                names.append(f"xg{i}{half}{sfx}")
+                e(f"{names[-1]} = tl.load({sc} + {k} + js[:, None] * {gs} + 2 * jj[None, :] + {half}"
+                  f"{', mask=' + more[3:] + ', other=0' if more else ''})")
+        e(f"g{sfx} = ({k} + js * {gs}) // {group}")
+        for p, (cols, _, _) in enumerate(pairs):
+            names.append(f"b{p}{sfx}")
+            e(f"{names[-1]} = tl.load({codes} + {cols}[:, None, None] * {k_dim // 2} + ({k} // 2 + js * {gs // 2})"
+              f"[None, :, None] + jj[None, None, :], mask=cn[:, None, None]{more}, other=0)")
+            for name, ptr in (("s", scales), ("mn", mins)):
+                if ptr is not None:
+                    names.append(f"{name}{p}{sfx}")
+                    e(f"{names[-1]} = tl.load({ptr} + {cols}[:, None] * {k_dim // group} + g{sfx}[None, :], "
+                      f"mask=cn[:, None]{more}, other=0)")
+        return names
+
+    if sched.prefetch:
+        ahead = loads("0", "", "_n")
     e(f"for k0 in range(0, {k_dim}, BK):")
     em.indent += 1
-    e(f"a0, a1 = tl.split(tl.load({x_ptr} + pid_m * {k_dim} + k0 + kx, mask=pid_m < M, other=0).to(tl.float32))")
+    if sched.prefetch:
+        for name in ahead:
+            e(f"{name[:-2]} = {name}")
+        loads("k0 + BK", " & (k0 + BK < " + str(k_dim) + ")", "_n")
+    else:
+        loads("k0", "", "")
+    e("a0, a1 = tl.split(xa.to(tl.float32))")
     if stats:
         e("ss3 += a0 * a0 + a1 * a1")
-    for half in (0, 1):
-        for sc in x_scales:
-            e(f"a{half} = a{half} * tl.load({sc} + k0 + js[:, None] * {gs} + 2 * jj[None, :] + {half}).to(tl.float32)")
+    for i, _ in enumerate(x_scales):
+        for half in (0, 1):
+            e(f"a{half} = a{half} * xg{i}{half}.to(tl.float32)")
     e("xs = tl.sum(a0 + a1, 1)")
-    e(f"g = (k0 + js * {gs}) // {group}")
-    for cols, acc, _ in pairs:
-        e(f"b = tl.load({codes} + {cols}[:, None, None] * {k_dim // 2} + (k0 // 2 + js * {gs // 2})[None, :, None] "
-          "+ jj[None, None, :], mask=cn[:, None, None], other=0)")
-        e(f"s = tl.load({scales} + {cols}[:, None] * {k_dim // group} + g[None, :], mask=cn[:, None], "
-          "other=0).to(tl.float32)")
+    for p, (_, acc, _) in enumerate(pairs):
+        e(f"s = s{p}.to(tl.float32)")
         if mins is not None:
-            e(f"mn = tl.load({mins} + {cols}[:, None] * {k_dim // group} + g[None, :], mask=cn[:, None], "
-              "other=0).to(tl.float32)")
-            e(f"{acc}m += mn * xs[None, :]")
+            e(f"{acc}m += mn{p}.to(tl.float32) * xs[None, :]")
         else:
             e(f"{acc}m += (-8.0 * s) * xs[None, :]")
         e("s3 = s[:, :, None]")
         e("if ON_GPU:")
         em.indent += 1
-        e(f"f0, f1 = tl.inline_asm_elementwise({UNPACK_ASM}, \"=r,=r,=r,=r,=r,=r,=r,=r,r\", [b], "
+        e(f"f0, f1 = tl.inline_asm_elementwise({UNPACK_ASM}, \"=r,=r,=r,=r,=r,=r,=r,=r,r\", [b{p}], "
           "dtype=(tl.int32, tl.int32), is_pure=True, pack=4)")
         e("so = s3 * -8388608.0")
         e("w0 = tl.fma(f0.to(tl.float32, bitcast=True), s3, so)")
@@ -428,7 +488,7 @@ def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, 
         em.indent -= 1
         e("else:")
         em.indent += 1
-        e("bi = b.to(tl.int32)")
+        e(f"bi = b{p}.to(tl.int32)")
         e("w0 = (((bi & 15) | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0) * s3")
         e("w1 = (((bi >> 4) | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0) * s3")
         em.indent -= 1

@@ -76,7 +76,8 @@ def roofline_ms(task: QGemmTask, s: Mapping[str, int], hw: Hopper = H200) -> flo
     slots = hw.sms * max(1, blocks_per_sm(task, s, hw))
     n_programs = programs(task, s)
     resident = min(n_programs, slots)
-    inflight = resident * step_bytes(task, s) * max(0.5, s["num_stages"] - 1)
+    ahead = s["num_stages"] - 1 + s.get("prefetch", 0)  # steps in flight beyond the one computed
+    inflight = resident * step_bytes(task, s) * max(0.5, ahead)
     bw = hw.dram_bytes_per_s * min(1.0, inflight / (hw.dram_bytes_per_s * hw.dram_latency_s))
     mem_s = dram / bw
     # every row-block of programs unpacks and dequantizes the whole weight on CUDA cores
@@ -92,9 +93,9 @@ def roofline_ms(task: QGemmTask, s: Mapping[str, int], hw: Hopper = H200) -> flo
         peak = hw.tensor_flops if wgmma else hw.mma_flops
         reuse = min(1.0, (s["bm"] * s["bn"] / (s["bm"] + s["bn"])) / (128 * 256 / 384)) if wgmma else 1.0
         comp_s = max(2.0 * max(padded, m * n) * k / (peak * reuse), unpack_s)
-    steps = math.ceil(k / s["bk"])
+    steps = math.ceil(k / (s["bk"] * s.get("split_k", 1)))
     waves = math.ceil(n_programs / slots)
-    latency_s = waves * steps * hw.dram_latency_s / max(0.5, s["num_stages"] - 1) * 0.25
+    latency_s = waves * steps * hw.dram_latency_s / max(0.5, ahead) * 0.25
     eff = wave_efficiency(task, s, hw)
     return 1e3 * (max(mem_s, comp_s) / max(eff, 1e-3) ** 0.5 + latency_s + hw.launch_s)
 
@@ -102,7 +103,7 @@ def roofline_ms(task: QGemmTask, s: Mapping[str, int], hw: Hopper = H200) -> flo
 FEATURES = (
     "log_m", "log_k", "log_tile_n", "decode", "gated", "norm", "mins", "log_group", "log_bm", "log_bn", "log_bk",
     "log_warps", "stages", "gemv", "log_programs", "wave_eff", "occupancy", "log_smem", "values_per_thread",
-    "k_steps", "log_roofline",
+    "k_steps", "log_roofline", "log_split_k", "prefetch",
 )
 
 
@@ -115,5 +116,5 @@ def features(task: QGemmTask, s: Mapping[str, int], hw: Hopper = H200) -> list[f
         lg(s["bm"]), lg(s["bn"]), lg(s["bk"]), lg(s["num_warps"]), float(s["num_stages"]), float(gemv(s)),
         lg(programs(task, s)), wave_efficiency(task, s, hw), float(blocks_per_sm(task, s, hw)),
         lg(smem_bytes(task, s)), values_per_thread(task, s), float(math.ceil(task.k / s["bk"])),
-        math.log(roofline_ms(task, s, hw)),
+        math.log(roofline_ms(task, s, hw)), lg(s.get("split_k", 1)), float(s.get("prefetch", 0)),
     ]

@@ -19,8 +19,10 @@ bucket.
 - A prompt kernel given a dense weight (``ix.qlinear``'s ``dense``, the dense-prompt-weights
   pass), in the row buckets from its ``dense_min_rows`` (the longest prompts' bucket included):
   the dense weight, as a bf16 GEMM reads its weight: 128 x 256 tiles where one accumulator has no
-  RoPE (128 x 128 under RoPE, 128 x 64 gated), BK 64, 8 warps, 3 stages, TMA loads on sm_90
-  where the tile's W rows are contiguous (the bf16 GEMMs' best records at 2048 rows).
+  RoPE, 128 x 128 under RoPE (whole heads a tile) and gated (two accumulators, the gate's and
+  the up's rows), BK 64, 8 warps, 3 stages, TMA loads on sm_90 where each tile's W rows are runs
+  (RoPE heads in their natural order; the gate's and the up's rows as two boxes): the tiles and
+  loads of the bf16 GEMMs' best records at 4096 rows.
 - The cpu target (Triton's interpreter, where each program and each K step is a Python-level
   step): the dot path with BM = 16 for decode and 64 for prefill, BN = 64 (narrower for narrow
   weights), BK = the group: few programs, few steps, the same results (its programs are not
@@ -29,7 +31,10 @@ bucket.
 
 from __future__ import annotations
 
+from inferx.compiler.families.common.errors import CodegenError
+from inferx.compiler.families.common.rope import pairing, rope_regions
 from inferx.compiler.families.common.rows import gated_split
+from inferx.compiler.families.common.tile import Emitter
 from inferx.compiler.families.qgemm.codegen import qlinear_of
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule
 from inferx.compiler.ir import ops_nn as nn
@@ -40,6 +45,18 @@ from inferx.compiler.ir.types import TensorType
 
 # Prompt lengths below max_seq_len's bucket that get kernels of their own (``row_buckets``).
 PREFILL_ROW_BUCKETS = (16, 128, 512)
+
+
+def _natural_heads(kernel: KernelOp, bn: int) -> bool:
+    """Tiles of ``bn`` columns hold whole RoPE heads in their natural order (``pairing``'s "t"), so
+    each tile's W rows are a run (a TMA box)."""
+    q = qlinear_of(kernel)
+    ops = list(kernel.body.block.ops)
+    try:
+        regions = rope_regions(Emitter(kernel, "heuristic"), q, ops[ops.index(q) + 1:])
+    except CodegenError:
+        return False
+    return pairing(regions, bn) == "t"
 
 
 def decode_rows(kernel: KernelOp) -> bool:
@@ -62,11 +79,13 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         return QGemmSchedule(64 if prefill else 16, bn, group)
     if prefill:
         bk = min(group, 64)
-        gated = gated_split(q, list(kernel.body.block.ops)) is not None  # type: ignore[arg-type]
+        split = gated_split(q, list(kernel.body.block.ops))  # type: ignore[arg-type]
+        gated = split is not None
         if dense:
             rope = any(isinstance(o, nn.RopeOp) for o in kernel.body.block.ops)
-            wide = 64 if gated else 128 if rope else 256
-            return QGemmSchedule(128, wide, bk, num_warps=8, num_stages=3, dense=True, tma=not rope)
+            wide = 128 if gated or rope else 256
+            tma = not (split and split.pairs) and (not rope or _natural_heads(kernel, wide))
+            return QGemmSchedule(128, wide, bk, num_warps=8, num_stages=3, dense=True, tma=tma)
         if rows is not None and rows <= 16:
             return QGemmSchedule(16, 32, min(group, 128), num_warps=4, num_stages=4)
         if rows is not None and rows <= 128:

@@ -1,7 +1,8 @@
 """The qgemm template's schedule space: its geometry (shared by the constraints and the cost
 model), its constraints, its knobs and ``QGemmSpace``.
 
-The knobs are the schedule's own fields (bm, bn, bk, num_warps, num_stages); validity is
+The knobs are the schedule's own fields (bm, bn, bk, num_warps, num_stages, and for decode tasks
+split_k and prefetch, left out of stored schedules where off); validity is
 ``schedule.qgemm_schedule`` and ``schedule.check_fits`` first (the one statement of it), then the
 constraints here, which prune what would run but cannot be good on Hopper. The shapes it draws:
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from inferx.compiler.families.common.hardware import DTYPE_BYTES, H200, Hopper
 from inferx.compiler.families.common.space import (
     Knob,
+    Schedule,
     WholeSchedule,
     first_broken_rule,
     p2,
@@ -31,7 +33,7 @@ from inferx.compiler.families.common.space import (
     wave_fraction,
 )
 from inferx.compiler.families.interface import AnyTask
-from inferx.compiler.families.qgemm.schedule import check_fits, qgemm_schedule
+from inferx.compiler.families.qgemm.schedule import OPTIONAL, check_fits, qgemm_schedule
 from inferx.compiler.families.qgemm.task import QGemmTask
 
 # --- qgemm geometry, shared by constraints and cost models ----------------------------------------
@@ -79,8 +81,9 @@ def grid(task: QGemmTask, s: Mapping[str, int]) -> tuple[int, int]:
 
 
 def programs(task: QGemmTask, s: Mapping[str, int]) -> int:
+    """Programs of a launch: the tiles times the split-K slices."""
     gm, gn = grid(task, s)
-    return gm * gn
+    return gm * gn * s.get("split_k", 1)
 
 
 def blocks_per_sm(task: QGemmTask, s: Mapping[str, int], hw: Hopper = H200) -> int:
@@ -175,6 +178,8 @@ DECODE_KNOBS: tuple[Knob, ...] = (
     Knob("bk", (128, 32, 64, 256, 512, 1024, 2048)),
     Knob("num_warps", (4, 2, 8)),
     Knob("num_stages", (4, 2, 3)),
+    Knob("split_k", (1, 2, 4, 8)),
+    Knob("prefetch", (0, 1)),
 )
 PREFILL_KNOBS: tuple[Knob, ...] = (
     Knob("bm", (128, 16, 32, 64, 256)),
@@ -207,6 +212,15 @@ class QGemmSpace(WholeSchedule):
         if not isinstance(task, QGemmTask):
             return f"the qgemm space does not schedule {task.template} tasks"
         return first_broken_rule(task, s, self.emit, qgemm_schedule, self.constraints, self.hw)
+
+    def emit(self, s: Mapping[str, int]) -> Schedule:
+        """The template's schedule dict: the optional knobs (``schedule.OPTIONAL``) left out where
+        off, so a schedule and the same one with its knobs off spelled out are one."""
+        return {k: int(v) for k, v in s.items() if OPTIONAL.get(k) != v}
+
+    def complete(self, s: Mapping[str, int]) -> Schedule:
+        """A stored schedule as a point of the space: optional knobs it leaves out are off."""
+        return {**OPTIONAL, **self.emit(s)}
 
     def _ordered(self, knob: Knob) -> tuple[int, ...]:
         """The knob's values in order, not cached by name: decode and prefill knobs of one name
