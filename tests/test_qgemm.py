@@ -301,24 +301,33 @@ def test_qgemm_norm_prologue_and_gated_epilogue(sched: tuple[int, int, int], dty
     assert err <= tol, f"max abs error {err:.3g} > {tol:.3g}\n{repro}"
 
 
-def test_gpu_schedules_match_in_the_interpreter(model: T.LlamaForCausalLM, tmp_path: Path) -> None:
-    """The sm_90 heuristic's schedules (GEMV mode for decode, the dot path for prefill) on a cpu
+@pytest.mark.parametrize("batch", [1, 3])
+def test_gpu_schedules_match_in_the_interpreter(model: T.LlamaForCausalLM, batch: int, tmp_path: Path) -> None:
+    """The sm_90 heuristic's schedules (GEMV mode for one decode row, its loads a step ahead; the
+    dot path with split-K for a decode batch, whose last program of each tile runs the epilogue:
+    RoPE and the KV write, the gated product, the residual; the dot path for prefill) on a cpu
     artifact (``schedules="sm_90"``), against the reference session."""
     program = _quantized(model, "int4-g32")
     path = inferx.compile(program, target="cpu", schedules="sm_90", output=tmp_path / "a",
-                          max_seq_len=MAX_SEQ_LEN, max_batch=1)
+                          max_seq_len=MAX_SEQ_LEN, max_batch=batch)
     sources = [p.read_text() for p in (path / "kernels").glob("qgemm_*.py")]
-    assert any("acc3 = tl.fma(" in s for s in sources) and any("tl.dot(" in s for s in sources)
+    assert any("acc3 = tl.fma(" in s and "b0_n = tl.load(" in s for s in sources)
+    assert any("tl.dot(" in s for s in sources)
     # the q|k|v GEMV's tiles hold RoPE partners: the partner accumulator is a swap of halves
     assert any("acc3 = tl.fma(" in s and "accp = tl.reshape(tl.flip(" in s for s in sources)
-    repro = "repro: pytest tests/test_qgemm.py -k gpu_schedules"
+    split = [s for s in sources if "pid_k = tl.program_id(2)" in s]
+    if batch > 1:  # q|k|v, o and gate|up of the batch bucket (down's K of 96 is three steps: no split)
+        assert len(split) >= 3 and any("accp" in s for s in split), len(split)
+    repro = f"repro: pytest tests/test_qgemm.py -k 'gpu_schedules and {batch}'"
     cpu = inferx.load(path, device="cpu")
-    ref = program.reference_session(max_batch=1, max_context=MAX_SEQ_LEN)
-    ids = np.array([PROMPT])
+    ref = program.reference_session(max_batch=batch, max_context=MAX_SEQ_LEN)
+    ids = np.array([PROMPT[i:] + PROMPT[:i] for i in range(batch)])
     want = ref.prefill(ids)
     _assert_close(cpu.prefill(ids), want, "prefill logits", repro)
-    tok = np.array([[int(np.asarray(want)[0, -1].argmax())]])
-    _assert_close(cpu.decode(tok), ref.decode(tok), "decode logits", repro)
+    for _ in range(2):
+        tok = np.asarray(want)[:, -1].argmax(-1)[:, None]
+        want = ref.decode(tok)
+        _assert_close(cpu.decode(tok), want, "decode logits", repro)
 
 
 def test_column_scales_reach_the_kernels(model: T.LlamaForCausalLM, tmp_path: Path) -> None:
@@ -504,14 +513,19 @@ def test_the_unpack_ptx_gives_the_interpreters_values(magic: int, byte: int) -> 
 
 
 def test_the_gpu_kernels_build_for_sm_90() -> None:
-    """The one-row GEMV and a prefill tile (norm on W, gated epilogue), each with its PTX unpack,
-    assemble for sm_90 (Triton's ptxas in a build worker, no GPU needed)."""
+    """The one-row GEMV (its loads a step ahead or not), a decode batch's split-K tile and a
+    prefill tile (norm on W, gated epilogue), each with its PTX unpack, assemble for sm_90
+    (Triton's ptxas in a build worker, no GPU needed)."""
     from inferx.compiler.build import build_cubins
 
     gemv = codegen.generate(_qlinear_kernel(1, 256, 64, 128, True, False, "bf16"), "gemv",
                             QGemmSchedule(1, 16, 256, 4, 2))
     tile = codegen.generate(_norm_gated_kernel(256, 256, 256, 128, "bf16"), "tile",
                             QGemmSchedule(128, 64, 64, 8, 3))
+    ahead = codegen.generate(_qlinear_kernel(1, 2048, 64, 128, True, False, "bf16"), "ahead",
+                             QGemmSchedule(1, 8, 1024, 8, 2, prefetch=1))
+    split = codegen.generate(_norm_gated_kernel(16, 1024, 256, 128, "bf16"), "split",
+                             QGemmSchedule(16, 64, 128, 4, 3, split_k=4))
     assert "inline_asm_elementwise" in gemv.source and int4.UNPACK_ASM_128 in tile.source
-    built = build_cubins({"gemv": gemv, "tile": tile}, "sm_90", 2, lambda _: None)
+    built = build_cubins({"gemv": gemv, "tile": tile, "ahead": ahead, "split": split}, "sm_90", 2, lambda _: None)
     assert all(len(b["cubin"]) > 1000 for b in built.values())

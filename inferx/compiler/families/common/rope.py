@@ -1,17 +1,18 @@
 """RoPE after a GEMM: which output columns each rope of an epilogue rotates, and where each
 column's partner is, and how tiles are laid out so that partners share a tile (the partner accumulator a
-swap of the accumulator's halves, no second pass over W). Shared by the GEMM templates (``gemm``,
-``qgemm``)."""
+swap of the accumulator's halves, no second pass over W), and the rotation applied once to the
+accumulator (``hoisted_rope``). Shared by the GEMM templates (``gemm``, ``qgemm``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.ir import Operation
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from inferx.compiler.families.common.tile import Emitter
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
+from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_int, get_ints, get_str
 from inferx.compiler.ir.types import TensorType
 
@@ -159,3 +160,50 @@ def paired_columns(regions: list[RopeRegion], bn: int) -> str | None:
         else:
             return None
     return None if expr == "t" else expr
+
+
+def rope_row_inputs(epilogue: list[Operation], rows_shape: list[sy.Dim]) -> list[SSAValue]:
+    """Kernel inputs of the epilogue with one value per row (the positions RoPE and kv_write
+    read, when shaped like the rows): loaded once per row, ``[BM]``, not once per element."""
+    out: list[SSAValue] = []
+    for op in epilogue:
+        if isinstance(op, (nn.RopeOp, nn.KVWriteOp)):
+            v = op.positions
+            ty = v.type
+            if (isinstance(v, BlockArgument) and isinstance(ty, TensorType) and list(ty.shape) == rows_shape
+                    and v not in out):
+                out.append(v)
+    return out
+
+
+def hoisted_rope(em: Emitter, epilogue: list[Operation], regions: list[RopeRegion],
+                  row_inputs: list[SSAValue], fast: bool = False) -> list[Operation] | None:
+    """Rotates ``acc`` for every RoPE of the epilogue at once, before the epilogue runs, and returns
+    the ropes (which then pass their tile through); None where they differ in anything but the
+    columns they cover or read positions not loaded per row. One cos and one sin per element
+    (instead of one pair per rope); ``fast``: by the GPU's approximations (``Emitter.sincos``)."""
+    ropes = [o for o in epilogue if isinstance(o, nn.RopeOp)]
+    if not ropes or len(ropes) != len(regions):
+        return None
+    first = ropes[0]
+    same = dict(first.attributes)
+    if any(o.positions != first.positions or dict(o.attributes) != same for o in ropes):
+        return None
+    if first.positions not in row_inputs or len({(g.rot, g.head_dim) for g in regions}) != 1:
+        return None
+    if get_str(first.attributes, "scaling", ("none", "linear", "dynamic", "llama3"), "none") == "dynamic":
+        return None  # the emitter's rope says why it is not generated
+    rot = regions[0].rot
+    d = "-1"
+    for g in regions:
+        d = f"tl.where((c >= {g.off}) & (c < {g.off + g.n_cols}), (c - {g.off}) % {g.head_dim}, {d})"
+    em.emit(f"rd = {d}")
+    positions = first.positions
+    assert isinstance(positions, BlockArgument)  # row_inputs holds only kernel inputs
+    pos = f"row{positions.index}"
+    inv, sign = em.rope_frequencies(first, "rd", rot)
+    em.emit(f"ang = {pos}.to(tl.float32)[:, None] * ({inv})[None, :]")
+    cos, sin = em.sincos("ang", fast)
+    em.emit(f"acc = tl.where(((rd >= 0) & (rd < {rot}))[None, :], "
+            f"acc * {cos} + ({sign})[None, :] * accp * {sin}, acc)")
+    return list(ropes)

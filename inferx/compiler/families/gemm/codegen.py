@@ -18,12 +18,18 @@ from xdsl.ir import Operation, SSAValue
 
 from inferx.compiler.families.common.hardware import HOPPER_SMS
 from inferx.compiler.families.common.partials import row_sum_squares
-from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
+from inferx.compiler.families.common.rope import (
+    hoisted_rope,
+    pairing,
+    partner_expr,
+    partner_swap,
+    rope_regions,
+    rope_row_inputs,
+)
 from inferx.compiler.families.common.rows import GEMV_MAX_ROWS, gated_split, norm_operand, norm_scale
 from inferx.compiler.families.common.source import module_source as _module
 from inferx.compiler.families.common.splitk import split_k_reduce, split_k_scratch
 from inferx.compiler.families.common.tile import GRID_WAIT, Emitter, Tile, attr_str
-from inferx.compiler.families.gemm.rope import hoisted_rope
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_base import get_float
@@ -440,7 +446,7 @@ def generate(kernel: KernelOp, name: str, schedule: GemmSchedule, target: str = 
     if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
         em.emit(partner_swap(regions, sched.bn))
     rows_shape = list(x_t.shape[:-1])
-    row_inputs = _row_inputs(epilogue, rows_shape)
+    row_inputs = rope_row_inputs(epilogue, rows_shape)
     for v in row_inputs:
         em.emit(f"row{_idx(v)} = tl.load(in{_idx(v)} + r, mask=rm, other=0)")
     # cos and sin by the GPU's approximations in tiles, by polynomials in GEMVs (why: sincos)
@@ -525,22 +531,6 @@ def _tl(dtype: DType) -> str:
     from inferx.compiler.families.common.tile import TL_DTYPE
 
     return TL_DTYPE[dtype]
-
-
-def _row_inputs(epilogue: list[Operation], rows_shape: list[sy.Dim]) -> list[SSAValue]:
-    """Kernel inputs of the epilogue with one value per row (the positions RoPE and kv_write
-    read, when shaped like the rows): loaded once per row, ``[BM]``, not once per element."""
-    from xdsl.ir import BlockArgument
-
-    out: list[SSAValue] = []
-    for op in epilogue:
-        if isinstance(op, (nn.RopeOp, nn.KVWriteOp)):
-            v = op.positions
-            ty = v.type
-            if (isinstance(v, BlockArgument) and isinstance(ty, TensorType) and list(ty.shape) == rows_shape
-                    and v not in out):
-                out.append(v)
-    return out
 
 
 # ON_GPU: the module is compiled for a GPU, not run by Triton's interpreter (which the runtime

@@ -25,7 +25,14 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from inferx.compiler.families.common.int4 import UNPACK_ASM, dequantized_128, unpacked_bits
 from inferx.compiler.families.common.partials import row_sum_squares
-from inferx.compiler.families.common.rope import pairing, partner_expr, partner_swap, rope_regions
+from inferx.compiler.families.common.rope import (
+    hoisted_rope,
+    pairing,
+    partner_expr,
+    partner_swap,
+    rope_regions,
+    rope_row_inputs,
+)
 from inferx.compiler.families.common.rows import gated_split, norm_scale
 from inferx.compiler.families.common.source import module_source
 from inferx.compiler.families.common.splitk import split_k_reduce, split_k_scratch
@@ -187,7 +194,17 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
             e(f"{acc} += tl.load(in{_idx(q.bias)} + {cols}, mask=cn, other=0).to(tl.float32)[None, :]")
     if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
         e(partner_swap(regions, sched.bn))
+    # positions loaded once per row; the tile's ropes as one rotation (cos and sin by the GPU's
+    # approximations on the dot path), as the bf16 GEMM does
+    row_inputs = rope_row_inputs(epilogue, list(x_t.shape[:-1]))
+    for v in row_inputs:
+        e(f"row{_idx(v)} = tl.load(in{_idx(v)} + r, mask=rm, other=0)")
+    hoisted = hoisted_rope(em, epilogue, regions, row_inputs, fast=not sched.gemv) if paired else None
     lead = em.unravel("r[:, None]", y_t.shape[:-1])
+    for v in row_inputs:
+        em.row_values[v] = (f"row{_idx(v)}[:, None]", list(lead))
+    if hoisted is not None:
+        em.applied.update(hoisted)
     mask = "(rm[:, None] & cn[None, :])"
     if gated:
         for acc, res in zip(("acc", "accp"), gated.results, strict=True):

@@ -2,13 +2,15 @@
 bucket.
 
 - Decode rows (no ``seq`` in the rows: a batch of single tokens) on sm_90, batch 1: GEMV mode
-  with deferred sums, BN = 16 W rows by BK = 512 columns (several groups; 256 where 512 does not
-  divide K) a step, 4 warps. The one-row kernel is bound by the instructions it issues a code,
-  not by bytes, and of the schedules near the probe's best this one counts few
-  (``benchmarks/qgemm_sass.py``): a thread holds several W rows at the same columns, so x's
-  columns are converted once for them. Larger batch buckets: the dot path, 16 x 32 tiles,
-  BK = the group up to 128, 4 stages (one GEMV row per program would read the weight once per
-  row): the fastest of ``benchmarks/qgemm_probe.py``'s sweep on the 8B projections at 16 rows.
+  with deferred sums, BN = 16 W rows by BK = 512 columns (whole groups dividing K) a step, 4
+  warps, its loads a step ahead where its programs number at most two a SM; for an N of at most
+  2048 (few programs) BN 8 by BK 1024 on 8 warps, loads a step ahead; for a K from 8192 (the
+  down projection) BN 16 by BK 1024 on 8 warps. Each the fastest, or within a few percent of it,
+  of ``benchmarks/qgemm_probe.py``'s sweep on the 8B projections at one row. Larger batch
+  buckets: the dot path, 16 x 64 tiles, BK = the group up to 128, 3 stages, split-K until the
+  programs fill four waves (one GEMV row per program would read the weight once per row): the
+  sweep's best at 16 rows, 1.3-2.9x the tiles without split-K, whose programs left most SMs idle
+  (docs/performance.md).
 - Prefill rows on sm_90, by row bucket (``PREFILL_ROW_BUCKETS``, then any longer prompt): up to
   16 rows as a decode batch of 16; up to 128, 64 x 64 tiles on one warpgroup (enough programs to
   fill the SMs); up to 512, 128 x 128 on two; beyond, 256 x 128, which spreads each code's
@@ -32,6 +34,7 @@ bucket.
 from __future__ import annotations
 
 from inferx.compiler.families.common.errors import CodegenError
+from inferx.compiler.families.common.hardware import HOPPER_SMS
 from inferx.compiler.families.common.rope import pairing, rope_regions
 from inferx.compiler.families.common.rows import gated_split
 from inferx.compiler.families.common.tile import Emitter
@@ -94,7 +97,35 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         if (rows is not None and rows <= 512) or rope:
             return QGemmSchedule(128, 64 if gated else 128, bk, num_warps=8, num_stages=3)
         return QGemmSchedule(256, 64 if gated else 128, bk, num_warps=8, num_stages=3)
+    tile_n = n // 2 if isinstance(n, int) and gated_split(q, list(kernel.body.block.ops)) else n  # type: ignore[arg-type]
     if rows is not None and rows > 1:
-        return QGemmSchedule(16, 32, min(group, 128), num_warps=4, num_stages=4)
-    bk = next((b for b in (512, 256) if isinstance(k, int) and k % b == 0 and b % group == 0), group)
-    return QGemmSchedule(1, 16, bk, num_warps=4, num_stages=2)
+        return _decode_dot_schedule(tile_n, k, group)
+    if isinstance(n, int) and n <= 2048:  # few programs: narrower still, and loads a step ahead
+        return _one_row(k, group, 8, 1024, 8, prefetch=1)
+    if isinstance(k, int) and k >= 8192:  # long rows: longer steps on 8 warps
+        return _one_row(k, group, 16, 1024, 8)
+    programs = -(-tile_n // 16) if isinstance(tile_n, int) else 0
+    return _one_row(k, group, 16, 512, 4, prefetch=int(0 < programs <= 2 * HOPPER_SMS))
+
+
+def _one_row(k: object, group: int, bn: int, bk: int, warps: int, prefetch: int = 0) -> QGemmSchedule:
+    """The one-row GEMV at BK ``bk`` (halved until it divides K and is whole groups; else one
+    group a step)."""
+    while bk > group and not (isinstance(k, int) and k % bk == 0 and bk % group == 0):
+        bk //= 2
+    if not (isinstance(k, int) and k % bk == 0 and bk % group == 0):
+        bk = group
+    return QGemmSchedule(1, bn, bk, num_warps=warps, num_stages=2, prefetch=prefetch)
+
+
+def _decode_dot_schedule(tile_n: object, k: object, group: int) -> QGemmSchedule:
+    """A decode batch's tile: 16 x 64 (32 for a narrow N), BK the group up to 128, 4 warps, 3
+    stages, split-K doubled (up to 8, K a multiple of the slices' steps) until the programs fill
+    four waves of the SMs."""
+    bk = min(group, 128)
+    bn = 64 if not isinstance(tile_n, int) or tile_n >= 64 else 32
+    tiles = -(-tile_n // bn) if isinstance(tile_n, int) else 4 * HOPPER_SMS
+    split = 1
+    while split < 8 and tiles * split < 4 * HOPPER_SMS and isinstance(k, int) and k % (2 * split * bk) == 0:
+        split *= 2
+    return QGemmSchedule(16, bn, bk, num_warps=4, num_stages=3, split_k=split)
