@@ -302,7 +302,8 @@ FUSE_ATTENTION_O_HELP = (
     metavar="SCHEME",
     help="int4 weights for every linear but the LM head: int4-g128, int4-g64 or int4-g32 (groups of K with "
     "a scale and a minimum each; -sym for a scale alone), gguf (a GGUF file's 4-bit weights as stored), or "
-    "checkpoint (an HF GPTQ or AWQ checkpoint's int4 weights as stored: such a checkpoint needs it).",
+    "checkpoint (an HF GPTQ or AWQ checkpoint's int4 weights as stored: such a checkpoint needs it); or fp8: "
+    "FP8 W8A8 (E4M3 weights with a scale per output channel, activations quantized per token).",
 )
 @click.option(
     "--quant-method",

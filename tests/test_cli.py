@@ -112,6 +112,8 @@ def test_compile_help_lists_the_drivers_targets() -> None:
     (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g32", "--quant-override", "*q_proj*=int4-g128"],
      ["int4-g128", "q_proj", "K = 64"]),
     (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "gguf"], ["quant gguf", "not a .gguf file"]),
+    (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "fp8", "--quant-method", "gptq"],
+     ["--quant-method", "int4 scheme", "fp8"]),
     (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g32", "--quant-method", "awq"],
      ["awq", "no tokenizer"]),
     (["compile", "{model}", "-o", "x.ixa", *CPU_FLAGS, "--quant", "int4-g32", "--quant-method", "gptq",
@@ -144,6 +146,21 @@ def test_compile_quant_writes_int4_weights(model_dir: Path, tmp_path: Path) -> N
     text = invoke(["inspect", str(out)]).output
     assert "int4 weights:" in text and f"({len(codes)} int4 weights, listed below)" in text
     assert any(line.split()[:3] == ["lm_head.weight", "int4-g32", str(VOCAB)] for line in text.splitlines()), text
+
+
+def test_compile_quant_fp8_writes_e4m3_weights(model_dir: Path, tmp_path: Path) -> None:
+    """``--quant fp8 --quant-head``: every linear, the LM head included, stored as E4M3 bytes with
+    a float32 scale per output channel, run on fp8gemm kernels; the progress says how many."""
+    out = tmp_path / "f.ixa"
+    result = invoke(["compile", str(model_dir), "-o", str(out), *CPU_FLAGS, "--quant", "fp8", "--quant-head"])
+    assert result.exit_code == 0, result.output
+    assert "quant fp8: 15 linears in FP8 (E4M3), by round-to-nearest (the LM head too)" in result.stderr
+    art = inferx.runtime.artifact.load_artifact(out)
+    codes = [n for n, w in art.manifest["weights"].items() if w["dtype"] == "f8e4m3"]
+    assert codes and all(n.replace(".codes", ".scales") in art.manifest["weights"] for n in codes), codes
+    assert any(k["template"] == "fp8gemm" for k in art.manifest["kernels"].values())
+    shown = invoke(["inspect", str(out)])
+    assert shown.exit_code == 0 and "fp8gemm" in shown.output, shown.output
 
 
 def test_compile_quant_overrides_give_layers_their_own_scheme(model_dir: Path, tmp_path: Path) -> None:

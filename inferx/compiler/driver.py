@@ -43,7 +43,7 @@ from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.ops_nn import Fp8LinearOp, QLinearOp
 from inferx.compiler.ir.types import TensorType
-from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, STORED, TARGETS, CompileError, CompileOptions
+from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, FP8, STORED, TARGETS, CompileError, CompileOptions
 from inferx.compiler.schedules import (
     ScheduleChoice,
     per_batch,
@@ -133,15 +133,14 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
         )
     if options.quant is not None:
         program = pipeline.quantize(program, options, src)
-        kept = len({str(op.codes.owner) for op in program.module.walk() if isinstance(op, QLinearOp)})
+        fp8 = options.quant == FP8
+        kind = Fp8LinearOp if fp8 else QLinearOp
+        kept = len({str(op.codes.owner) for op in program.module.walk() if isinstance(op, kind)})
         how = {"gguf": "as the GGUF file stores them", "checkpoint": "as the checkpoint stores them",
                "rtn": "by round-to-nearest", "awq": "by AWQ", "gptq": "by GPTQ",
                }[options.quant if options.quant in STORED else options.quant_method]
         head = "the LM head too" if options.quant_head else "the LM head stays float"
-        say(f"        quant {options.quant}: {kept} linears in int4, {how} ({head})")
-    if any(isinstance(op, Fp8LinearOp) for op in program.module.walk()):
-        raise CompileError("the program has FP8 linears (ix.fp8_linear), which no kernel family builds yet; "
-                           "run it with its reference session (program.reference_session())")
+        say(f"        quant {options.quant}: {kept} linears in {'FP8 (E4M3)' if fp8 else 'int4'}, {how} ({head})")
     pipeline.dump(options, "1-import", program)
     for n, (name, spec) in enumerate(pipeline.phases(options), 2):
         phase(n, name)

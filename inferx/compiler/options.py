@@ -13,6 +13,7 @@ from inferx.passes.quantize import parse_overrides
 
 QUANT_METHODS = ("rtn", "awq", "gptq")
 STORED = ("gguf", "checkpoint")  # quant values that keep a model's own 4-bit weights
+FP8 = "fp8"  # the quant value of FP8 W8A8 (inferx.compiler.ir.fp8)
 
 TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
 DTYPES = ("fp32", "fp16", "bf16")
@@ -66,8 +67,9 @@ class CompileOptions:
     # (``inferx.compiler.ir.quant``: int4-g128, -g64, -g32, optionally -sym), by ``quant_method``;
     # they run on the int4 GEMM kernels. "gguf": a GGUF file's 4-bit linears (Q4_0, Q4_1, Q4_K)
     # kept as the file stores them. "checkpoint": an HF checkpoint's GPTQ or AWQ int4 linears kept
-    # as it stores them (such a checkpoint takes nothing else). None: the weights stay in the
-    # program's dtype.
+    # as it stores them (such a checkpoint takes nothing else). "fp8": FP8 W8A8, E4M3 weights with
+    # a scale per output channel, activations quantized per token in the GEMM (round-to-nearest;
+    # ``quant_head`` applies). None: the weights stay in the program's dtype.
     quant: str | None = None
     # rtn (round-to-nearest), awq or gptq; the last two calibrate on ``calibration`` (a text file;
     # None: CPython's documentation text, ``pydoc_data.topics``) run through the float model.
@@ -113,25 +115,26 @@ def _problem(o: CompileOptions) -> str | None:
         return f"unknown target {o.target!r}: the targets are {', '.join(TARGETS)}"
     if o.dtype is not None and o.dtype not in DTYPES + _DTYPE_ALIASES:
         return f"unknown dtype {o.dtype!r}: the dtypes are {', '.join(DTYPES)}"
-    if o.quant is not None and o.quant not in STORED:
+    if o.quant is not None and o.quant not in (*STORED, FP8):
         try:
             if not isinstance(o.quant, str):
                 raise SchemeError(o.quant)
             parse_scheme(o.quant)
         except SchemeError:
             return (f"unknown quant scheme {o.quant!r}: the schemes are int4-g128, int4-g64 and int4-g32, "
-                    "each optionally with -sym, gguf (a GGUF file's 4-bit weights as stored) and checkpoint "
-                    "(an HF GPTQ or AWQ checkpoint's int4 weights as stored)")
+                    "each optionally with -sym, gguf (a GGUF file's 4-bit weights as stored), checkpoint "
+                    "(an HF GPTQ or AWQ checkpoint's int4 weights as stored) and fp8 (FP8 W8A8)")
     if o.quant_method not in QUANT_METHODS:
         return f"unknown quant method {o.quant_method!r}: the methods are {', '.join(QUANT_METHODS)}"
-    scheme = o.quant is not None and o.quant not in STORED
+    scheme = o.quant is not None and o.quant not in (*STORED, FP8)
     if isinstance(o.quant_overrides, str) or not all(isinstance(r, str) for r in o.quant_overrides):
         return f"quant_overrides must be a sequence of PATTERN=SCHEME strings, got {o.quant_overrides!r}"
     try:
         parse_overrides(",".join(o.quant_overrides))
     except SchemeError as e:
         return f"quant_overrides: {e}"
-    if not scheme and (o.quant_method != "rtn" or o.quant_head or o.calibration is not None or o.quant_overrides):
+    if not scheme and (o.quant_method != "rtn" or (o.quant_head and o.quant != FP8) or o.calibration is not None
+                       or o.quant_overrides):
         what = ("quant_head" if o.quant_head else "calibration" if o.calibration is not None
                 else "quant_overrides" if o.quant_overrides else "quant_method")
         return f"{what} applies to an int4 scheme's quant (such as int4-g128), not to quant {o.quant}"

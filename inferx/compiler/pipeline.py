@@ -28,7 +28,7 @@ from inferx.compiler.families import families
 from inferx.compiler.families.bind_families import BindFamilies
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.ops_nn import QLinearOp
-from inferx.compiler.options import TARGETS, CompileError, CompileOptions, batch_buckets, resolved_max_seq_len
+from inferx.compiler.options import FP8, TARGETS, CompileError, CompileOptions, batch_buckets, resolved_max_seq_len
 from inferx.passes import registry as ir_passes
 from inferx.passes.pipeline import PassManager, parse
 from inferx.passes.settle_dynamic_rope import RopeLengthError
@@ -146,12 +146,17 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
     and minimums (``quant.store.quantize_program``, round-to-nearest); with "gguf", the 4-bit
     linears of the GGUF file ``source`` kept as stored (``quant.store.keep_gguf_quantized``);
     with "checkpoint", the int4 linears of the GPTQ or AWQ checkpoint directory ``source`` kept
-    as stored (``quant.store.keep_checkpoint_quantized``); else ``program`` as it is.
+    as stored (``quant.store.keep_checkpoint_quantized``); with "fp8", its linears made
+    ``ix.fp8_linear`` (``quant.fp8.quantize_program_fp8``); else ``program`` as it is.
     Runs on the imported program, before cleanup: merge-gemms then merges q|k|v and gate|up
     qlinears as it merges linears; interleave-pairs and fold-norm-weights match ``ix.linear``
     alone (a qgemm kernel applies its norm's weight itself)."""
     if options.quant is None:
         return program
+    if options.quant == FP8:
+        from inferx.compiler.quant.fp8 import quantize_program_fp8
+
+        return quantize_program_fp8(program, head=options.quant_head)
     from inferx.compiler.ir.quant import SchemeError
     from inferx.compiler.ir.textio import IRError
     from inferx.compiler.quant.store import keep_checkpoint_quantized, keep_gguf_quantized, quantize_program

@@ -14,6 +14,7 @@ from xdsl.ir import Operation, SSAValue
 from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
 from inferx.compiler.ir import ops_tensor as ts
+from inferx.compiler.ir.fp8 import decode_e4m3, encode_e4m3
 from inferx.compiler.ir.ops_tensor import WeightOp
 from inferx.compiler.ir.quant import pack_int4, unpack_int4
 from inferx.compiler.ir.types import DType, TensorType
@@ -95,18 +96,21 @@ class WeightFolder:
         return self._storage(self._computed(v), ty.dtype)
 
     def _computed(self, v: SSAValue) -> np.ndarray:
-        """``v`` as the interpreter holds it (i4 codes unpacked, ``q - 8`` as int8), the form the
-        interpreter's kernels compute a derived value from (a concatenation of codes)."""
+        """``v`` as the interpreter holds it (i4 codes unpacked, ``q - 8`` as int8; f8e4m3 as
+        float32 E4M3 values), the form the interpreter's kernels compute a derived value from (a
+        concatenation of codes)."""
         name = self._name(v)
         owner = v.owner
         ty = v.type
         assert isinstance(owner, Operation) and isinstance(ty, TensorType)
         if name in self.stored:
             a = self.stored[name]
+            if ty.dtype == DType.f8e4m3:
+                return decode_e4m3(a)
             return (unpack_int4(a).astype(np.int16) - 8).astype(np.int8) if ty.dtype == DType.i4 else a
         if isinstance(owner, WeightOp):
             a = np.asarray(self.program.weights[name])
-            return a if ty.dtype == DType.i4 else self._storage(a, ty.dtype)
+            return a if ty.dtype in _CODES else self._storage(a, ty.dtype)
         ins = [self._computed(x) for x in owner.operands]
         narrow = _narrow_binary(owner, ins, ty.dtype)
         if narrow is not None:
@@ -114,18 +118,23 @@ class WeightFolder:
         outs = KERNELS[type(owner)](owner, ins, KernelContext(env={}, weights={}))
         results: list[SSAValue] = list(owner.results)
         out = np.asarray(outs[results.index(v)])
-        return out if ty.dtype == DType.i4 else self._storage(out, ty.dtype)
+        return out if ty.dtype in _CODES else self._storage(out, ty.dtype)
 
     @staticmethod
     def _storage(a: np.ndarray, dtype: DType) -> np.ndarray:
         if dtype == DType.i4:  # codes q - 8 in -8..7, packed as q two to a byte
             return np.ascontiguousarray(pack_int4((a.astype(np.int16) + 8).astype(np.uint8)))
+        if dtype == DType.f8e4m3:  # E4M3 values as their bytes
+            return np.ascontiguousarray(encode_e4m3(a))
         want = {DType.f32: np.float32, DType.bf16: np.float32, DType.f16: np.float16, DType.i32: np.int32,
                 DType.i64: np.int64, DType.i8: np.int8}.get(dtype)
         if want is None:
             raise CompileError(f"weights of dtype {dtype.value} are not stored yet")
         return np.ascontiguousarray(a, dtype=want)
 
+
+# Dtypes whose stored form (packed codes, E4M3 bytes) differs from the interpreter's values
+_CODES = (DType.i4, DType.f8e4m3)
 
 _NARROW_BINARY: dict[type, Callable[..., np.ndarray]] = {ts.MulOp: np.multiply, ts.AddOp: np.add}
 

@@ -7,10 +7,11 @@ folded into stored weights; the kernels are in an order where every input is com
 use; the module computes what it computed before (the interpreter runs both).
 
 Grouping, in program order:
-  1. an anchor starts a group: ``linear``, ``qlinear``, ``matmul``, ``attention``, ``embedding``,
-     ``last_token``, ``softmax``, the reductions and the norms;
+  1. an anchor starts a group: ``linear``, ``qlinear``, ``fp8_linear``, ``matmul``, ``attention``,
+     ``embedding``, ``last_token``, ``softmax``, the reductions and the norms;
   2. a norm whose only user is a linear joins that linear as its prologue; an RMSNorm whose only
-     user is a qlinear joins it likewise (the int4 template's one prologue);
+     user is a qlinear or an fp8_linear joins it likewise (the int4 and FP8 templates' one
+     prologue);
   3. an op that only rearranges or maps elements (elementwise math, casts, layout ops, rope,
      kv_write) joins the group of one of its operands as an epilogue, provided each of its other
      operands is computed before that group starts (so no group ever waits on a later one);
@@ -37,8 +38,8 @@ from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 
 # Ops that need a launch of their own: each starts a group.
 ANCHORS: tuple[type[Operation], ...] = (
-    nn.LinearOp, nn.QLinearOp, nn.MatmulOp, nn.AttentionOp, nn.EmbeddingOp, nn.LastTokenOp, nn.SoftmaxOp,
-    nn.RMSNormOp, nn.LayerNormOp, t.ReduceSumOp, t.ReduceMeanOp, t.ReduceMaxOp,
+    nn.LinearOp, nn.QLinearOp, nn.Fp8LinearOp, nn.MatmulOp, nn.AttentionOp, nn.EmbeddingOp, nn.LastTokenOp,
+    nn.SoftmaxOp, nn.RMSNormOp, nn.LayerNormOp, t.ReduceSumOp, t.ReduceMeanOp, t.ReduceMaxOp,
 )
 PROLOGUES = (nn.RMSNormOp, nn.LayerNormOp)
 ELEMENTWISE = (
@@ -99,7 +100,7 @@ def _fuse_block(block: Block) -> None:
 
     prologue_of: dict[Operation, Operation] = {}
     for o in ops:
-        if isinstance(o, nn.LinearOp | nn.QLinearOp) and o.input.owner in index:
+        if isinstance(o, nn.LinearOp | nn.QLinearOp | nn.Fp8LinearOp) and o.input.owner in index:
             norm = o.input.owner
             kinds = PROLOGUES if isinstance(o, nn.LinearOp) else (nn.RMSNormOp,)
             if isinstance(norm, kinds) and len({u.operation for u in norm.results[0].uses}) == 1:

@@ -339,7 +339,8 @@ class CudaSession(DecoderSession):
         first = step.inputs[0] if step.inputs else None
         x = plan.buffers[first.name] if first is not None and first.kind == "buffer" else None
         flops_kind = cost.get("flops", "none")
-        if flops_kind in ("largest_weight", "largest_int4_weight", "two_largest_weights") and x is not None:
+        if flops_kind in ("largest_weight", "largest_int4_weight", "largest_fp8_weight", "two_largest_weights") \
+                and x is not None:
             # x's rows: batch, not batch x seq, in prefill_last's tail (the last tokens alone)
             rows = int(np.prod([eval_dim(d, env) for d in x.shape[:-1]]))
         weights = [self.weights[b.name][1] for b in step.inputs if b.kind == "weight"]
@@ -347,6 +348,8 @@ class CudaSession(DecoderSession):
             flops = 2 * rows * max(weights) // ITEM[i.dtype]
         elif flops_kind == "largest_int4_weight" and weights:  # packed codes: two weights a byte
             flops = 2 * rows * 2 * max(weights)
+        elif flops_kind == "largest_fp8_weight" and weights:  # E4M3 codes: a weight a byte
+            flops = 2 * rows * max(weights)
         elif flops_kind == "two_largest_weights":  # its two GEMMs' weights, the largest inputs (not the norm's scale)
             flops = 2 * rows * sum(sorted(weights)[-2:]) // ITEM[i.dtype]
         elif flops_kind == "queries_by_context" and x is not None:

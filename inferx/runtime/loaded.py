@@ -40,9 +40,10 @@ from inferx.runtime.manifest import Manifest, check_sizes, read_kernels
 from inferx.runtime.plan import Launch, bind, run
 from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 
-# numpy views of the stored weights; bf16 is stored as its 16 raw bits, i4 packed two to a byte
+# numpy views of the stored weights; bf16 is stored as its 16 raw bits, i4 packed two to a byte,
+# f8e4m3 as its bytes (kernels read them as uint8 and convert them themselves)
 NP_DTYPE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "i64": np.int64, "i8": np.int8,
-            "i4": np.uint8}
+            "i4": np.uint8, "f8e4m3": np.uint8}
 
 
 def stored_shape(shape: tuple[int, ...], dtype: str) -> tuple[int, ...]:

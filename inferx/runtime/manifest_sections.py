@@ -56,7 +56,8 @@ _BINDING_KINDS = ("arg", "buffer", "weight")
 _PARAM_KINDS = ("in", "out", "sym", "scratch")
 _ORIGINS = ("heuristic", "tuned", "borrowed")
 _COST_KV = ("seq", "context")
-_COST_FLOPS = ("none", "largest_weight", "largest_int4_weight", "two_largest_weights", "queries_by_context")
+_COST_FLOPS = ("none", "largest_weight", "largest_int4_weight", "largest_fp8_weight", "two_largest_weights",
+               "queries_by_context")
 # each cubin field's least and largest value (Hopper's shared memory, a warp count CUDA launches)
 _CUBIN_FIELDS = {
     "shared": (0, 1 << 20),

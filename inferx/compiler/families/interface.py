@@ -164,6 +164,7 @@ class KernelFamily:
         ``kv``: KV-cache positions read ("context") or written ("seq"); ``per_row``: inputs read a
         row per output row (a gather) and outputs counted twice; ``flops``: "none", "largest_weight" (2 x rows x
         the largest weight), "largest_int4_weight" (the same, its weight packed two to a byte),
+        "largest_fp8_weight" (the same, a byte a weight),
         "two_largest_weights" (2 x rows x the two largest weights) or
         "queries_by_context" (4 x q x context, plus 2 x rows x a projection's weight)."""
         return {"kv": "seq", "per_row": False, "flops": "none"}

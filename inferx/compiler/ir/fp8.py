@@ -60,3 +60,30 @@ def fp8_matmul(x: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.ndarr
 def dequantize(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """The float32 weight the codes stand for."""
     return np.asarray(codes, dtype=np.float32) * np.asarray(scales, dtype=np.float32)[:, None]
+
+
+def encode_e4m3(values: np.ndarray) -> np.ndarray:
+    """The E4M3 bytes (sign, 4 exponent bits biased by 7, 3 fraction bits) of float32 ``values``
+    that are E4M3 values (``round_f8e4m3``'s results): the layout PyTorch's ``float8_e4m3fn``
+    stores and FP8 wgmma reads. Exact; ValueError for a value that is not one."""
+    v = np.asarray(values, dtype=np.float32)
+    a = np.abs(v)
+    bits = a.view(np.uint32)
+    sub = a < np.float32(2.0**-6)
+    exp = np.where(sub, 0, (bits >> 23).astype(np.int64) - 120)
+    frac = np.where(sub, np.rint(a * 512.0).astype(np.int64), (bits >> 20).astype(np.int64) & 7)
+    out = ((v < 0) | (np.signbit(v) & (a == 0))).astype(np.uint8) << 7 | (exp << 3 | frac).astype(np.uint8)
+    if not (np.isfinite(v).all() and (exp <= 15).all() and (exp >= 0).all()
+            and np.array_equal(decode_e4m3(out), v, equal_nan=False)):
+        raise ValueError("values that are not E4M3 values cannot be stored as E4M3 bytes")
+    return out.astype(np.uint8)
+
+
+def decode_e4m3(codes: np.ndarray) -> np.ndarray:
+    """The float32 values of E4M3 bytes (``encode_e4m3``'s inverse; 0x7F and 0xFF, NaN, read as
+    NaN)."""
+    b = np.asarray(codes, dtype=np.uint8).astype(np.int64)
+    exp, frac = (b >> 3) & 15, b & 7
+    mag = np.where(exp == 0, frac / 512.0, (1.0 + frac / 8.0) * np.exp2(exp - 7.0))
+    mag = np.where((exp == 15) & (frac == 7), np.nan, mag)
+    return np.where(b & 128, -mag, mag).astype(np.float32)

@@ -50,8 +50,8 @@ def release_writes(em: Emitter) -> None:
 TL_DTYPE = {DType.f32: "tl.float32", DType.f16: "tl.float16", DType.bf16: "tl.bfloat16",
             DType.f8e4m3: "tl.float8e4nv", DType.i8: "tl.int8", DType.i32: "tl.int32",
             DType.i64: "tl.int64", DType.bool: "tl.int1"}
-# Pointer element types of a kernel's signature; i4 weights are read as their packed bytes.
-SIG_DTYPE = {DType.f32: "fp32", DType.f16: "fp16", DType.bf16: "bf16", DType.f8e4m3: "fp8e4nv",
+# Pointer element types of a kernel's signature; i4 and f8e4m3 weights are read as their bytes.
+SIG_DTYPE = {DType.f32: "fp32", DType.f16: "fp16", DType.bf16: "bf16", DType.f8e4m3: "u8",
              DType.i8: "i8", DType.i32: "i32", DType.i64: "i64", DType.bool: "i1", DType.i4: "u8"}
 
 UNARY: dict[type[Operation], str] = {

@@ -1,0 +1,306 @@
+"""The FP8 W8A8 GEMM template: ``y = x[..., K] @ W^T`` with ``W[N, K]`` held as E4M3 codes and one
+fp32 scale per output channel (``ix.fp8_linear``, numerics: ``inferx.compiler.ir.fp8``), after an
+optional RMSNorm of x, then any epilogue the tile emitter can express (residual add, activations,
+casts, reshape/transpose into heads, RoPE, KV-cache write, a gated ``act(gate) * up``).
+
+Applies to a kernel whose body starts with an ``ix.fp8_linear`` of kernel inputs, or with an
+``ix.rmsnorm`` of a kernel input feeding one. Each program computes a BM x BN tile of y on
+``tl.dot``, quantizing its rows of x per token as it reads them:
+
+1. with a norm, the rows' sums of squares over K (a pass over x's rows);
+2. the rows' largest magnitude of the linear's input x' (the norm's output rounded to x's dtype,
+   or x itself): the token scale ``sx = max|x'| / 448`` (1 for a row of zeros);
+3. the K loop: x' / sx rounded to E4M3 and the E4M3 codes of W into ``tl.dot`` (FP8 wgmma on the
+   GPU, fp32 sums), then the product times sx and the channel scales, the bias and the epilogue.
+
+The codes arrive as their bytes (uint8). On the GPU they are bitcast to ``tl.float8e4nv`` and x'
+/ sx is converted to it (round to nearest even; |x' / sx| <= 448 by construction). Triton's
+interpreter has no FP8 it can be trusted with, so there both are emulated exactly in fp32
+(``_E4M3_ROUND``, ``_E4M3_DECODE``) and the dot runs in fp32: the same values, summed in another
+order. The passes over x re-read rows the K loop reads again (from L2); a producer that writes
+x quantized is the faster form, not built yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import BlockArgument, SSAValue
+
+from inferx.compiler.families.common.rope import (
+    hoisted_rope,
+    pairing,
+    partner_expr,
+    partner_swap,
+    rope_regions,
+    rope_row_inputs,
+)
+from inferx.compiler.families.common.rows import gated_split, norm_scale
+from inferx.compiler.families.common.source import module_source
+from inferx.compiler.families.common.tile import TL_DTYPE, Emitter, Tile
+from inferx.compiler.families.interface import ScheduleError, check_warps_stages, pow2
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.fp8 import FP8_MAX
+from inferx.compiler.ir.ops_base import get_float
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.types import DType, TensorType
+from inferx.runtime.kernel_source import KernelSource
+
+TEMPLATE = "fp8gemm"
+FIELDS = ("bm", "bn", "bk", "num_warps", "num_stages")
+
+
+@dataclass(frozen=True)
+class Fp8GemmSchedule:
+    """A BM x BN output tile per program, K in steps of BK (BK divides K)."""
+
+    bm: int
+    bn: int
+    bk: int
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def to_dict(self) -> dict[str, int]:
+        return {f: getattr(self, f) for f in FIELDS}
+
+
+def fp8gemm_schedule(d: dict[str, int]) -> Fp8GemmSchedule:
+    """The schedule a dict names; ScheduleError naming the rule it breaks: exactly FIELDS; bm, bn,
+    bk powers of two, bm and bn 16..256 (tl.dot's least M and N; a TMA box's most), bk 32..256
+    (FP8 wgmma steps K by 32); 1, 2, 4, 8 or 16 warps; 1 to 8 stages."""
+    if set(d) != set(FIELDS):
+        raise ScheduleError(f"fp8gemm schedule fields must be {list(FIELDS)}, got {sorted(d)}")
+    s = Fp8GemmSchedule(**{k: d[k] for k in FIELDS})
+    if not all(pow2(v) for v in (s.bm, s.bn, s.bk)):
+        raise ScheduleError(f"bm, bn and bk must be powers of two: {s}")
+    if not (16 <= s.bm <= 256 and 16 <= s.bn <= 256 and 32 <= s.bk <= 256):
+        raise ScheduleError(f"bm and bn must be 16..256, bk 32..256: {s}")
+    check_warps_stages(s)
+    return s
+
+
+def prologue_of(kernel: KernelOp) -> nn.RMSNormOp | None:
+    """The RMSNorm the kernel's linear reads, when the body starts with one."""
+    ops = list(kernel.body.block.ops)
+    first = ops[0]
+    if isinstance(first, nn.RMSNormOp) and len(ops) > 1 and isinstance(ops[1], nn.Fp8LinearOp) \
+            and ops[1].input == first.result:
+        return first
+    return None
+
+
+def linear_of(kernel: KernelOp) -> nn.Fp8LinearOp:
+    ops = list(kernel.body.block.ops)
+    op = ops[1] if prologue_of(kernel) is not None else ops[0]
+    assert isinstance(op, nn.Fp8LinearOp)
+    return op
+
+
+def applies(kernel: KernelOp) -> str | None:
+    """None if this template implements the kernel, else the reason it does not."""
+    norm = prologue_of(kernel)
+    op = kernel.body.block.first_op if norm is None else norm.next_op
+    if not isinstance(op, nn.Fp8LinearOp):
+        return "the body does not start with an fp8_linear (or an rmsnorm feeding one)"
+    direct = [v for v in op.operands if norm is None or v != norm.result]
+    if norm is not None:
+        direct += list(norm.operands)
+    if not all(isinstance(v, BlockArgument) for v in direct):
+        return "the fp8_linear's (and its norm's) operands are not all kernel inputs"
+    x_t, y_t = op.input.type, op.result.type
+    assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
+    if not isinstance(x_t.shape[-1], int) or not isinstance(y_t.shape[-1], int):
+        return "K and N must be static"
+    return None
+
+
+def decode_rows(kernel: KernelOp) -> bool:
+    """The kernel's rows are a batch of single tokens (no ``seq`` among them)."""
+    x_t = linear_of(kernel).input.type
+    assert isinstance(x_t, TensorType)
+    return "seq" not in sy.symbols_of(sy.product(x_t.shape[:-1]))
+
+
+def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> Fp8GemmSchedule:
+    """BK: the largest of 128, 64, 32 dividing K. The cpu target (Triton's interpreter, a Python
+    step per program and K step): 16 x 64 tiles for decode, 64 x 64 for prompts. sm_90: 16 x 64
+    tiles for decode rows on 4 warps, 4 stages; 128 x 128 tiles for prompts on 8 warps (two
+    warpgroups of FP8 wgmma), 3 stages. Untuned: first schedules, not measured yet."""
+    op = linear_of(kernel)
+    k = op.input.type.shape[-1]  # type: ignore[attr-defined]
+    n = op.result.type.shape[-1]  # type: ignore[attr-defined]
+    bk = next((b for b in (128, 64, 32) if isinstance(k, int) and k % b == 0), 32)
+    bn = 64 if not isinstance(n, int) or n >= 64 else 32 if n >= 32 else 16
+    decode = decode_rows(kernel)
+    if target == "cpu":
+        return Fp8GemmSchedule(16 if decode else 64, bn, min(bk, 64) if k % 64 == 0 else bk)
+    if decode:
+        return Fp8GemmSchedule(16, bn, bk, num_warps=4, num_stages=4)
+    return Fp8GemmSchedule(128, 128 if isinstance(n, int) and n >= 128 else bn, bk, num_warps=8, num_stages=3)
+
+
+# fp32 x (|x| <= 448) rounded to the nearest E4M3 value, ties to even, in fp32 arithmetic: a
+# normal keeps 3 fraction bits (integer rounding of its bits), a subnormal (below 2^-6) is a
+# multiple of 2^-9 (adding 2^23 rounds an fp32 to an integer, ties to even).
+_E4M3_ROUND = """\
+fb = tl.abs({v}).to(tl.int32, bitcast=True)
+fn = (((fb + 0x7FFFF + ((fb >> 20) & 1)) >> 20) << 20).to(tl.float32, bitcast=True)
+fs = ((tl.abs({v}) * 512.0 + 8388608.0) - 8388608.0) * 0.001953125
+fr = tl.minimum(tl.where(tl.abs({v}) < 0.015625, fs, fn), 448.0)
+{out} = tl.where({v} < 0, -fr, fr)"""
+
+# E4M3 bytes (sign, 4 exponent bits biased by 7, 3 fraction bits) as fp32 values.
+_E4M3_DECODE = """\
+ci = {b}.to(tl.int32)
+ce = (ci >> 3) & 15
+cv = tl.where(ce == 0, (ci & 7).to(tl.float32) * 0.001953125,
+              (((ce + 120) << 23) | ((ci & 7) << 20)).to(tl.float32, bitcast=True))
+{out} = tl.where((ci & 128) != 0, -cv, cv)"""
+
+
+def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSource:
+    """The kernel's Triton source under ``schedule``; CodegenError where BK does not divide K."""
+    sched = schedule
+    em = Emitter(kernel, name)
+    norm = prologue_of(kernel)
+    f = linear_of(kernel)
+    x_t, y_t = f.input.type, f.result.type
+    assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
+    k_dim, n_dim = x_t.shape[-1], y_t.shape[-1]
+    assert isinstance(k_dim, int) and isinstance(n_dim, int)
+    if k_dim % sched.bk:
+        raise em.error(f, f"BK {sched.bk} must divide K = {k_dim}: {sched}")
+    ops = list(kernel.body.block.ops)
+    epilogue = ops[2 if norm is not None else 1:]
+    regions = rope_regions(em, f, epilogue)
+    partner = partner_expr(regions)
+    paired = pairing(regions, sched.bn) if partner else None
+    gated = gated_split(f, epilogue)  # type: ignore[arg-type]
+    if gated and partner:
+        raise em.error(f, "RoPE on a gated split is not generated")
+    n_tile = n_dim // 2 if gated else n_dim
+    if gated:
+        epilogue = [o for o in epilogue if o not in gated.ops]
+    x_ptr = f"in{_idx(norm.input if norm is not None else f.input)}"
+    codes, scales = f"in{_idx(f.codes)}", f"in{_idx(f.scales)}"
+    g = norm_scale(kernel, norm) if norm is not None else None
+    rows = em.dim(sy.product(x_t.shape[:-1]))
+    e = em.emit
+    e("pid_m = tl.program_id(0)")
+    e("pid_n = tl.program_id(1)")
+    e("r = pid_m * BM + tl.arange(0, BM)")
+    if paired and paired != "t":
+        e("t = pid_n * BN + tl.arange(0, BN)")
+        e(f"c = {paired}")
+    else:
+        e("c = pid_n * BN + tl.arange(0, BN)")
+    e(f"M = {rows}")
+    e("rm = r < M")
+    e(f"cn = c < {n_tile}")
+    first = "c"
+    second: tuple[tuple[str, str], ...] = ()
+    if gated and gated.pairs:  # interleaved rows: gate row j at 2j, up row j at 2j + 1
+        e("gc = 2 * c")
+        e("pc = gc + 1")
+        first, second = "gc", (("pc", "accp"),)
+    elif gated:
+        e(f"pc = c + {n_tile}")
+        second = (("pc", "accp"),)
+    elif partner and not paired:
+        e(f"pc = c + {partner}")
+        second = (("pc", "accp"),)
+    pairs = ((first, "acc"), *second)
+    e("kk = tl.arange(0, BK)")
+    load_x = f"tl.load({x_ptr} + r[:, None] * {k_dim} + (k0 + kk)[None, :], mask=rm[:, None], other=0).to(tl.float32)"
+    if norm is not None:  # 1. the rows' sums of squares, for the norm's scale
+        e("ss = tl.zeros((BM,), dtype=tl.float32)")
+        e(f"for k0 in range(0, {k_dim}, BK):")
+        e(f"    a = {load_x}")
+        e("    ss += tl.sum(a * a, 1)")
+        e(f"rstd = tl.sqrt(ss / {k_dim} + {get_float(norm.attributes, 'eps')!r})")
+
+    def linear_input() -> None:
+        """``a``: the linear's input at step k0 (the norm's output rounded to x's dtype)."""
+        e(f"a = {load_x}")
+        if norm is not None:
+            e("a = a / rstd[:, None]")
+            if g is not None:
+                e(f"a = a * tl.load(in{_idx(g)} + k0 + kk).to(tl.float32)[None, :]")
+            if x_t.dtype is not DType.f32:
+                e(f"a = a.to({TL_DTYPE[x_t.dtype]}).to(tl.float32)")
+
+    # 2. the token scale
+    e("amax = tl.zeros((BM,), dtype=tl.float32)")
+    e(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+    linear_input()
+    e("amax = tl.maximum(amax, tl.max(tl.abs(a), 1))")
+    em.indent -= 1
+    e(f"sx = tl.where(amax > 0, amax / {FP8_MAX!r}, 1.0)")
+    # 3. the K loop on E4M3 operands
+    for _, acc in pairs:
+        e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
+    e(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+    linear_input()
+    e("a = a / sx[:, None]")
+    e("if ON_GPU:")
+    e("    aq = a.to(tl.float8e4nv)")
+    e("else:")
+    em.indent += 1
+    for line in _E4M3_ROUND.format(v="a", out="aq").splitlines():
+        e(line)
+    em.indent -= 1
+    for cols, acc in pairs:
+        e(f"wb = tl.load({codes} + {cols}[:, None] * {k_dim} + (k0 + kk)[None, :], mask=cn[:, None], other=0)")
+        e("if ON_GPU:")
+        e(f"    {acc} = tl.dot(aq, tl.trans(wb.to(tl.float8e4nv, bitcast=True)), {acc})")
+        e("else:")
+        em.indent += 1
+        for line in _E4M3_DECODE.format(b="wb", out="wf").splitlines():
+            e(line)
+        e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
+        em.indent -= 1
+    em.indent -= 1
+    for cols, acc in pairs:
+        e(f"{acc} = {acc} * sx[:, None] * tl.load({scales} + {cols}, mask=cn, other=0)[None, :]")
+    if f.bias is not None:
+        for cols, acc in pairs:
+            e(f"{acc} += tl.load(in{_idx(f.bias)} + {cols}, mask=cn, other=0).to(tl.float32)[None, :]")
+    if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
+        e(partner_swap(regions, sched.bn))
+    row_inputs = rope_row_inputs(epilogue, list(x_t.shape[:-1]))
+    for v in row_inputs:
+        e(f"row{_idx(v)} = tl.load(in{_idx(v)} + r, mask=rm, other=0)")
+    hoisted = hoisted_rope(em, epilogue, regions, row_inputs, fast=True) if paired else None
+    lead = em.unravel("r[:, None]", y_t.shape[:-1])
+    for v in row_inputs:
+        em.row_values[v] = (f"row{_idx(v)}[:, None]", list(lead))
+    if hoisted is not None:
+        em.applied.update(hoisted)
+    mask = "(rm[:, None] & cn[None, :])"
+    if gated:
+        for acc, res in zip(("acc", "accp"), gated.results, strict=True):
+            em.values[res] = Tile(acc, [*lead, "c[None, :]"], mask, res.type)  # type: ignore[arg-type]
+    em.values[f.result] = Tile("acc", [*lead, "c[None, :]"], mask, y_t, "accp" if partner else None)
+    em.run_epilogue(epilogue)
+    params = em.params()
+    constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
+    args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
+    return KernelSource(
+        name=name,
+        template=TEMPLATE,
+        source=module_source(name, args, em.lines),
+        params=tuple(params),
+        grid=(f"cdiv({rows}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})"),
+        constexprs=constexprs,
+        aliases=em.aliases,
+        num_warps=sched.num_warps,
+        num_stages=sched.num_stages,
+    )
+
+
+def _idx(v: SSAValue) -> int:
+    assert isinstance(v, BlockArgument)
+    return v.index
