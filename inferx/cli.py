@@ -674,8 +674,8 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
     "--quant",
     default=None,
     metavar="SCHEME",
-    help="Also compile and time an artifact whose layers' linears are int4 under SCHEME (e.g. int4-g128), "
-    "beside the bf16 one in the same process.",
+    help="Also compile and time an artifact whose layers' linears are int4 under SCHEME (e.g. int4-g128) or "
+    "FP8 (fp8), beside the bf16 one in the same process.",
 )
 @click.option("--quant-head/--no-quant-head", default=False, show_default=True,
               help="With --quant, the int4 artifact's LM head in int4 too.")

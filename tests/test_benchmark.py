@@ -18,7 +18,15 @@ from inferx.benchmark import report
 from inferx.benchmark.floor import LaunchFloor, fit
 from inferx.benchmark.llama import PlainLlama
 from inferx.benchmark.main import BenchError, check_device, int_list, options
-from inferx.benchmark.roofline import Ceilings, Dims, decode_bytes, int4_weight_bytes, prefill_bytes, prefill_flops
+from inferx.benchmark.roofline import (
+    Ceilings,
+    Dims,
+    decode_bytes,
+    fp8_weight_bytes,
+    int4_weight_bytes,
+    prefill_bytes,
+    prefill_flops,
+)
 from inferx.benchmark.run import BenchOptions, Hooks, compile_settings, run_bench
 from inferx.benchmark.shapes import make_config, make_model
 from inferx.cli import main
@@ -192,6 +200,27 @@ def test_int4_rows_and_table() -> None:
     assert "int4 ms" in lines[0] and "int4 vs bf16" in lines[0] and "2.50x" in lines[1]
 
 
+def test_fp8_rows_and_table() -> None:
+    """An FP8 artifact's measurement (``--quant fp8``): its columns named fp8, its roofline from a
+    byte a weight (and a 4-byte scale an output channel): between int4's and bf16's."""
+    ms = [report.measurement("decode", 1, 1, 512, "inferx", [4.0]),
+          report.measurement("decode", 1, 1, 512, "inferx-fp8", [2.5])]
+    dims = Dims.of(make_config("8b"))
+    quant = report.QuantBytes(0, True, False, kind="fp8")
+    (row,) = report.config_rows(ms, dims, Ceilings(4e12, 8e14), quant=quant)
+    assert row["fp8_ms"] == 2.5 and row["fp8_speedup"] == pytest.approx(1.6) and "int4_ms" not in row
+    w = fp8_weight_bytes(dims, head=False)
+    layers = dims.layers * (dims.layer_params() - 2 * dims.hidden)
+    assert layers < w < layers * 1.01 + dims.vocab * dims.hidden * 2 + dims.hidden * (2 * dims.layers + 1) * 2
+    assert row["fp8_roofline_ms"] == pytest.approx(decode_bytes(dims, 1, 512, weights=w)["total"] / 4e9)
+    assert row["roofline_ms"] / 2.2 < row["fp8_roofline_ms"] < row["roofline_ms"] / 1.5
+    lines = report.shape_table([row])
+    assert "fp8 ms" in lines[0] and "fp8 vs bf16" in lines[0] and "1.60x" in lines[1]
+    assert BenchOptions(quant="fp8").quant == "fp8"
+    with pytest.raises(ValueError, match="and fp8"):
+        BenchOptions(quant="fp16")
+
+
 def test_tables_and_atomic_json(tmp_path: Path) -> None:
     lines = report.shape_table(_rows())
     assert lines[0].split()[:3] == ["config", "InferX", "ms"]
@@ -311,6 +340,15 @@ def test_run_flow_with_a_faked_session(tmp_path: Path, monkeypatch: pytest.Monke
     text = report.render(results)
     assert "InferX int4 kernels, decode b2 ctx8" in text and "int4 vs bf16" in text
     assert "the LM head int4 too" in text
+    # --quant fp8: the same, its columns, tables and impl named fp8
+    results = run_bench(replace(q_opts, quant="fp8", quant_head=False), Hooks(compile=quant_compile, load=load),
+                        lines.append)
+    assert schemes[-1] == "fp8"
+    shape = results["shapes"][0]
+    assert {m["impl"] for m in shape["measurements"]} >= {"inferx", "inferx-fp8"}
+    assert all(r["fp8_ms"] is not None and r["fp8_roofline_ms"] <= r["roofline_ms"] for r in shape["rows"])
+    text = report.render(results)
+    assert "InferX fp8 kernels, decode b2 ctx8" in text and "fp8 vs bf16" in text and "the LM head bf16" in text
 
 
 # --- options and the CLI ------------------------------------------------------------------------

@@ -12,7 +12,8 @@ config with the roofline beside them:
 
 With an int4 artifact ("inferx-int4", ``bench --quant``): ``int4_ms``, ``int4_speedup`` = InferX
 bf16 ms / int4 ms, and ``int4_roofline_ms``, the floor with the weights' int4 bytes
-(``roofline.int4_weight_bytes``), with ``int4_fraction`` = that floor / int4 ms.
+(``roofline.int4_weight_bytes``), with ``int4_fraction`` = that floor / int4 ms. With an FP8 one
+(``--quant fp8``, "inferx-fp8") the same columns named ``fp8_*`` (``roofline.fp8_weight_bytes``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from inferx.benchmark.roofline import (
     Dims,
     decode_bytes,
     decode_flops,
+    fp8_weight_bytes,
     int4_weight_bytes,
     prefill_bytes,
     prefill_flops,
@@ -41,14 +43,21 @@ PEERS = ("eager", "hf", "compile")
 QUANT_IMPL = "inferx-int4"
 
 
+def quant_kind(quant: str | None) -> str:
+    """"fp8" for ``--quant fp8``, else "int4": the prefix of the quantized artifact's columns
+    (``int4_ms``, ``fp8_ms``, ...), kernel tables and impl name (``inferx-int4``, ``inferx-fp8``)."""
+    return "fp8" if quant == "fp8" else "int4"
+
+
 @dataclass(frozen=True)
 class QuantBytes:
-    """What an int4 artifact's weights take: the scheme's group, whether it is symmetric, and
-    whether its LM head is int4 too."""
+    """What a quantized artifact's weights take: int4 (the scheme's group, whether it is
+    symmetric) or fp8 (``kind``), and whether its LM head is quantized too."""
 
     group: int
     symmetric: bool
     head: bool
+    kind: str = "int4"
 
 
 def measurement(entry: str, batch: int, seq: int, context: int, impl: str, samples_ms: Sequence[float] | None = None,
@@ -84,10 +93,12 @@ def config_rows(measurements: Iterable[Mapping[str, Any]], dims: Dims, ceilings:
             nbytes, flops = prefill_bytes(dims, batch, seq, last=last)["total"], prefill_flops(dims, batch, seq, last)
             roof = ceilings.prefill_ms(dims, batch, seq, last)
         ms = {impl: m.get("median_ms") for impl, m in by_impl.items()}
-        q_ms = ms.get(QUANT_IMPL)
+        kind = quant.kind if quant is not None else "int4"
+        q_ms = ms.get(f"inferx-{kind}")
         q_roof = None
         if quant is not None:
-            w = int4_weight_bytes(dims, quant.group, quant.symmetric, quant.head)
+            w = (fp8_weight_bytes(dims, quant.head) if kind == "fp8"
+                 else int4_weight_bytes(dims, quant.group, quant.symmetric, quant.head))
             q_roof = (ceilings.decode_ms(dims, batch, context, weights=w) if entry == "decode"
                       else ceilings.prefill_ms(dims, batch, seq, entry == "prefill_last", weights=w))
         compiled = {impl: t for impl, t in ms.items() if impl.startswith("compile:") and t is not None}
@@ -101,8 +112,8 @@ def config_rows(measurements: Iterable[Mapping[str, Any]], dims: Dims, ceilings:
             "eager_ms": ms.get("eager"), "hf_ms": ms.get("hf"),
             "compile_ms": compiled[best] if best else None, "compile_mode": best.split(":", 1)[1] if best else None,
             "speedup_vs_compile": compiled[best] / ix if best and ix else None,
-            "int4_ms": q_ms, "int4_speedup": ix / q_ms if ix and q_ms else None, "int4_roofline_ms": q_roof,
-            "int4_fraction": q_roof / q_ms if q_roof and q_ms else None,
+            f"{kind}_ms": q_ms, f"{kind}_speedup": ix / q_ms if ix and q_ms else None, f"{kind}_roofline_ms": q_roof,
+            f"{kind}_fraction": q_roof / q_ms if q_roof and q_ms else None,
             "errors": {impl: m["error"] for impl, m in by_impl.items() if "error" in m},
         })
     return rows
@@ -128,9 +139,11 @@ def config_label(row: Mapping[str, Any]) -> str:
 
 def shape_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The per-shape table: InferX beside its roofline and its peers (times in ms per step)."""
-    int4 = any(r.get("int4_ms") is not None or r.get("int4_roofline_ms") is not None for r in rows)
+    kind = next((k for k in ("int4", "fp8") for r in rows
+                 if r.get(f"{k}_ms") is not None or r.get(f"{k}_roofline_ms") is not None), None)
     out = [["config", "InferX ms", "tokens/s", "% roofline", "vs compile", "compile ms", "mode", "eager ms", "hf ms",
-            "roofline ms"] + (["int4 ms", "int4 vs bf16", "int4 % roofline", "int4 roofline ms"] if int4 else [])]
+            "roofline ms"] + ([f"{kind} ms", f"{kind} vs bf16", f"{kind} % roofline", f"{kind} roofline ms"]
+                              if kind else [])]
     for r in rows:
         frac, speed = r["fraction_of_roofline"], r["speedup_vs_compile"]
         out.append([config_label(r), _ms(r["inferx_ms"]),
@@ -138,10 +151,10 @@ def shape_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                     "-" if frac is None else f"{frac:.0%}", "-" if speed is None else f"{speed:.2f}x",
                     _ms(r["compile_ms"]), r["compile_mode"] or "-", _ms(r["eager_ms"]), _ms(r["hf_ms"]),
                     _ms(r["roofline_ms"])])
-        if int4:
-            q_speed, q_frac = r.get("int4_speedup"), r.get("int4_fraction")
-            out[-1] += [_ms(r.get("int4_ms")), "-" if q_speed is None else f"{q_speed:.2f}x",
-                        "-" if q_frac is None else f"{q_frac:.0%}", _ms(r.get("int4_roofline_ms"))]
+        if kind:
+            q_speed, q_frac = r.get(f"{kind}_speedup"), r.get(f"{kind}_fraction")
+            out[-1] += [_ms(r.get(f"{kind}_ms")), "-" if q_speed is None else f"{q_speed:.2f}x",
+                        "-" if q_frac is None else f"{q_frac:.0%}", _ms(r.get(f"{kind}_roofline_ms"))]
     return table(out)
 
 
@@ -195,13 +208,14 @@ def render(results: Mapping[str, Any]) -> str:
     compiled = [flag for flag in COMPILE_FLAGS if opts.get(flag)]
     if compiled:
         lines.append(f"InferX compiled with {', '.join('--' + f.replace('_', '-') for f in compiled)}")
+    kind = quant_kind(opts.get("quant"))
     if opts.get("quant"):
-        head = "int4 too" if opts.get("quant_head") else "bf16"
-        lines.append(f"InferX int4: every layer's linears {opts['quant']} (round-to-nearest), the LM head {head}")
+        head = f"{kind} too" if opts.get("quant_head") else "bf16"
+        lines.append(f"InferX {kind}: every layer's linears {opts['quant']} (round-to-nearest), the LM head {head}")
     for s in results["shapes"]:
         lines += ["", f"== {s['name']} ({s['shape']}) =="]
         lines += shape_table(s["rows"])
-        for prefix, name in (("", "InferX"), ("int4_", "InferX int4")):
+        for prefix, name in (("", "InferX"), (f"{kind}_", f"InferX {kind}")):
             for key in ("kernels", "kernels_large"):
                 if s.get(prefix + key):
                     kc = s[f"{prefix}{key}_config"]

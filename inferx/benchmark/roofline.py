@@ -74,6 +74,18 @@ def int4_weight_bytes(dims: Dims, group: int, symmetric: bool, head: bool, elem:
     return round(layers * per + norms * elem + lm_head * (per if head else elem))
 
 
+def fp8_weight_bytes(dims: Dims, head: bool, elem: int = 2) -> int:
+    """Bytes of the weights a step reads when every layer's matrices (and with ``head`` the LM
+    head) are FP8: a byte per weight and a 4-byte scale per output channel; norms (and a float LM
+    head) stay ``elem`` bytes."""
+    layers = dims.layers * (dims.layer_params() - 2 * dims.hidden)
+    # output channels of q, k, v, o, gate, up, down
+    rows = dims.layers * ((dims.heads + 2 * dims.kv_heads) * dims.head_dim + 2 * dims.hidden + 2 * dims.intermediate)
+    lm_head = dims.vocab * dims.hidden
+    norms = dims.layers * 2 * dims.hidden + dims.hidden
+    return round(layers + 4 * rows + norms * elem + (lm_head + 4 * dims.vocab if head else lm_head * elem))
+
+
 def decode_bytes(dims: Dims, batch: int, context: int, elem: int = 2, weights: int | None = None) -> dict[str, int]:
     """Bytes one decode step must move, by part (see the module docstring); ``total`` sums them.
     ``weights``: the weights' bytes where they are not ``elem`` bytes each (``int4_weight_bytes``)."""

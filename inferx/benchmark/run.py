@@ -75,8 +75,10 @@ class BenchOptions:
     fuse_mlp: bool = False  # compiled with each decode layer's MLP as one kernel (batches up to 8)
     fuse_attention_o: bool = False  # and/or its attention and o projection as one (batches up to 8)
     prefill_last: bool = False  # each prefill also timed returning the last token's logits alone
-    quant: str | None = None  # an int4 scheme: a second InferX artifact with int4 linears, timed as "inferx-int4"
-    quant_head: bool = False  # ... its LM head in int4 too
+    # an int4 scheme or "fp8": a second InferX artifact with quantized linears, timed as "inferx-int4"
+    # or "inferx-fp8"
+    quant: str | None = None
+    quant_head: bool = False  # ... its LM head quantized too
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -89,14 +91,14 @@ class BenchOptions:
             raise ValueError("batches, contexts, prefill lengths and --iters must be positive, --warmup not negative")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"unknown device {self.device!r}: use cuda or cpu")
-        if self.quant is not None:
+        if self.quant is not None and self.quant != "fp8":
             from inferx.compiler.ir.quant import SchemeError, parse_scheme
 
             try:
                 parse_scheme(self.quant)
             except SchemeError:
                 raise ValueError(f"unknown quant scheme {self.quant!r}: the schemes are int4-g128, int4-g64 and "
-                                 "int4-g32, each optionally with -sym") from None
+                                 "int4-g32, each optionally with -sym, and fp8") from None
         elif self.quant_head:
             raise ValueError("--quant-head needs --quant SCHEME")
 
@@ -245,6 +247,8 @@ def run_shape(shape: str, opts: BenchOptions, ceilings: Ceilings, hooks: Hooks,
 def _quant_bytes(opts: BenchOptions) -> report.QuantBytes | None:
     if opts.quant is None:
         return None
+    if opts.quant == "fp8":
+        return report.QuantBytes(group=0, symmetric=True, head=opts.quant_head, kind="fp8")
     from inferx.compiler.ir.quant import parse_scheme
 
     scheme = parse_scheme(opts.quant)
@@ -276,7 +280,8 @@ def _variants(opts: BenchOptions) -> list[tuple[str, str | None, str, str]]:
     out: list[tuple[str, str | None, str, str]] = [("inferx", None, "artifact", "")]
     if opts.quant is not None:
         name = f"artifact-{opts.quant}{'-head' if opts.quant_head else ''}"
-        out.append((report.QUANT_IMPL, opts.quant, name, "int4_"))
+        kind = report.quant_kind(opts.quant)
+        out.append((f"inferx-{kind}", opts.quant, name, f"{kind}_"))
     return out
 
 
@@ -302,7 +307,7 @@ def _artifact_session(shape: str, model: Any, opts: BenchOptions, workdir: Path,
     ckpt, art = workdir / "checkpoint", workdir / art_name
     marker = workdir / f"{art_name}.complete"
     settings = compile_settings(opts, quant)
-    what = f"int4 ({quant}{', LM head too' if opts.quant_head else ''})" if quant else "bf16"
+    what = f"{report.quant_kind(quant)} ({quant}{', LM head too' if opts.quant_head else ''})" if quant else "bf16"
     suffix = f"_{quant}" if quant else ""
     try:
         kept = marker.read_text() if marker.is_file() else None
