@@ -59,9 +59,10 @@ def test_unknown_family_is_refused_with_the_names() -> None:
 
 def test_tunable_families_are_the_scheduled_ones() -> None:
     """Every family with a schedule is tuned, except dequant, whose schedule only says whether its
-    row bucket's launch runs."""
+    row bucket's launch runs, and fp8gemm, whose kernels run their heuristic's schedules until it
+    has a task, a space and a cost model."""
     scheduled = {f.name for f in families() if f.schedule_type is not None}
-    assert {f.name for f in tunable()} == scheduled - {"dequant"}
+    assert {f.name for f in tunable()} == scheduled - {"dequant", "fp8gemm"}
 
 
 @pytest.mark.parametrize("name", [f.name for f in families()])
