@@ -301,33 +301,35 @@ def test_qgemm_norm_prologue_and_gated_epilogue(sched: tuple[int, int, int], dty
     assert err <= tol, f"max abs error {err:.3g} > {tol:.3g}\n{repro}"
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-def test_gpu_schedules_match_in_the_interpreter(model: T.LlamaForCausalLM, batch: int, tmp_path: Path) -> None:
-    """The sm_90 heuristic's schedules (GEMV mode for one decode row, its loads a step ahead; the
-    dot path with split-K for a decode batch, whose last program of each tile runs the epilogue:
-    RoPE and the KV write, the gated product, the residual; the dot path for prefill) on a cpu
-    artifact (``schedules="sm_90"``), against the reference session."""
+def test_gpu_schedules_match_in_the_interpreter(model: T.LlamaForCausalLM, tmp_path: Path) -> None:
+    """The sm_90 heuristic's schedules on a cpu artifact (``schedules="sm_90"``) against the
+    reference session, one sequence and three: GEMV mode for one decode row (its loads a step
+    ahead), the dot path with split-K for the batch bucket of 4 (the last program of each tile
+    runs the epilogue: RoPE and the KV write, the gated product, the residual), the dot path for
+    prefill."""
     program = _quantized(model, "int4-g32")
     path = inferx.compile(program, target="cpu", schedules="sm_90", output=tmp_path / "a",
-                          max_seq_len=MAX_SEQ_LEN, max_batch=batch)
+                          max_seq_len=MAX_SEQ_LEN, max_batch=3)
     sources = [p.read_text() for p in (path / "kernels").glob("qgemm_*.py")]
     assert any("acc3 = tl.fma(" in s and "b0_n = tl.load(" in s for s in sources)
     assert any("tl.dot(" in s for s in sources)
     # the q|k|v GEMV's tiles hold RoPE partners: the partner accumulator is a swap of halves
     assert any("acc3 = tl.fma(" in s and "accp = tl.reshape(tl.flip(" in s for s in sources)
+    # q|k|v, o and gate|up of the batch bucket (down's K of 96 is three steps: no split)
     split = [s for s in sources if "pid_k = tl.program_id(2)" in s]
-    if batch > 1:  # q|k|v, o and gate|up of the batch bucket (down's K of 96 is three steps: no split)
-        assert len(split) >= 3 and any("accp" in s for s in split), len(split)
-    repro = f"repro: pytest tests/test_qgemm.py -k 'gpu_schedules and {batch}'"
+    assert len(split) >= 3 and any("accp" in s for s in split), len(split)
     cpu = inferx.load(path, device="cpu")
-    ref = program.reference_session(max_batch=batch, max_context=MAX_SEQ_LEN)
-    ids = np.array([PROMPT[i:] + PROMPT[:i] for i in range(batch)])
-    want = ref.prefill(ids)
-    _assert_close(cpu.prefill(ids), want, "prefill logits", repro)
-    for _ in range(2):
-        tok = np.asarray(want)[:, -1].argmax(-1)[:, None]
-        want = ref.decode(tok)
-        _assert_close(cpu.decode(tok), want, "decode logits", repro)
+    for batch in (1, 3):
+        repro = f"repro: pytest tests/test_qgemm.py -k gpu_schedules (batch {batch})"
+        ref = program.reference_session(max_batch=batch, max_context=MAX_SEQ_LEN)
+        cpu.reset()
+        ids = np.array([PROMPT[i:] + PROMPT[:i] for i in range(batch)])
+        want = ref.prefill(ids)
+        _assert_close(cpu.prefill(ids), want, "prefill logits", repro)
+        for _ in range(2):
+            tok = np.asarray(want)[:, -1].argmax(-1)[:, None]
+            want = ref.decode(tok)
+            _assert_close(cpu.decode(tok), want, "decode logits", repro)
 
 
 def test_column_scales_reach_the_kernels(model: T.LlamaForCausalLM, tmp_path: Path) -> None:

@@ -27,17 +27,17 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from inferx.compiler.families.common.rope import (
-    hoisted_rope,
-    pairing,
-    partner_expr,
-    partner_swap,
-    rope_regions,
-    rope_row_inputs,
+from inferx.compiler.families.common.linear_tile import (
+    bind_tile_results,
+    emit_tile_columns,
+    linear_applies,
+    linear_op,
+    linear_prologue,
+    tile_layout,
 )
-from inferx.compiler.families.common.rows import gated_split, norm_scale
+from inferx.compiler.families.common.rows import norm_scale
 from inferx.compiler.families.common.source import module_source
-from inferx.compiler.families.common.tile import TL_DTYPE, Emitter, Tile
+from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
 from inferx.compiler.families.interface import ScheduleError, check_warps_stages, pow2
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
@@ -82,37 +82,16 @@ def fp8gemm_schedule(d: dict[str, int]) -> Fp8GemmSchedule:
 
 def prologue_of(kernel: KernelOp) -> nn.RMSNormOp | None:
     """The RMSNorm the kernel's linear reads, when the body starts with one."""
-    ops = list(kernel.body.block.ops)
-    first = ops[0]
-    if isinstance(first, nn.RMSNormOp) and len(ops) > 1 and isinstance(ops[1], nn.Fp8LinearOp) \
-            and ops[1].input == first.result:
-        return first
-    return None
+    return linear_prologue(kernel, nn.Fp8LinearOp, (nn.RMSNormOp,))  # type: ignore[return-value]
 
 
 def linear_of(kernel: KernelOp) -> nn.Fp8LinearOp:
-    ops = list(kernel.body.block.ops)
-    op = ops[1] if prologue_of(kernel) is not None else ops[0]
-    assert isinstance(op, nn.Fp8LinearOp)
-    return op
+    return linear_op(kernel, nn.Fp8LinearOp, (nn.RMSNormOp,))  # type: ignore[return-value]
 
 
 def applies(kernel: KernelOp) -> str | None:
     """None if this template implements the kernel, else the reason it does not."""
-    norm = prologue_of(kernel)
-    op = kernel.body.block.first_op if norm is None else norm.next_op
-    if not isinstance(op, nn.Fp8LinearOp):
-        return "the body does not start with an fp8_linear (or an rmsnorm feeding one)"
-    direct = [v for v in op.operands if norm is None or v != norm.result]
-    if norm is not None:
-        direct += list(norm.operands)
-    if not all(isinstance(v, BlockArgument) for v in direct):
-        return "the fp8_linear's (and its norm's) operands are not all kernel inputs"
-    x_t, y_t = op.input.type, op.result.type
-    assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
-    if not isinstance(x_t.shape[-1], int) or not isinstance(y_t.shape[-1], int):
-        return "K and N must be static"
-    return None
+    return linear_applies(kernel, nn.Fp8LinearOp, (nn.RMSNormOp,), "an fp8_linear")
 
 
 def decode_rows(kernel: KernelOp) -> bool:
@@ -173,44 +152,13 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         raise em.error(f, f"BK {sched.bk} must divide K = {k_dim}: {sched}")
     ops = list(kernel.body.block.ops)
     epilogue = ops[2 if norm is not None else 1:]
-    regions = rope_regions(em, f, epilogue)
-    partner = partner_expr(regions)
-    paired = pairing(regions, sched.bn) if partner else None
-    gated = gated_split(f, epilogue)  # type: ignore[arg-type]
-    if gated and partner:
-        raise em.error(f, "RoPE on a gated split is not generated")
-    n_tile = n_dim // 2 if gated else n_dim
-    if gated:
-        epilogue = [o for o in epilogue if o not in gated.ops]
+    layout = tile_layout(em, f, epilogue, sched.bn)
     x_ptr = f"in{_idx(norm.input if norm is not None else f.input)}"
     codes, scales = f"in{_idx(f.codes)}", f"in{_idx(f.scales)}"
     g = norm_scale(kernel, norm) if norm is not None else None
     rows = em.dim(sy.product(x_t.shape[:-1]))
     e = em.emit
-    e("pid_m = tl.program_id(0)")
-    e("pid_n = tl.program_id(1)")
-    e("r = pid_m * BM + tl.arange(0, BM)")
-    if paired and paired != "t":
-        e("t = pid_n * BN + tl.arange(0, BN)")
-        e(f"c = {paired}")
-    else:
-        e("c = pid_n * BN + tl.arange(0, BN)")
-    e(f"M = {rows}")
-    e("rm = r < M")
-    e(f"cn = c < {n_tile}")
-    first = "c"
-    second: tuple[tuple[str, str], ...] = ()
-    if gated and gated.pairs:  # interleaved rows: gate row j at 2j, up row j at 2j + 1
-        e("gc = 2 * c")
-        e("pc = gc + 1")
-        first, second = "gc", (("pc", "accp"),)
-    elif gated:
-        e(f"pc = c + {n_tile}")
-        second = (("pc", "accp"),)
-    elif partner and not paired:
-        e(f"pc = c + {partner}")
-        second = (("pc", "accp"),)
-    pairs = ((first, "acc"), *second)
+    pairs = emit_tile_columns(em, layout, rows)
     e("kk = tl.arange(0, BK)")
     load_x = f"tl.load({x_ptr} + r[:, None] * {k_dim} + (k0 + kk)[None, :], mask=rm[:, None], other=0).to(tl.float32)"
     if norm is not None:  # 1. the rows' sums of squares, for the norm's scale
@@ -268,23 +216,8 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
     if f.bias is not None:
         for cols, acc in pairs:
             e(f"{acc} += tl.load(in{_idx(f.bias)} + {cols}, mask=cn, other=0).to(tl.float32)[None, :]")
-    if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
-        e(partner_swap(regions, sched.bn))
-    row_inputs = rope_row_inputs(epilogue, list(x_t.shape[:-1]))
-    for v in row_inputs:
-        e(f"row{_idx(v)} = tl.load(in{_idx(v)} + r, mask=rm, other=0)")
-    hoisted = hoisted_rope(em, epilogue, regions, row_inputs, fast=True) if paired else None
-    lead = em.unravel("r[:, None]", y_t.shape[:-1])
-    for v in row_inputs:
-        em.row_values[v] = (f"row{_idx(v)}[:, None]", list(lead))
-    if hoisted is not None:
-        em.applied.update(hoisted)
-    mask = "(rm[:, None] & cn[None, :])"
-    if gated:
-        for acc, res in zip(("acc", "accp"), gated.results, strict=True):
-            em.values[res] = Tile(acc, [*lead, "c[None, :]"], mask, res.type)  # type: ignore[arg-type]
-    em.values[f.result] = Tile("acc", [*lead, "c[None, :]"], mask, y_t, "accp" if partner else None)
-    em.run_epilogue(epilogue)
+    bind_tile_results(em, f, layout, sched.bn, fast=True)
+    em.run_epilogue(layout.epilogue)
     params = em.params()
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
     args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
@@ -293,7 +226,7 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         template=TEMPLATE,
         source=module_source(name, args, em.lines),
         params=tuple(params),
-        grid=(f"cdiv({rows}, {sched.bm})", f"cdiv({n_tile}, {sched.bn})"),
+        grid=(f"cdiv({rows}, {sched.bm})", f"cdiv({layout.n_tile}, {sched.bn})"),
         constexprs=constexprs,
         aliases=em.aliases,
         num_warps=sched.num_warps,

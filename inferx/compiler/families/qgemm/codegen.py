@@ -24,19 +24,19 @@ from __future__ import annotations
 from xdsl.ir import BlockArgument, SSAValue
 
 from inferx.compiler.families.common.int4 import UNPACK_ASM, dequantized_128, unpacked_bits
-from inferx.compiler.families.common.partials import row_sum_squares
-from inferx.compiler.families.common.rope import (
-    hoisted_rope,
-    pairing,
-    partner_expr,
-    partner_swap,
-    rope_regions,
-    rope_row_inputs,
+from inferx.compiler.families.common.linear_tile import (
+    bind_tile_results,
+    emit_tile_columns,
+    linear_applies,
+    linear_op,
+    linear_prologue,
+    tile_layout,
 )
-from inferx.compiler.families.common.rows import gated_split, norm_scale
+from inferx.compiler.families.common.partials import row_sum_squares
+from inferx.compiler.families.common.rows import norm_scale
 from inferx.compiler.families.common.source import module_source
 from inferx.compiler.families.common.splitk import split_k_reduce, split_k_scratch
-from inferx.compiler.families.common.tile import TL_DTYPE, Emitter, Tile
+from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule, check_fits
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
@@ -51,37 +51,16 @@ TEMPLATE = "qgemm"
 def prologue_of(kernel: KernelOp) -> nn.RMSNormOp | nn.RMSNormSumSquaresOp | None:
     """The RMSNorm the kernel's qlinear reads, when the body starts with one (its statistics as an
     input where norm-stats gave it them: ``ix.rmsnorm_ss``)."""
-    ops = list(kernel.body.block.ops)
-    first = ops[0]
-    if (isinstance(first, nn.RMS_NORMS) and len(ops) > 1 and isinstance(ops[1], nn.QLinearOp)
-            and ops[1].input == first.result):
-        return first
-    return None
+    return linear_prologue(kernel, nn.QLinearOp, nn.RMS_NORMS)  # type: ignore[return-value]
 
 
 def qlinear_of(kernel: KernelOp) -> nn.QLinearOp:
-    ops = list(kernel.body.block.ops)
-    op = ops[1] if prologue_of(kernel) is not None else ops[0]
-    assert isinstance(op, nn.QLinearOp)
-    return op
+    return linear_op(kernel, nn.QLinearOp, nn.RMS_NORMS)  # type: ignore[return-value]
 
 
 def applies(kernel: KernelOp) -> str | None:
     """None if this template implements the kernel, else the reason it does not."""
-    norm = prologue_of(kernel)
-    op = kernel.body.block.first_op if norm is None else norm.next_op
-    if not isinstance(op, nn.QLinearOp):
-        return "the body does not start with a qlinear (or an rmsnorm feeding one)"
-    direct = [v for v in op.operands if norm is None or v != norm.result]
-    if norm is not None:
-        direct += list(norm.operands)
-    if not all(isinstance(v, BlockArgument) for v in direct):
-        return "the qlinear's (and its norm's) operands are not all kernel inputs"
-    x_t, y_t = op.input.type, op.result.type
-    assert isinstance(x_t, TensorType) and isinstance(y_t, TensorType)
-    if not isinstance(x_t.shape[-1], int) or not isinstance(y_t.shape[-1], int):
-        return "K and N must be static"
-    return None
+    return linear_applies(kernel, nn.QLinearOp, nn.RMS_NORMS, "a qlinear")
 
 
 def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSource:
@@ -108,15 +87,9 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
         raise em.error(row_sums[1], "one row-sum output per GEMM is generated")
     epilogue = [o for o in epilogue if not isinstance(o, nn.SumSquaresOp)]
     pre = isinstance(norm, nn.RMSNormSumSquaresOp)  # the statistics come as an input
-    regions = rope_regions(em, q, epilogue)
-    partner = partner_expr(regions)
-    paired = pairing(regions, sched.bn) if partner else None
-    gated = gated_split(q, epilogue)  # type: ignore[arg-type]
-    if gated and partner:
-        raise em.error(q, "RoPE on a gated split is not generated")
-    n_tile = n_dim // 2 if gated else n_dim
-    if gated:
-        epilogue = [o for o in epilogue if o not in gated.ops]
+    layout = tile_layout(em, q, epilogue, sched.bn)
+    partner, paired, gated = layout.partner, layout.paired, layout.gated
+    n_tile, epilogue = layout.n_tile, layout.epilogue
     x_ptr = f"in{_idx(norm.input if norm is not None else q.input)}"
     codes, scales = (f"in{_idx(v)}" for v in (q.codes, q.scales))
     mins = f"in{_idx(q.mins)}" if q.mins is not None else None
@@ -136,35 +109,10 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
         raise em.error(q, f"prefetch is generated in GEMV mode at BM 1: {sched}")
 
     e = em.emit
-    e("pid_m = tl.program_id(0)")
-    e("pid_n = tl.program_id(1)")
-    if split > 1:
-        e("pid_k = tl.program_id(2)")
-        e(f"k_lo = pid_k * {k_dim // split}")
-    e("r = pid_m * BM + tl.arange(0, BM)")
-    if paired and paired != "t":
-        e("t = pid_n * BN + tl.arange(0, BN)")
-        e(f"c = {paired}")
-    else:
-        e("c = pid_n * BN + tl.arange(0, BN)")
-    e(f"M = {rows}")
-    e("rm = r < M")
-    e(f"cn = c < {n_tile}")
-    # (W rows, accumulator, dequantized tile): the tile's columns, and a second set of rows where
-    # the tile does not hold them itself (the up half of a gated split; unpaired RoPE partners)
-    first = "c"
-    second: tuple[tuple[str, str, str], ...] = ()
-    if gated and gated.pairs:  # interleaved rows: gate row j at 2j, up row j at 2j + 1
-        e("gc = 2 * c")
-        e("pc = gc + 1")
-        first, second = "gc", (("pc", "accp", "wp"),)
-    elif gated:
-        e(f"pc = c + {n_tile}")
-        second = (("pc", "accp", "wp"),)
-    elif partner and not paired:
-        e(f"pc = c + {partner}")
-        second = (("pc", "accp", "wp"),)
-    pairs = ((first, "acc", "w"), *second)
+    ids = ("pid_k = tl.program_id(2)", f"k_lo = pid_k * {k_dim // split}") if split > 1 else ()
+    # (W rows, accumulator, dequantized tile) of the tile's columns and of a second set of rows
+    pairs = tuple((cols, acc, "w" if acc == "acc" else "wp")
+                  for cols, acc in emit_tile_columns(em, layout, rows, after_ids=ids))
     if sched.dense:
         if q.dense is None or sched.gemv:
             raise em.error(q, f"a dense-weight schedule needs the qlinear's dense operand and the dot path: {sched}")
@@ -192,24 +140,8 @@ def generate(kernel: KernelOp, name: str, schedule: QGemmSchedule) -> KernelSour
     if q.bias is not None:
         for cols, acc, _ in pairs:
             e(f"{acc} += tl.load(in{_idx(q.bias)} + {cols}, mask=cn, other=0).to(tl.float32)[None, :]")
-    if paired:  # each tile is [lo half | hi half] of the same pairs: the partner of one is the other
-        e(partner_swap(regions, sched.bn))
-    # positions loaded once per row; the tile's ropes as one rotation (cos and sin by the GPU's
-    # approximations on the dot path), as the bf16 GEMM does
-    row_inputs = rope_row_inputs(epilogue, list(x_t.shape[:-1]))
-    for v in row_inputs:
-        e(f"row{_idx(v)} = tl.load(in{_idx(v)} + r, mask=rm, other=0)")
-    hoisted = hoisted_rope(em, epilogue, regions, row_inputs, fast=not sched.gemv) if paired else None
-    lead = em.unravel("r[:, None]", y_t.shape[:-1])
-    for v in row_inputs:
-        em.row_values[v] = (f"row{_idx(v)}[:, None]", list(lead))
-    if hoisted is not None:
-        em.applied.update(hoisted)
-    mask = "(rm[:, None] & cn[None, :])"
-    if gated:
-        for acc, res in zip(("acc", "accp"), gated.results, strict=True):
-            em.values[res] = Tile(acc, [*lead, "c[None, :]"], mask, res.type)  # type: ignore[arg-type]
-    em.values[q.result] = Tile("acc", [*lead, "c[None, :]"], mask, y_t, "accp" if partner else None)
+    # cos and sin of the ropes' rotation by the GPU's approximations on the dot path, as the bf16 GEMM
+    bind_tile_results(em, q, layout, sched.bn, fast=not sched.gemv)
     yields = list(ops[-1].operands) if isinstance(ops[-1], YieldOp) else []
     em.deferred.update(yields.index(o.results[0]) for o in row_sums if o.results[0] in yields)
     em.run_epilogue(epilogue)
