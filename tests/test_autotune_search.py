@@ -287,7 +287,7 @@ def _tiny_with_replay(tmp_path: Path, recorded: int, landscape_of: LandscapeOf) 
 def test_tune_cli_with_the_replay_runner(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     model, ex, replay = _tiny_with_replay(tmp_path, 4, landscape_of)
     out = tmp_path / "logs"
-    args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "96", "--out", str(out),
+    args = ["tune", str(model), "--runner", "replay", "--replay", str(replay), "--trials", "48", "--out", str(out),
             "--max-seq-len", "128", "--dtype", "bf16"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
@@ -295,12 +295,12 @@ def test_tune_cli_with_the_replay_runner(tmp_path: Path, landscape_of: Landscape
     assert "12 tuning tasks" in lines[0]  # 10 GEMM, 2 attention (prefill_last's are prefill's and decode's)
     progress = [ln for ln in lines if ln.startswith("[") and "trials (+" in ln]
     assert progress and all("of roofline), ETA" in ln for ln in progress)
-    assert any("stopped: budget spent after 96 new measurements" in ln for ln in lines)
+    assert any("stopped: budget spent after 48 new measurements" in ln for ln in lines)
     db = Database.load(out, "h200")
     assert len(db.records) > 0 and all(r.source == f"inferx tune (replay:{replay})" for r in db.records)
     runs = sorted((out / "h200" / "runs").glob("tune-*.json"))
     conv = json.loads(next(p for p in runs if not p.name.endswith("-model.json")).read_text())
-    assert conv["new_trials"] == 96 and len(conv["tasks"]) == 12 and conv["objective"][-1]["trials"] == 96
+    assert conv["new_trials"] == 48 and len(conv["tasks"]) == 12 and conv["objective"][-1]["trials"] == 48
     try:
         import matplotlib  # noqa: F401
 

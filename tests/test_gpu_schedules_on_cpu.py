@@ -101,7 +101,7 @@ def test_multi_row_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rows", [1, 4])
+@pytest.mark.parametrize("rows", [pytest.param(1, marks=pytest.mark.thorough), 4])
 def test_unrolled_gemv_from_the_tuning_database(rows: int, tmp_path: Path) -> None:
     """Decode GEMMs of the batch-4 bucket on unrolled GEMV schedules (the K loop as straight-line
     code) of ``rows`` rows per program, K ragged for the down GEMM (48 = 32 + 16), against HF."""
@@ -199,7 +199,8 @@ def test_rope_gemvs_of_two_heads(defer: int, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("split,tma", [(2, 0), (2, 1)])  # split 4: the same code, other constants
+# split 4: the same code, other constants
+@pytest.mark.parametrize("split,tma", [(2, 0), pytest.param(2, 1, marks=pytest.mark.thorough)])
 def test_split_k_from_the_tuning_database(split: int, tma: int, tmp_path: Path) -> None:
     """Every GEMM (RMSNorm + qkv + RoPE + KV write, o + residual, gated gate/up, down + residual,
     lm_head) on split-K schedules from tuning records, decode at batch 4 and prefill: partial
@@ -500,7 +501,7 @@ def test_tma_is_refused_where_tiles_gather_rows() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tma", [0, 1])
+@pytest.mark.parametrize("tma", [0, pytest.param(1, marks=pytest.mark.thorough)])
 def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Prefill GEMMs on persistent schedules (every one, the gated split and the row statistics
     included; with and without TMA loads): two programs loop over all the tiles, so each program
@@ -518,7 +519,8 @@ def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, mon
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [{"group_m": 1, "split_k": 2}, {"group_m": 4, "persistent": 1}])
+@pytest.mark.parametrize("extra", [{"group_m": 1, "split_k": 2},
+                                   pytest.param({"group_m": 4, "persistent": 1}, marks=pytest.mark.thorough)])
 def test_grouped_tile_orders_from_the_tuning_database(extra: dict, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Prefill GEMMs walking their tiles in groups of row tiles: one row tile per group with
