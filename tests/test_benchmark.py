@@ -189,7 +189,7 @@ def test_int4_rows_and_table() -> None:
     """An int4 artifact's measurement beside bf16's: its ms, the speedup over bf16, and its own
     roofline (fewer bytes, so a lower floor); the table grows four columns."""
     ms = [report.measurement("decode", 1, 1, 512, "inferx", [4.0]),
-          report.measurement("decode", 1, 1, 512, report.QUANT_IMPL, [1.6])]
+          report.measurement("decode", 1, 1, 512, "inferx-int4", [1.6])]
     dims = Dims.of(make_config("8b"))
     (row,) = report.config_rows(ms, dims, Ceilings(4e12, 8e14), quant=report.QuantBytes(128, False, True))
     assert row["int4_ms"] == 1.6 and row["int4_speedup"] == pytest.approx(2.5)

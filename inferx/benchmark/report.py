@@ -40,7 +40,6 @@ from inferx.benchmark.roofline import (
 )
 
 PEERS = ("eager", "hf", "compile")
-QUANT_IMPL = "inferx-int4"
 
 
 def quant_kind(quant: str | None) -> str:

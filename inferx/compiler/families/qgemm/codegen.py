@@ -380,17 +380,18 @@ def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, 
     if stats:
         e(f"ss3 = tl.zeros((BK // {gs}, {gs // 2}), dtype=tl.float32)")
 
-    def loads(k: str, more: str, sfx: str) -> list[str]:
-        """The step at column ``k``'s loads into names ending in ``sfx``; ``more``: a mask term (the
-        step lies within K). Returns the names."""
+    def loads(k: str, within: str | None, sfx: str) -> list[str]:
+        """The step at column ``k``'s loads into names ending in ``sfx``, masked by ``within`` too
+        where given (the condition that the step lies within K). Returns the names."""
         names = [f"xa{sfx}"]
         k = k if k.isidentifier() or k.isdigit() else f"({k})"
+        more = f" & {within}" if within else ""
         e(f"xa{sfx} = tl.load({x_ptr} + pid_m * {k_dim} + {k} + kx, mask=(pid_m < M){more}, other=0)")
         for i, sc in enumerate(x_scales):
             for half in (0, 1):
                 names.append(f"xg{i}{half}{sfx}")
                 e(f"{names[-1]} = tl.load({sc} + {k} + js[:, None] * {gs} + 2 * jj[None, :] + {half}"
-                  f"{', mask=' + more[3:] + ', other=0' if more else ''})")
+                  f"{f', mask={within}, other=0' if within else ''})")
         e(f"g{sfx} = ({k} + js * {gs}) // {group}")
         for p, (cols, _, _) in enumerate(pairs):
             names.append(f"b{p}{sfx}")
@@ -404,15 +405,15 @@ def _deferred_k_loop(em: Emitter, sched: QGemmSchedule, pairs: tuple[tuple[str, 
         return names
 
     if sched.prefetch:
-        ahead = loads("0", "", "_n")
+        ahead = loads("0", None, "_n")
     e(f"for k0 in range(0, {k_dim}, BK):")
     em.indent += 1
     if sched.prefetch:
         for name in ahead:
             e(f"{name[:-2]} = {name}")
-        loads("k0 + BK", " & (k0 + BK < " + str(k_dim) + ")", "_n")
+        loads("k0 + BK", f"(k0 + BK < {k_dim})", "_n")
     else:
-        loads("k0", "", "")
+        loads("k0", None, "")
     e("a0, a1 = tl.split(xa.to(tl.float32))")
     if stats:
         e("ss3 += a0 * a0 + a1 * a1")
