@@ -5,7 +5,8 @@
     (quantize     with ``quant``: the linears made ix.qlinear over int4 weights, see ``quantize``)
     cleanup       canonicalize, cse, dce
     merge-gemms   q/k/v and gate/up become one GEMM each (weights concatenated; int4 codes,
-                  scales and minimums of qlinears likewise), float gate|up with its rows
+                  scales and minimums of qlinears likewise, E4M3 codes and channel scales of
+                  fp8_linears likewise), float gate|up with its rows
                   interleaved (interleave-pairs); RMSNorm scales move into the weights of the
                   float GEMMs they feed (fold-norm-weights)
     fuse          every run-time op into an ix.kernel bound to its kernel family (5 per decoder

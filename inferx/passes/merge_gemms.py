@@ -10,13 +10,18 @@ concatenated weights.
       ->  %qkv = ix.qlinear %x, concat(%cq, %ck, %cv), concat(%sq, ...) mins concat(%mq, ...) {group = 32}
           %q, %k, %v = ix.split %qkv {dim = -1}
 
-Expects verified IR. Merges a group of two or more users of one value that are all ``ix.linear``
-or all ``ix.qlinear`` and agree on what the merged op must share:
+    %q = ix.fp8_linear %x, %cq, %sq                          (and %k, %v likewise)
+      ->  %qkv = ix.fp8_linear %x, concat(%cq, %ck, %cv), concat(%sq, %sk, %sv)
+
+Expects verified IR. Merges a group of two or more users of one value that are all ``ix.linear``,
+all ``ix.qlinear`` or all ``ix.fp8_linear`` and agree on what the merged op must share:
   - linears: every weight (and every bias, if any has one) a leaf ``ix.weight`` in the "nk"
     layout, all of one dtype, all with a bias or all without;
   - qlinears: codes, scales and mins leaf ``ix.weight``s, one ``group``, one scales dtype, all
     with mins or all without, and the same ``col_scale`` (one SSA value, or none). Codes, scales
-    and mins concatenate along N, which keeps every quantization group whole (groups run along K).
+    and mins concatenate along N, which keeps every quantization group whole (groups run along K);
+  - fp8_linears: codes and scales (and biases, all or none) leaf ``ix.weight``s. Their scales are
+    per output channel and x's per token, so the merged op computes the same values.
 Users of one value that differ split into several groups, each merged on its own (a GGUF file's
 q and k in Q4_0 beside a v in Q6_K: q|k merge, v stays). The concatenations are weight-only
 subgraphs: they cost nothing at run time, since the artifact writer folds weight-only values into
@@ -37,11 +42,11 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from inferx.compiler.ir.ops_base import get_int, int_attr
-from inferx.compiler.ir.ops_nn import LinearOp, QLinearOp
+from inferx.compiler.ir.ops_nn import Fp8LinearOp, LinearOp, QLinearOp
 from inferx.compiler.ir.ops_tensor import ConcatOp, SplitOp, WeightOp
 from inferx.compiler.ir.types import TensorType
 
-Gemm = LinearOp | QLinearOp
+Gemm = LinearOp | QLinearOp | Fp8LinearOp
 
 
 def _leaf_weight(v: SSAValue | None) -> WeightOp | None:
@@ -69,6 +74,10 @@ def _key(op: Operation) -> tuple[Any, ...] | None:
             return None
         return ("qlinear", *out, get_int(op.attributes, "group"), _dtype(op.scales), op.mins is None, op.col_scale,
                 op.bias is None)
+    if isinstance(op, Fp8LinearOp):
+        if any(_leaf_weight(v) is None for v in (op.codes, op.scales, *(v for v in (op.bias,) if v))):
+            return None
+        return ("fp8_linear", *out, op.bias is None)
     return None
 
 
@@ -119,6 +128,11 @@ def _merge(block: Block, x: SSAValue, group: list[Gemm]) -> None:
         w = _concat([g.weight for g in lins], new_ops)
         bias = _concat([g.bias for g in lins], new_ops) if first.bias is not None else None  # type: ignore[misc]
         merged = LinearOp.make(x, w, bias)
+    elif isinstance(first, Fp8LinearOp):
+        fs: list[Fp8LinearOp] = group  # type: ignore[assignment]
+        fbias = _concat([g.bias for g in fs], new_ops) if first.bias is not None else None  # type: ignore[misc]
+        merged = Fp8LinearOp.make(x, _concat([g.codes for g in fs], new_ops), _concat([g.scales for g in fs], new_ops),
+                                  fbias)
     else:
         qs: list[QLinearOp] = group  # type: ignore[assignment]
         codes = _concat([g.codes for g in qs], new_ops)

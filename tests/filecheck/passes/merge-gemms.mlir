@@ -114,3 +114,33 @@ func.func @qlinears_no_merge(%x: !ix.tensor<[batch, 64], f32>) -> (!ix.tensor<[b
   %f = ix.linear %x, %w6 : !ix.tensor<[batch, 64], f32>, !ix.tensor<[4, 64], f32> -> !ix.tensor<[batch, 4], f32>
   func.return %a, %b, %c, %d, %e, %f : !ix.tensor<[batch, 8], f32>, !ix.tensor<[batch, 4], f32>, !ix.tensor<[batch, 8], f32>, !ix.tensor<[batch, 4], f32>, !ix.tensor<[batch, 4], f32>, !ix.tensor<[batch, 4], f32>
 }
+
+// -----
+
+// FP8 linears of one input: codes and channel scales concatenated along N, one fp8_linear (x's
+// per-token scale is the same for every part), then a split; one with a bias beside one without
+// stays apart.
+// CHECK-LABEL: func.func @fp8_linears
+// CHECK:      %[[CQ:.*]] = ix.weight {name = "q.fp8.codes"} : !ix.tensor<[8, 64], f8e4m3>
+// CHECK-NEXT: %[[CK:.*]] = ix.weight {name = "k.fp8.codes"} : !ix.tensor<[4, 64], f8e4m3>
+// CHECK-NEXT: %[[C:.*]] = ix.concat %[[CQ]], %[[CK]] {dim = 0 : i64} : {{.*}} -> !ix.tensor<[12, 64], f8e4m3>
+// CHECK-NEXT: %[[SQ:.*]] = ix.weight {name = "q.fp8.scales"} : !ix.tensor<[8], f32>
+// CHECK-NEXT: %[[SK:.*]] = ix.weight {name = "k.fp8.scales"} : !ix.tensor<[4], f32>
+// CHECK-NEXT: %[[S:.*]] = ix.concat %[[SQ]], %[[SK]] {dim = 0 : i64} : {{.*}} -> !ix.tensor<[12], f32>
+// CHECK-NEXT: %[[L:.*]] = ix.fp8_linear %x, %[[C]], %[[S]] : {{.*}} -> !ix.tensor<[batch, 12], f32>
+// CHECK-NEXT: %[[A:.*]], %[[B:.*]] = ix.split %[[L]] {dim = -1 : i64}
+// CHECK:      ix.fp8_linear %x, %{{.*}}, %{{.*}} bias
+// CHECK-NOT:  ix.concat
+func.func @fp8_linears(%x: !ix.tensor<[batch, 64], f32>) -> (!ix.tensor<[batch, 8], f32>, !ix.tensor<[batch, 4], f32>, !ix.tensor<[batch, 4], f32>) {
+  %cq = ix.weight {name = "q.fp8.codes"} : !ix.tensor<[8, 64], f8e4m3>
+  %sq = ix.weight {name = "q.fp8.scales"} : !ix.tensor<[8], f32>
+  %q = ix.fp8_linear %x, %cq, %sq : !ix.tensor<[batch, 64], f32>, !ix.tensor<[8, 64], f8e4m3>, !ix.tensor<[8], f32> -> !ix.tensor<[batch, 8], f32>
+  %ck = ix.weight {name = "k.fp8.codes"} : !ix.tensor<[4, 64], f8e4m3>
+  %sk = ix.weight {name = "k.fp8.scales"} : !ix.tensor<[4], f32>
+  %k = ix.fp8_linear %x, %ck, %sk : !ix.tensor<[batch, 64], f32>, !ix.tensor<[4, 64], f8e4m3>, !ix.tensor<[4], f32> -> !ix.tensor<[batch, 4], f32>
+  %cv = ix.weight {name = "v.fp8.codes"} : !ix.tensor<[4, 64], f8e4m3>
+  %sv = ix.weight {name = "v.fp8.scales"} : !ix.tensor<[4], f32>
+  %bv = ix.weight {name = "v.bias"} : !ix.tensor<[4], f32>
+  %v = ix.fp8_linear %x, %cv, %sv bias %bv : !ix.tensor<[batch, 64], f32>, !ix.tensor<[4, 64], f8e4m3>, !ix.tensor<[4], f32> bias !ix.tensor<[4], f32> -> !ix.tensor<[batch, 4], f32>
+  func.return %q, %k, %v : !ix.tensor<[batch, 8], f32>, !ix.tensor<[batch, 4], f32>, !ix.tensor<[batch, 4], f32>
+}
