@@ -261,3 +261,26 @@ def test_the_gpu_kernels_build_for_sm_90() -> None:
     finally:
         cubin.unlink(missing_ok=True)
     assert "QGMMA" in sass and "E4M3.E4M3" in sass
+
+
+@pytest.mark.parametrize("include, exclude", [("*q_proj*", ""), ("*", "*q_proj*")], ids=["q-fp8", "k-v-fp8"])
+def test_mixed_precision_layers_match_the_reference(include: str, exclude: str, tmp_path: Path) -> None:
+    """Some linears in FP8 and the rest float, split so that k|v merge without q (into two equal
+    halves, one with RoPE, which is not a gated pair): the GPU's schedules in Triton's interpreter
+    against the reference session of the same program, f32 (within 1e-4 of the largest logit)."""
+    from inferx.compiler.quant.fp8 import quantize_program_fp8
+
+    def program() -> Any:
+        return quantize_program_fp8(inferx.import_model(_model("llama"), dtype="f32"), include=include,
+                                    exclude=exclude)
+
+    path = inferx.compile(program(), target="cpu", schedules="sm_90", output=tmp_path / "a", max_seq_len=32,
+                          max_batch=2)
+    ref = program().reference_session(max_batch=2, max_context=32)
+    cpu = inferx.load(path, device="cpu")
+    repro = f"repro: pytest tests/test_fp8_kernels.py -k 'mixed_precision and {include}-{exclude}'"
+    want = np.asarray(ref.prefill(PROMPTS)).astype(np.float32)
+    _close(np.asarray(cpu.prefill(PROMPTS)).astype(np.float32), want, "f32", "prefill", repro)
+    tok = want[:, -1].argmax(-1)[:, None]
+    _close(np.asarray(cpu.decode(tok)).astype(np.float32), np.asarray(ref.decode(tok)).astype(np.float32), "f32",
+           "decode", repro)

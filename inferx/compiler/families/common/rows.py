@@ -52,20 +52,32 @@ class GatedHalves:
     pairs: bool
 
 
+# Users that make a half of a split something other than a gate or an up: a tile of the gated
+# form holds the two halves as elementwise partners, with no RoPE partner and no head layout
+# (k|v merged without q is a split into equal halves too).
+_NOT_GATED = (t.ReshapeOp, t.TransposeOp, t.SplitOp, t.SliceOp, nn.RopeOp, nn.KVWriteOp)
+
+
+def _elementwise_halves(results: tuple[SSAValue, ...]) -> bool:
+    return all(not isinstance(u.operation, _NOT_GATED) for r in results for u in r.uses)
+
+
 def gated_split(lin: nn.LinearOp, epilogue: list[Operation]) -> GatedHalves | None:
-    """The gate|up halves of ``lin`` in ``epilogue``, or None."""
+    """The gate|up halves of ``lin`` in ``epilogue`` (two equal halves of its last dim, or its
+    even and odd columns, each used by elementwise ops only), or None."""
     rank = lin.result.type.rank  # type: ignore[attr-defined]
     n = lin.result.type.shape[-1]  # type: ignore[attr-defined]
     last = (-1, rank - 1)
     for op in epilogue:
         if isinstance(op, t.SplitOp) and op.input == lin.result and len(op.results) == 2:
             a, b = (r.type.shape[-1] for r in op.results)  # type: ignore[attr-defined]
-            if a == b and get_int(op.attributes, "dim") in last:
+            if a == b and get_int(op.attributes, "dim") in last and _elementwise_halves(tuple(op.results)):
                 return GatedHalves((op,), (op.results[0], op.results[1]), pairs=False)
     slices = {get_dim(op.attributes, "start"): op for op in epilogue
               if isinstance(op, t.SliceOp) and op.input == lin.result and get_int(op.attributes, "dim") in last
               and get_int(op.attributes, "step", 1) == 2 and get_dim(op.attributes, "end") == n}
-    if set(slices) == {0, 1} and isinstance(n, int) and n % 2 == 0:
+    if (set(slices) == {0, 1} and isinstance(n, int) and n % 2 == 0
+            and _elementwise_halves((slices[0].result, slices[1].result))):
         return GatedHalves((slices[0], slices[1]), (slices[0].result, slices[1].result), pairs=True)
     return None
 
