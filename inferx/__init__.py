@@ -28,9 +28,12 @@ def compile(src: Any, target: str = "h200", output: Any = None, **options: Any):
     o projection as one kernel, for ``max_batch`` up to 8), ``quant`` (an int4 scheme such as
     "int4-g128" or "int4-g32-sym": every linear but the LM head quantized and run on int4 GEMM
     kernels; "gguf": a GGUF file's 4-bit linears kept as stored; "checkpoint": an HF GPTQ or AWQ
-    checkpoint's int4 linears kept as stored, which such a checkpoint requires), ``quant_method`` ("rtn",
-    "awq" or "gptq"; the latter two calibrate on ``calibration``, a text file, by default
-    CPython's documentation text), ``quant_head`` (the LM head quantized too)."""
+    checkpoint's int4 linears kept as stored, which such a checkpoint requires; "fp8": FP8 W8A8;
+    "auto": the precision planner, within ``accuracy_budget``, a fraction such as 0.01),
+    ``quant_method`` ("rtn", "awq" or "gptq"; the latter two calibrate on ``calibration``, a text
+    file, by default CPython's documentation text), ``quant_head`` (the LM head quantized too),
+    ``quant_overrides`` (``PATTERN=PRECISION`` rules), ``precision_map`` (a JSON file giving
+    every linear's precision), ``write_precision_map`` (where to write the map used)."""
     import dataclasses
     from pathlib import Path
 

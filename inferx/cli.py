@@ -302,9 +302,19 @@ FUSE_ATTENTION_O_HELP = (
     metavar="SCHEME",
     help="int4 weights for every linear but the LM head: int4-g128, int4-g64 or int4-g32 (groups of K with "
     "a scale and a minimum each; -sym for a scale alone), gguf (a GGUF file's 4-bit weights as stored), or "
-    "checkpoint (an HF GPTQ or AWQ checkpoint's int4 weights as stored: such a checkpoint needs it); or fp8: "
-    "FP8 W8A8 (E4M3 weights with a scale per output channel, activations quantized per token).",
+    "checkpoint (an HF GPTQ or AWQ checkpoint's int4 weights as stored: such a checkpoint needs it); fp8: "
+    "FP8 W8A8 (E4M3 weights with a scale per output channel, activations quantized per token); or auto: the "
+    "precision planner picks float, fp8 or int4 for each linear within --accuracy-budget.",
 )
+@click.option("--accuracy-budget", default=None, metavar="PERCENT",
+              help="With --quant auto: the perplexity increase allowed over the float model on the --calibration "
+              "text, e.g. 1%.")
+@click.option("--precision-map", default=None, metavar="FILE",
+              help="Each linear's precision (float, fp8 or an int4 scheme) from a JSON precision map, as "
+              "--quant auto writes it (--write-precision-map) or as edited by hand; takes no --quant.")
+@click.option("--write-precision-map", default=None, metavar="FILE",
+              help="Write the precision map the compile used (with --quant auto: the plan, its predicted "
+              "decode time and measured perplexity) to FILE.")
 @click.option(
     "--quant-method",
     type=click.Choice(["rtn", "awq", "gptq"]),
@@ -319,10 +329,10 @@ FUSE_ATTENTION_O_HELP = (
     help="UTF-8 text that AWQ and GPTQ run through the model (default: CPython's documentation text).",
 )
 @click.option("--quant-head/--no-quant-head", default=False, show_default=True,
-              help="Quantize the LM head too (with a --quant scheme).")
-@click.option("--quant-override", "quant_overrides", multiple=True, metavar="PATTERN=SCHEME",
-              help="With a --quant scheme: the weights whose names match PATTERN (fnmatch, e.g. '*down_proj*') "
-              "under SCHEME instead, or float with PATTERN=float; repeat, the first match wins.")
+              help="Quantize the LM head too (with a --quant scheme, fp8, or auto: a candidate of the plan).")
+@click.option("--quant-override", "quant_overrides", multiple=True, metavar="PATTERN=PRECISION",
+              help="With a --quant scheme or fp8: the weights whose names match PATTERN (fnmatch, e.g. "
+              "'*down_proj*') under PRECISION instead: float, fp8 or an int4 scheme; repeat, the first match wins.")
 @click.option("--dense-prompt-weights/--no-dense-prompt-weights", default=True, show_default=True,
               help="With int4 weights: prompts past 128 rows read each weight dequantized once per prompt into "
               "a buffer the size of the largest int4 weight at two bytes an element, rather than unpacking it "
@@ -346,6 +356,9 @@ def compile_command(
     quant_head: bool,
     quant_overrides: tuple[str, ...],
     dense_prompt_weights: bool,
+    accuracy_budget: str | None,
+    precision_map: str | None,
+    write_precision_map: str | None,
 ) -> None:
     """Compile MODEL (an HF checkpoint directory or a GGUF file) into an artifact.
 
@@ -364,6 +377,11 @@ def compile_command(
         raise UserError(f"--dump-ir {dump_ir}: exists and is not a directory")
     if calibration is not None and not Path(calibration).is_file():
         raise UserError(f"--calibration {calibration}: no such file")
+    if precision_map is not None and not Path(precision_map).is_file():
+        raise UserError(f"--precision-map {precision_map}: no such file")
+    if write_precision_map is not None and Path(write_precision_map).is_dir():
+        raise UserError(f"--write-precision-map {write_precision_map}: is a directory")
+    budget = _percent(accuracy_budget, "--accuracy-budget") if accuracy_budget is not None else None
     try:
         options = CompileOptions(
             target=target,
@@ -383,15 +401,31 @@ def compile_command(
             quant_head=quant_head,
             quant_overrides=quant_overrides,
             dense_prompt_weights=dense_prompt_weights,
+            accuracy_budget=budget,
+            precision_map=Path(precision_map) if precision_map else None,
+            write_precision_map=Path(write_precision_map) if write_precision_map else None,
         )
     except CompileError as e:  # an option's field, said as its flag
         raise UserError(
-            re.sub(r"^(max_seq_len|max_batch|jobs|quant_head|quant_method|calibration|quant_overrides):? ",
+            re.sub(r"^(max_seq_len|max_batch|jobs|quant_head|quant_method|calibration|quant_overrides|"
+                   r"accuracy_budget|precision_map):? ",
                    lambda m: f"--{m[1].replace('_', '-').replace('overrides', 'override')} ", str(e))
         ) from None
     with _user_errors(_compile_errors()):
         out = compile_model(path, Path(output), options)
     click.echo(str(out))
+
+
+def _percent(text: str, flag: str) -> float:
+    """``1%`` or ``0.01`` as the fraction 0.01; UserError naming ``flag`` otherwise."""
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise UserError(f"{flag} {text!r}: expected a percentage such as 1% (or a fraction such as 0.01)") from None
+    if not 0 < value <= 1:
+        raise UserError(f"{flag} {text!r}: must be more than 0% and at most 100%")
+    return value
 
 
 def compile_main() -> None:

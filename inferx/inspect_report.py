@@ -72,6 +72,7 @@ def inspect_summary(art: Artifact, m: Manifest) -> dict[str, Any]:
         "limits": sections["limits"],
         "tokenizer": list(m.tokenizer.files),
         "weights": _weights(m, sizes),
+        "precision": art.manifest.get("precision"),
         "entries": entries,
         "kernels": kernel_rows,
         "tuned": dict(sorted(sections["schedules"]["tuned"].items())),
@@ -124,6 +125,25 @@ def _weights(m: Manifest, sizes: Mapping[str, int]) -> dict[str, Any]:
         "int4_scales_bytes": sum(sizes.get(n, 0) for n in parts) - codes_bytes,
         "int4": dict(sorted(quantized.items())),
     }
+
+
+def _precision_lines(doc: Mapping[str, Any] | None) -> list[str]:
+    """The precision map's line: how many linears take each precision, and with a plan, the
+    budget, the measured perplexity increase and the predicted weight-read times."""
+    from inferx.compiler.quant.precision import summary
+
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("layers"), Mapping):
+        return []
+    line = f"precision  {summary(doc['layers'])} linears"
+    plan = doc.get("planner")
+    if not isinstance(plan, Mapping):
+        return [line]
+    us = plan.get("predicted_weight_us", {})
+    others = ", ".join(f"{k} {v:.1f}" for k, v in us.items() if k != "plan")
+    return [line + f", planned for a budget of +{plan['budget']:.2%} perplexity",
+            f"           measured {plan['perplexity_increase']:+.2%} on {plan['windows']} windows of "
+            f"{plan['window_tokens']} tokens of {plan['calibration']} (float perplexity {plan['float_perplexity']})",
+            f"           predicted weight reads a decode step: {us.get('plan', 0):.1f} us ({others} us uniform)"]
 
 
 def _count(items: list[str]) -> dict[str, int]:
@@ -205,6 +225,7 @@ def render_summary(s: Mapping[str, Any]) -> str:
     lines.append(f"weights    {_size(w['float_bytes'])} float" + (
         f", {_size(w['int4_codes_bytes'])} int4 codes and {_size(w['int4_scales_bytes'])} of their scales "
         f"and minimums ({len(w['int4'])} int4 weights, listed below)" if w["int4"] else ""))
+    lines += _precision_lines(s.get("precision"))
     for ename, e in s["entries"].items():
         lines += [
             "",

@@ -41,9 +41,9 @@ from inferx.compiler.codegen import generate, heuristic_schedule
 from inferx.compiler.families.common.tile import dim_code
 from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.ir.ops_nn import Fp8LinearOp, QLinearOp
+from inferx.compiler.ir.ops_nn import QLinearOp
 from inferx.compiler.ir.types import TensorType
-from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, FP8, STORED, TARGETS, CompileError, CompileOptions
+from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, STORED, TARGETS, CompileError, CompileOptions
 from inferx.compiler.schedules import (
     ScheduleChoice,
     per_batch,
@@ -131,16 +131,21 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
         raise CompileError(
             "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"
         )
-    if options.quant is not None:
+    plan = pipeline.precision_plan(program, options, src)
+    if plan is not None:
+        from inferx.compiler.quant.precision import is_int4, summary
+
+        program = pipeline.apply_plan(program, plan, options, src)
+        rtn = ", int4 by round-to-nearest" if any(is_int4(p) for p in plan.layers.values()) else ""
+        say(f"        {plan.origin}: {summary(plan.layers)} linears{rtn}")
+    elif options.quant is not None:
         program = pipeline.quantize(program, options, src)
-        fp8 = options.quant == FP8
-        kind = Fp8LinearOp if fp8 else QLinearOp
-        kept = len({str(op.codes.owner) for op in program.module.walk() if isinstance(op, kind)})
+        kept = len({str(op.codes.owner) for op in program.module.walk() if isinstance(op, QLinearOp)})
         how = {"gguf": "as the GGUF file stores them", "checkpoint": "as the checkpoint stores them",
                "rtn": "by round-to-nearest", "awq": "by AWQ", "gptq": "by GPTQ",
                }[options.quant if options.quant in STORED else options.quant_method]
         head = "the LM head too" if options.quant_head else "the LM head stays float"
-        say(f"        quant {options.quant}: {kept} linears in {'FP8 (E4M3)' if fp8 else 'int4'}, {how} ({head})")
+        say(f"        quant {options.quant}: {kept} linears in int4, {how} ({head})")
     pipeline.dump(options, "1-import", program)
     for n, (name, spec) in enumerate(pipeline.phases(options), 2):
         phase(n, name)
@@ -228,11 +233,46 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
         schedules=schedules_section(choices, db, options, bucket_ms),
         weights_format=FORMAT_NOTE,
         tokenizer=Tokenizer(tuple(sorted(tokenizer_files))),
+        precision=_precision_document(plan),
     )
     manifest.check(files, output)
-    out = write_artifact(output, manifest.to_sections(), files)
+    sections = manifest.to_sections()
+    out = write_artifact(output, sections, files)
     phase(9, f"wrote {out}")
+    if options.write_precision_map is not None:
+        _write_precision_map(options.write_precision_map, sections.get("precision"), program, say)
     return out
+
+
+def _precision_document(plan: pipeline.PrecisionPlan | None) -> dict[str, Any] | None:
+    from inferx.compiler.quant.precision import document
+
+    return None if plan is None else document(plan.layers, **plan.extra)
+
+
+def _write_precision_map(path: Path, doc: dict[str, Any] | None, program: Program, say: Callable[[str], None]
+                         ) -> None:
+    """The precision map the compile used (every linear float where none was asked for) written
+    to ``path`` whole or not at all."""
+    import os
+    import tempfile
+
+    from inferx.compiler.quant.precision import FLOAT, document
+
+    if doc is None:
+        from inferx.compiler.quant.precision import linear_weights
+
+        doc = document(dict.fromkeys(linear_weights(program.module), FLOAT))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    say(f"        wrote the precision map {path}")
 
 
 def _generate(

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from inferx.compiler.database import DEFAULT_ROOT
 from inferx.compiler.ir.quant import SchemeError, parse_scheme
-from inferx.passes.quantize import parse_overrides
 
 QUANT_METHODS = ("rtn", "awq", "gptq")
 STORED = ("gguf", "checkpoint")  # quant values that keep a model's own 4-bit weights
 FP8 = "fp8"  # the quant value of FP8 W8A8 (inferx.compiler.ir.fp8)
+AUTO = "auto"  # the quant value of the precision planner (inferx.compiler.quant.planner)
 
 TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
 DTYPES = ("fp32", "fp16", "bf16")
@@ -69,8 +69,19 @@ class CompileOptions:
     # kept as the file stores them. "checkpoint": an HF checkpoint's GPTQ or AWQ int4 linears kept
     # as it stores them (such a checkpoint takes nothing else). "fp8": FP8 W8A8, E4M3 weights with
     # a scale per output channel, activations quantized per token in the GEMM (round-to-nearest;
-    # ``quant_head`` applies). None: the weights stay in the program's dtype.
+    # ``quant_head`` applies). "auto": the precision planner picks each linear's precision among
+    # float, fp8 and int4 within ``accuracy_budget`` (``inferx.compiler.quant.planner``). None: the
+    # weights stay in the program's dtype (or as ``precision_map`` says).
     quant: str | None = None
+    # quant "auto": the perplexity increase allowed over the float model, as a fraction (0.01: 1%),
+    # measured on ``calibration`` text (CPython's documentation text when None).
+    accuracy_budget: float | None = None
+    # A precision map file (JSON, ``inferx.compiler.quant.precision``): every linear's precision,
+    # as the planner writes it or a user edits it. Takes no quant.
+    precision_map: Path | None = None
+    # Where to write the precision map the compile used (JSON; with quant "auto", the plan and what
+    # the planner measured), once the artifact is written. None: not written.
+    write_precision_map: Path | None = None
     # rtn (round-to-nearest), awq or gptq; the last two calibrate on ``calibration`` (a text file;
     # None: CPython's documentation text, ``pydoc_data.topics``) run through the float model.
     quant_method: str = "rtn"
@@ -78,8 +89,9 @@ class CompileOptions:
     # The LM head quantized too (a scheme's quant only): it is the largest single weight of a small
     # model, and the one whose rounding shows most in the logits.
     quant_head: bool = False
-    # Per-layer overrides of a scheme's quant, each "PATTERN=SCHEME" or "PATTERN=float" (fnmatch
-    # on weight names, the first match wins): e.g. ("*down_proj*=int4-g32", "*layers.0.*=float").
+    # Per-layer overrides of an int4 scheme's or fp8's quant, each "PATTERN=PRECISION" (float, fp8
+    # or an int4 scheme; fnmatch on weight names, the first match wins): e.g.
+    # ("*down_proj*=int4-g32", "*layers.0.*=float", "*q_proj*=fp8").
     quant_overrides: tuple[str, ...] = ()
     # Past 128 rows a prompt's int4 GEMMs read their weights dequantized once per launch into a
     # buffer of the program's dtype, which costs that buffer (the largest int4 weight at two bytes
@@ -88,7 +100,8 @@ class CompileOptions:
     dense_prompt_weights: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("dump_ir", "tuning_logs", "calibration"):  # a path given as a string
+        # a path given as a string
+        for name in ("dump_ir", "tuning_logs", "calibration", "precision_map", "write_precision_map"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Path(getattr(self, name)))
         if isinstance(self.quant_overrides, list):
@@ -115,7 +128,7 @@ def _problem(o: CompileOptions) -> str | None:
         return f"unknown target {o.target!r}: the targets are {', '.join(TARGETS)}"
     if o.dtype is not None and o.dtype not in DTYPES + _DTYPE_ALIASES:
         return f"unknown dtype {o.dtype!r}: the dtypes are {', '.join(DTYPES)}"
-    if o.quant is not None and o.quant not in (*STORED, FP8):
+    if o.quant is not None and o.quant not in (*STORED, FP8, AUTO):
         try:
             if not isinstance(o.quant, str):
                 raise SchemeError(o.quant)
@@ -123,21 +136,41 @@ def _problem(o: CompileOptions) -> str | None:
         except SchemeError:
             return (f"unknown quant scheme {o.quant!r}: the schemes are int4-g128, int4-g64 and int4-g32, "
                     "each optionally with -sym, gguf (a GGUF file's 4-bit weights as stored), checkpoint "
-                    "(an HF GPTQ or AWQ checkpoint's int4 weights as stored) and fp8 (FP8 W8A8)")
+                    "(an HF GPTQ or AWQ checkpoint's int4 weights as stored), fp8 (FP8 W8A8) and auto "
+                    "(the precision planner, with an accuracy budget)")
     if o.quant_method not in QUANT_METHODS:
         return f"unknown quant method {o.quant_method!r}: the methods are {', '.join(QUANT_METHODS)}"
-    scheme = o.quant is not None and o.quant not in (*STORED, FP8)
+    scheme = o.quant is not None and o.quant not in (*STORED, FP8, AUTO)
     if isinstance(o.quant_overrides, str) or not all(isinstance(r, str) for r in o.quant_overrides):
-        return f"quant_overrides must be a sequence of PATTERN=SCHEME strings, got {o.quant_overrides!r}"
+        return f"quant_overrides must be a sequence of PATTERN=PRECISION strings, got {o.quant_overrides!r}"
+    from inferx.compiler.quant.precision import PrecisionError, parse_rules
+
     try:
-        parse_overrides(",".join(o.quant_overrides))
-    except SchemeError as e:
+        parse_rules(o.quant_overrides)
+    except PrecisionError as e:
         return f"quant_overrides: {e}"
-    if not scheme and (o.quant_method != "rtn" or (o.quant_head and o.quant != FP8) or o.calibration is not None
-                       or o.quant_overrides):
-        what = ("quant_head" if o.quant_head else "calibration" if o.calibration is not None
-                else "quant_overrides" if o.quant_overrides else "quant_method")
-        return f"{what} applies to an int4 scheme's quant (such as int4-g128), not to quant {o.quant}"
+    for name in ("precision_map", "write_precision_map"):
+        if getattr(o, name) is not None and not isinstance(getattr(o, name), Path):
+            return f"{name} must be a pathlib.Path or None, got {getattr(o, name)!r}"
+    if o.precision_map is not None:
+        if o.quant is not None:
+            return f"precision_map gives every linear's precision: it takes no quant (got quant {o.quant})"
+    if o.quant == AUTO:
+        b = o.accuracy_budget
+        if b is None:
+            return "quant auto plans within an accuracy budget: give accuracy_budget (0.01 for 1% perplexity)"
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 1:
+            return f"accuracy_budget must be a fraction in (0, 1] (0.01 for 1%), got {b!r}"
+    elif o.accuracy_budget is not None:
+        return f"accuracy_budget applies to quant auto (the precision planner), not to quant {o.quant}"
+    for what, on, allowed, takes in (
+        ("quant_method", o.quant_method != "rtn", scheme, "an int4 scheme's quant, such as int4-g128"),
+        ("quant_head", o.quant_head, scheme or o.quant in (FP8, AUTO), "an int4 scheme's quant, fp8 or auto"),
+        ("calibration", o.calibration is not None, scheme or o.quant == AUTO, "an int4 scheme's quant or auto"),
+        ("quant_overrides", bool(o.quant_overrides), scheme or o.quant == FP8, "an int4 scheme's quant or fp8"),
+    ):
+        if on and not allowed:
+            return f"{what} does not apply to quant {o.quant} (it takes {takes})"
     if o.schedules is not None and o.schedules not in TARGETS:
         return f"unknown schedules target {o.schedules!r}: the targets are {', '.join(TARGETS)}"
     for problem in (

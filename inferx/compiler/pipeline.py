@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,16 @@ from inferx.compiler.families import families
 from inferx.compiler.families.bind_families import BindFamilies
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.ops_nn import QLinearOp
-from inferx.compiler.options import FP8, TARGETS, CompileError, CompileOptions, batch_buckets, resolved_max_seq_len
+from inferx.compiler.options import (
+    AUTO,
+    FP8,
+    STORED,
+    TARGETS,
+    CompileError,
+    CompileOptions,
+    batch_buckets,
+    resolved_max_seq_len,
+)
 from inferx.passes import registry as ir_passes
 from inferx.passes.pipeline import PassManager, parse
 from inferx.passes.settle_dynamic_rope import RopeLengthError
@@ -138,6 +148,61 @@ def import_program(src: Any, options: CompileOptions) -> Program:
         if options.progress is not None:
             options.progress("        dtype bf16 (the checkpoint is float32; --dtype to choose)")
         program = import_model(src, dtype="bf16")
+    return program
+
+
+@dataclass
+class PrecisionPlan:
+    """Each linear's precision (``inferx.compiler.quant.precision``), where it came from (a line
+    for the progress output), and what the planner measured (kept beside the map)."""
+
+    layers: dict[str, str]
+    origin: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def precision_plan(program: Program, options: CompileOptions, source: Any = None) -> PrecisionPlan | None:
+    """The per-linear precisions the options ask for: a ``precision_map`` file, the planner's
+    (quant "auto"), or fp8's (and an int4 scheme's whose overrides name fp8) from quant, quant_head
+    and the overrides; None where quantize alone applies (no quant, an int4 scheme without fp8,
+    gguf, checkpoint). CompileError for a map or an override that cannot be used."""
+    from inferx.compiler.quant import precision as pr
+
+    try:
+        if options.precision_map is not None:
+            doc = pr.read_map(options.precision_map)
+            layers = pr.check_map(program.module, doc["layers"], str(options.precision_map))
+            extra = {k: v for k, v in doc.items() if k not in ("format", "version", "layers")}
+            return PrecisionPlan(layers, f"precision map {options.precision_map}", extra)
+        if options.quant == AUTO:
+            from inferx.compiler.quant.planner import plan
+
+            return plan(program, options, source)
+        rules = pr.parse_rules(options.quant_overrides)
+        if options.quant == FP8 or (options.quant not in (None, *STORED) and any(p == pr.FP8 for _, p in rules)):
+            layers = pr.from_options(program.module, options.quant, options.quant_head, options.quant_overrides)
+            return PrecisionPlan(layers, f"quant {options.quant}")
+    except pr.PrecisionError as e:
+        raise CompileError(str(e)) from None
+    return None
+
+
+def apply_plan(program: Program, plan: PrecisionPlan, options: CompileOptions, source: Any = None) -> Program:
+    """``program`` with each linear as ``plan`` says: its int4 linears by round-to-nearest (the
+    quantize pass under one rule per weight), then its fp8 linears (quantize-fp8)."""
+    from inferx.compiler.quant import precision as pr
+
+    int4 = [p for p in plan.layers.values() if pr.is_int4(p)]
+    if int4:
+        rules = tuple(f"{n}={p if pr.is_int4(p) else pr.FLOAT}" for n, p in plan.layers.items())
+        program = quantize(program, replace(options, quant=max(set(int4), key=int4.count), quant_overrides=rules,
+                                            quant_head=True, quant_method="rtn", precision_map=None,
+                                            accuracy_budget=None, calibration=None), source)
+    fp8 = [n for n, p in plan.layers.items() if p == pr.FP8]
+    if fp8:
+        from inferx.compiler.quant.fp8 import quantize_program_fp8
+
+        program = quantize_program_fp8(program, include=",".join(fp8), head=True)
     return program
 
 

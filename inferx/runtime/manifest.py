@@ -25,6 +25,12 @@ Sections, all required:
     weights_format  a sentence on how weights are stored
     tokenizer       Tokenizer: its files, none where the artifact takes token ids only
 
+One section is optional:
+
+    precision       the precision map the compile used (``inferx.compiler.quant.precision``):
+                    an object whose ``layers`` map weight names to precision strings, with what
+                    the planner measured beside it; shown by ``inferx inspect``, not read by runtimes
+
 Cross-references: every kernel a launch names (``kernel`` and each of ``by_rows``) is a key of
 ``kernels``, with as many inputs and outputs as its parameters and aliases use; a weight binding
 names a weight; a buffer binding names a buffer of its entry's ``buffers``, and one a launch
@@ -161,6 +167,7 @@ SECTIONS = (
     "weights_format",
     "tokenizer",
 )
+OPTIONAL_SECTIONS = ("precision",)
 
 
 # --- the manifest ---------------------------------------------------------------------------
@@ -183,6 +190,7 @@ class Manifest:
     schedules: Schedules
     weights_format: str
     tokenizer: Tokenizer
+    precision: Mapping[str, Any] | None = None
 
     def to_sections(self) -> dict[str, Any]:
         """The sections as JSON, what ``write_artifact`` is given."""
@@ -200,6 +208,7 @@ class Manifest:
             "schedules": self.schedules.to_json(),
             "weights_format": self.weights_format,
             "tokenizer": self.tokenizer.to_json(),
+            **({"precision": dict(self.precision)} if self.precision is not None else {}),
         }
 
     @staticmethod
@@ -223,7 +232,7 @@ class Manifest:
         for key in SECTIONS:
             if key not in d:
                 raise top.key(key).error("missing section")
-        unknown = sorted(set(d) - set(SECTIONS) - _RESERVED)
+        unknown = sorted(set(d) - set(SECTIONS) - set(OPTIONAL_SECTIONS) - _RESERVED)
         if unknown:
             raise top.key(unknown[0]).error("unknown section")
         at = top.key
@@ -241,6 +250,7 @@ class Manifest:
             schedules=Schedules.from_json(d["schedules"], at("schedules")),
             weights_format=_str(d["weights_format"], at("weights_format"), empty=True),
             tokenizer=Tokenizer.from_json(d["tokenizer"], at("tokenizer")),
+            precision=_precision(d["precision"], at("precision")) if "precision" in d else None,
         )
         _check_references(m, files, top)
         return m
@@ -252,6 +262,20 @@ class Manifest:
         stored = {**json.loads(written), "format_version": FORMAT_VERSION, "files": dict.fromkeys(files, {})}
         if canonical_json(Manifest.from_sections(stored, where).to_sections()) != written:
             raise ArtifactError(f"{where}: manifest.json: the sections do not read back as written")
+
+
+def _precision(v: Any, at: _At) -> Mapping[str, Any]:
+    """The precision section: an object whose ``layers`` map names to strings (the rest is what
+    the planner measured, JSON kept as stored)."""
+    if not isinstance(v, dict):
+        raise at.error(f"{_show(v)} is not an object")
+    layers = v.get("layers")
+    if not isinstance(layers, dict):
+        raise at.key("layers").error(f"{_show(layers)} is not an object")
+    for name, p in layers.items():
+        if not isinstance(p, str):
+            raise at.key("layers").key(name).error(f"{_show(p)} is not a string")
+    return v
 
 
 def _check_references(m: Manifest, files: set[str], top: _At) -> None:
