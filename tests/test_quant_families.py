@@ -1,7 +1,8 @@
-"""Every model family compiled with int4 linears (int4-g32, round-to-nearest) on the cpu target
-against the reference interpreter on the same quantized program: the qgemm kernels with each
-family's prologues and epilogues (Llama's RMSNorm, RoPE and gated SiLU; Qwen2's q/k/v biases;
-Phi-3's fused q|k|v and gate|up; GPT-2's [K, N] Conv1D weights, biases, LayerNorm and GELU)."""
+"""Every model family compiled with int4 linears (int4-g32, round-to-nearest), and with FP8 W8A8
+linears, on the cpu target against the reference interpreter on the same quantized program: the
+qgemm and fp8gemm kernels with each family's prologues and epilogues (Llama's RMSNorm, RoPE and
+gated SiLU; Qwen2's q/k/v biases; Phi-3's fused q|k|v and gate|up; GPT-2's [K, N] Conv1D weights,
+quantized as their transpose, biases, LayerNorm and GELU)."""
 
 from __future__ import annotations
 
@@ -38,20 +39,25 @@ def _model(family: str) -> torch.nn.Module:
     return model
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_int4_family_matches_the_reference(family: str, tmp_path: Path) -> None:
-    program = quantize_program(inferx.import_model(_model(family), dtype="f32"), "int4-g32")
-    for func in program.module.ops:  # prefill, decode, ...: every layer linear int4, the LM head alone float
+@pytest.mark.parametrize("family, quant", [*((f, "int4-g32") for f in sorted(FAMILIES)),
+                                           *((f, "fp8") for f in sorted(FAMILIES))])
+def test_quantized_family_matches_the_reference(family: str, quant: str, tmp_path: Path) -> None:
+    from inferx.compiler.quant.fp8 import quantize_program_fp8
+
+    program = inferx.import_model(_model(family), dtype="f32")
+    program = quantize_program_fp8(program) if quant == "fp8" else quantize_program(program, quant)
+    kind = nn.Fp8LinearOp if quant == "fp8" else nn.QLinearOp
+    for func in program.module.ops:  # prefill, decode, ...: every layer linear quantized, the LM head alone float
         ops = list(func.walk())
         linears = [o for o in ops if isinstance(o, nn.LinearOp)]
-        assert sum(isinstance(o, nn.QLinearOp) for o in ops) >= 4 and len(linears) <= 1, (family, len(linears))
+        assert sum(isinstance(o, kind) for o in ops) >= 4 and len(linears) <= 1, (family, len(linears))
     ops = list(program.module.walk())
     if family in ("qwen2", "gpt2"):
-        assert any(isinstance(o, nn.QLinearOp) and o.bias is not None for o in ops), f"{family}: biases kept"
+        assert any(isinstance(o, kind) and o.bias is not None for o in ops), f"{family}: biases kept"
     path = inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=MAX_SEQ_LEN, max_batch=1)
     cpu = inferx.load(path, device="cpu")
     ref = program.reference_session(max_batch=1, max_context=MAX_SEQ_LEN)
-    repro = f"repro: pytest tests/test_quant_families.py -k {family}"
+    repro = f"repro: pytest tests/test_quant_families.py -k '{family} and {quant}'"
     ids = np.array([PROMPT])
     got, want = np.asarray(cpu.prefill(ids)), np.asarray(ref.prefill(ids))
     for step in range(3):

@@ -8,10 +8,11 @@ W8A8 with a scale per output channel and activations quantized per token in the 
 (``inferx.compiler.ir.fp8``). The new weights are named by ``fp8_names``; the program's store
 serves them (``inferx.compiler.quant.fp8``). A linear's bias stays in float, the op's ``bias``.
 
-Applies to an ``ix.linear`` whose weight is an ``ix.weight`` stored [N, K], named as the
-``quantize`` pass names linears (``include``, ``exclude``, the LM head only with ``head``). A
-linear stored [K, N] (GPT-2's Conv1D, the "kn" layout) stays float. Runs where ``quantize`` runs:
-on the imported program, before cleanup.
+Applies to an ``ix.linear`` whose weight is an ``ix.weight``, named as the ``quantize`` pass names
+linears (``include``, ``exclude``, the LM head only with ``head``). A weight stored [K, N] (GPT-2's
+Conv1D, the "kn" layout) is quantized as its transpose, as ``quantize`` does: its codes are
+[N, K] like every other's, and the store serves them so (``quantize.kn_weights``). Runs where
+``quantize`` runs: on the imported program, before cleanup.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class QuantizeFp8(ModulePass):
         tables = embedding_tables(op)
         for lin in candidates(op):
             name = lin.weight.owner.attributes["name"].data  # type: ignore[union-attr]
-            if is_kn(lin) or not selects(name, tables, self.include, self.exclude, self.head):
+            if not selects(name, tables, self.include, self.exclude, self.head):
                 continue
             _rewrite(lin, name)
 
@@ -63,7 +64,7 @@ class QuantizeFp8(ModulePass):
 def _rewrite(lin: nn.LinearOp, name: str) -> None:
     wt = lin.weight.type
     assert isinstance(wt, TensorType)
-    n, k = wt.shape
+    n, k = wt.shape[::-1] if is_kn(lin) else wt.shape
     names = fp8_names(name)
     types = {"codes": TensorType((n, k), DType.f8e4m3), "scales": TensorType((n,), DType.f32)}
     parts = {p: t.WeightOp.make(result_types=[types[p]], name=StringAttr(names[p])) for p in PARTS}

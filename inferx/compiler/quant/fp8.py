@@ -11,13 +11,14 @@ more than a few quantized weights.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 
 import numpy as np
 
 from inferx.compiler.ir.fp8 import quantize_weight
 from inferx.passes.dce import DCE
 from inferx.passes.pipeline import PassManager
+from inferx.passes.quantize import kn_weights
 from inferx.passes.quantize_fp8 import QuantizeFp8, parse_fp8_name
 from inferx.program import Program
 
@@ -27,14 +28,16 @@ KEEP = 2  # quantized weights kept at once
 class Fp8Store(Mapping[str, np.ndarray]):
     """``base``'s weights and the FP8 parts of them (see the module docstring)."""
 
-    def __init__(self, base: Mapping[str, np.ndarray]):
+    def __init__(self, base: Mapping[str, np.ndarray], transposed: Collection[str] = ()):
         self.base = base
+        self.transposed = frozenset(transposed)  # weights stored [K, N], quantized as their transpose
         self._recent: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     def quantized(self, weight: str) -> tuple[np.ndarray, np.ndarray]:
         """(codes, scales) of ``weight``."""
         if weight not in self._recent:
-            self._recent[weight] = quantize_weight(np.asarray(self.base[weight], dtype=np.float32), weight)
+            w = np.asarray(self.base[weight], dtype=np.float32)
+            self._recent[weight] = quantize_weight(w.T if weight in self.transposed else w, weight)
             while len(self._recent) > KEEP:
                 self._recent.popitem(last=False)
         self._recent.move_to_end(weight)
@@ -65,7 +68,9 @@ class Fp8Store(Mapping[str, np.ndarray]):
 def quantize_program_fp8(program: Program, *, include: str = "*", exclude: str = "", head: bool = False) -> Program:
     """``program`` with the linears the options name (the quantize-fp8 pass) made ``ix.fp8_linear``
     and its store an ``Fp8Store`` (in place; returned for chaining). The reference interpreter
-    runs it; no GPU kernel takes ``ix.fp8_linear`` yet, so it does not compile."""
+    runs it and the fp8gemm kernels compile it. Weights stored [K, N] are quantized as their
+    transpose."""
+    transposed = kn_weights(program.module)
     PassManager([QuantizeFp8(include=include, exclude=exclude, head=head), DCE()]).run(program.module)
-    program.weights = Fp8Store(program.weights)
+    program.weights = Fp8Store(program.weights, transposed)
     return program

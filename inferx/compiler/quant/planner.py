@@ -64,10 +64,9 @@ class Unit:
     kl: dict[str, float]
 
 
-def unit_choices(shapes: Sequence[tuple[int, int]], kn: bool) -> list[str]:
-    """float, fp8 (not for a weight stored [K, N]) and the int4 scheme of the largest group
-    dividing every K."""
-    out = [pr.FLOAT] + ([] if kn else [pr.FP8])
+def unit_choices(shapes: Sequence[tuple[int, int]]) -> list[str]:
+    """float, fp8 and the int4 scheme of the largest group dividing every K."""
+    out = [pr.FLOAT, pr.FP8]
     group = next((g for g in GROUPS if all(k % g == 0 for _, k in shapes)), None)
     return out + ([f"int4-g{group}"] if group else [])
 
@@ -191,7 +190,7 @@ def measure(program: Program, options: Any, source: Any = None, say: Callable[[s
         if not all(selects(n, tables, "*", "", options.quant_head) for n in names):
             continue
         sh = [shapes[n][::-1] if n in kn else shapes[n] for n in names]
-        choices = unit_choices(sh, any(n in kn for n in names))
+        choices = unit_choices(sh)
         units.append(Unit(names, sh, choices, {c: predicted_us(sh, c, float_bytes, bps) for c in choices},
                           {pr.FLOAT: 0.0}))
     try:

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
 from inferx.compiler.ir.quant import SchemeError, parse_scheme
-from inferx.passes.quantize import candidates, embedding_tables, is_kn, selects
+from inferx.passes.quantize import candidates, embedding_tables, selects
 
 FLOAT, FP8 = "float", "fp8"
 FORMAT, VERSION = "inferx-precision-map", 1
@@ -110,8 +110,8 @@ def parse_rules(overrides: tuple[str, ...]) -> list[tuple[str, str]]:
 
 def check_map(module: ModuleOp, pmap: Mapping[str, str], source: str) -> dict[str, str]:
     """``pmap`` checked against the program: every linear named, no other name, each precision
-    known and possible (fp8 takes a weight stored [N, K]: not GPT-2's Conv1D layout); the map with
-    precisions normalized. PrecisionError naming ``source`` and what is wrong."""
+    known; the map with precisions normalized. PrecisionError naming ``source`` and what is
+    wrong."""
     names = linear_weights(module)
     unknown = [n for n in pmap if n not in names]
     if unknown:
@@ -121,12 +121,7 @@ def check_map(module: ModuleOp, pmap: Mapping[str, str], source: str) -> dict[st
     if missing:
         raise PrecisionError(f"{source}: {len(missing)} of the model's {len(names)} linears not named, e.g. "
                              f"{missing[0]!r}: a map gives every linear's precision (float to keep one float)")
-    out = {n: check_precision(pmap[n], f"{source}: {n}") for n in names}
-    kn = {lin.weight.owner.attributes["name"].data for lin in candidates(module) if is_kn(lin)}  # type: ignore[union-attr]
-    bad = [n for n in names if out[n] == FP8 and n in kn]
-    if bad:
-        raise PrecisionError(f"{source}: {bad[0]} is stored [K, N] (a Conv1D layout), which fp8 does not take")
-    return out
+    return {n: check_precision(pmap[n], f"{source}: {n}") for n in names}
 
 
 def read_map(path: Path) -> dict[str, Any]:
