@@ -16,7 +16,8 @@ loads one float per row.
 The first layer's norm takes its statistics from the embedding gather, whose programs hold whole
 rows, so that layer's GEMM is spared its own pass over x too.
 
-Applies where the consumer is a GEMM (an ix.linear or ix.qlinear: the gemm or qgemm template)
+Applies where the consumer is a GEMM (an ix.linear, ix.qlinear or ix.fp8_linear: the gemm,
+qgemm or fp8gemm template)
 whose body starts with an rmsnorm of one of its inputs, that input is a result of a GEMM or
 gather producer with the shape of the producer's linear output or embedding (elementwise
 epilogues only), and its rows hold the ``seq`` symbol: prefill.
@@ -45,9 +46,9 @@ from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import TensorType
 
 # The ops whose kernels (a GEMM, an embedding gather) can sum the squares of their output rows.
-PRODUCERS: tuple[type[IRDLOperation], ...] = (nn.LinearOp, nn.QLinearOp, nn.EmbeddingOp)
+PRODUCERS: tuple[type[IRDLOperation], ...] = (nn.LinearOp, nn.QLinearOp, nn.Fp8LinearOp, nn.EmbeddingOp)
 # The GEMMs whose norm prologue can take its statistics as an input.
-GEMMS: tuple[type[IRDLOperation], ...] = (nn.LinearOp, nn.QLinearOp)
+GEMMS: tuple[type[IRDLOperation], ...] = (nn.LinearOp, nn.QLinearOp, nn.Fp8LinearOp)
 
 
 @dataclass(frozen=True)

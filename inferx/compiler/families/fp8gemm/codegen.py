@@ -7,7 +7,8 @@ Applies to a kernel whose body starts with an ``ix.fp8_linear`` of kernel inputs
 ``ix.rmsnorm`` of a kernel input feeding one. Each program computes a BM x BN tile of y on
 ``tl.dot``, quantizing its rows of x per token as it reads them:
 
-1. with a norm, the rows' sums of squares over K (a pass over x's rows);
+1. with a norm, the rows' sums of squares over K (a pass over x's rows, or loaded: where the
+   kernel producing x sums its output rows' squares, the norm-stats pass);
 2. the rows' largest magnitude of the linear's input x' (the norm's output rounded to x's dtype,
    or x itself): the token scale ``sx = max|x'| / 448`` (1 for a row of zeros);
 3. the K loop: x' / sx rounded to E4M3 and the E4M3 codes of W into ``tl.dot`` (FP8 wgmma on the
@@ -18,7 +19,8 @@ The codes arrive as their bytes (uint8). On the GPU they are bitcast to ``tl.flo
 interpreter has no FP8 it can be trusted with, so there both are emulated exactly in fp32
 (``_E4M3_ROUND``, ``_E4M3_DECODE``) and the dot runs in fp32: the same values, summed in another
 order. The passes over x re-read rows the K loop reads again (from L2); a producer that writes
-x quantized is the faster form, not built yet.
+x quantized is the faster form, not built yet. Like gemm and qgemm, the kernel sums its output
+rows' squares for the next norm where norm-stats asks (``partials.row_sum_squares``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from inferx.compiler.families.common.linear_tile import (
     linear_prologue,
     tile_layout,
 )
+from inferx.compiler.families.common.partials import row_sum_squares
 from inferx.compiler.families.common.rows import norm_scale
 from inferx.compiler.families.common.source import module_source
 from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
@@ -43,9 +46,9 @@ from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.fp8 import FP8_MAX
 from inferx.compiler.ir.ops_base import get_float
-from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import DType, TensorType
-from inferx.runtime.kernel_source import KernelSource
+from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 
 TEMPLATE = "fp8gemm"
 FIELDS = ("bm", "bn", "bk", "num_warps", "num_stages")
@@ -80,18 +83,22 @@ def fp8gemm_schedule(d: dict[str, int]) -> Fp8GemmSchedule:
     return s
 
 
-def prologue_of(kernel: KernelOp) -> nn.RMSNormOp | None:
-    """The RMSNorm the kernel's linear reads, when the body starts with one."""
-    return linear_prologue(kernel, nn.Fp8LinearOp, (nn.RMSNormOp,))  # type: ignore[return-value]
+NORMS = (nn.RMSNormOp, nn.RMSNormSumSquaresOp)
+
+
+def prologue_of(kernel: KernelOp) -> nn.RMSNormOp | nn.RMSNormSumSquaresOp | None:
+    """The RMSNorm the kernel's linear reads, when the body starts with one (its statistics an
+    input where norm-stats made it ``ix.rmsnorm_ss``)."""
+    return linear_prologue(kernel, nn.Fp8LinearOp, NORMS)  # type: ignore[return-value]
 
 
 def linear_of(kernel: KernelOp) -> nn.Fp8LinearOp:
-    return linear_op(kernel, nn.Fp8LinearOp, (nn.RMSNormOp,))  # type: ignore[return-value]
+    return linear_op(kernel, nn.Fp8LinearOp, NORMS)  # type: ignore[return-value]
 
 
 def applies(kernel: KernelOp) -> str | None:
     """None if this template implements the kernel, else the reason it does not."""
-    return linear_applies(kernel, nn.Fp8LinearOp, (nn.RMSNormOp,), "an fp8_linear")
+    return linear_applies(kernel, nn.Fp8LinearOp, NORMS, "an fp8_linear")
 
 
 def decode_rows(kernel: KernelOp) -> bool:
@@ -152,6 +159,12 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         raise em.error(f, f"BK {sched.bk} must divide K = {k_dim}: {sched}")
     ops = list(kernel.body.block.ops)
     epilogue = ops[2 if norm is not None else 1:]
+    # Row sums of squares of the output (norm-stats): reduced across the row block's programs
+    # after the epilogue, not a tile op
+    row_sums = [o for o in epilogue if isinstance(o, nn.SumSquaresOp)]
+    if len(row_sums) > 1:
+        raise em.error(row_sums[1], "one row-sum output per GEMM is generated")
+    epilogue = [o for o in epilogue if not isinstance(o, nn.SumSquaresOp)]
     layout = tile_layout(em, f, epilogue, sched.bn)
     x_ptr = f"in{_idx(norm.input if norm is not None else f.input)}"
     codes, scales = f"in{_idx(f.codes)}", f"in{_idx(f.scales)}"
@@ -161,7 +174,10 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
     pairs = emit_tile_columns(em, layout, rows)
     e("kk = tl.arange(0, BK)")
     load_x = f"tl.load({x_ptr} + r[:, None] * {k_dim} + (k0 + kk)[None, :], mask=rm[:, None], other=0).to(tl.float32)"
-    if norm is not None:  # 1. the rows' sums of squares, for the norm's scale
+    if isinstance(norm, nn.RMSNormSumSquaresOp):  # 1. the rows' sums of squares: from the producer
+        e(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
+        e(f"rstd = tl.sqrt(ss / {k_dim} + {get_float(norm.attributes, 'eps')!r})")
+    elif norm is not None:  # 1. the rows' sums of squares, for the norm's scale
         e("ss = tl.zeros((BM,), dtype=tl.float32)")
         e(f"for k0 in range(0, {k_dim}, BK):")
         e(f"    a = {load_x}")
@@ -217,8 +233,15 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         for cols, acc in pairs:
             e(f"{acc} += tl.load(in{_idx(f.bias)} + {cols}, mask=cn, other=0).to(tl.float32)[None, :]")
     bind_tile_results(em, f, layout, sched.bn, fast=True)
+    yields = list(ops[-1].operands) if isinstance(ops[-1], YieldOp) else []
+    em.deferred.update(yields.index(o.results[0]) for o in row_sums if o.results[0] in yields)
     em.run_epilogue(layout.epilogue)
+    n_tiles = -(-layout.n_tile // sched.bn)
+    named: list[tuple[str, Scratch]] = []
+    for op in row_sums:
+        named += row_sum_squares(em, op, yields, n_tiles, rows, sched.bm)
     params = em.params()
+    params += [Param(n, "scratch", index=i, dtype=sc.dtype) for i, (n, sc) in enumerate(named)]
     constexprs = {"BM": sched.bm, "BN": sched.bn, "BK": sched.bk}
     args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
     return KernelSource(
@@ -229,6 +252,7 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         grid=(f"cdiv({rows}, {sched.bm})", f"cdiv({layout.n_tile}, {sched.bn})"),
         constexprs=constexprs,
         aliases=em.aliases,
+        scratch=tuple(sc for _, sc in named),
         num_warps=sched.num_warps,
         num_stages=sched.num_stages,
     )
