@@ -309,6 +309,13 @@ FUSE_ATTENTION_O_HELP = (
 @click.option("--accuracy-budget", default=None, metavar="PERCENT",
               help="With --quant auto: the perplexity increase allowed over the float model on the --calibration "
               "text, e.g. 1%.")
+@click.option("--fp8-activations", type=click.Choice(["dynamic", "minmax", "percentile", "entropy"]),
+              default="dynamic", show_default=True,
+              help="FP8 linears' activation scales: each token its own, or one static scale per input chosen on "
+              "--calibration text by an observer (largest value, 99.99th percentile, or least KL divergence).")
+@click.option("--smoothquant", type=click.FloatRange(0, 1), default=None, metavar="ALPHA",
+              help="Migrate ALPHA of the activation range of the inputs FP8 linears read into their weights "
+              "(SmoothQuant), observed on --calibration text.")
 @click.option("--precision-map", default=None, metavar="FILE",
               help="Each linear's precision (float, fp8 or an int4 scheme) from a JSON precision map, as "
               "--quant auto writes it (--write-precision-map) or as edited by hand; takes no --quant.")
@@ -357,6 +364,8 @@ def compile_command(
     quant_overrides: tuple[str, ...],
     dense_prompt_weights: bool,
     accuracy_budget: str | None,
+    fp8_activations: str,
+    smoothquant: float | None,
     precision_map: str | None,
     write_precision_map: str | None,
 ) -> None:
@@ -402,13 +411,15 @@ def compile_command(
             quant_overrides=quant_overrides,
             dense_prompt_weights=dense_prompt_weights,
             accuracy_budget=budget,
+            fp8_activations=fp8_activations,
+            smoothquant=smoothquant,
             precision_map=Path(precision_map) if precision_map else None,
             write_precision_map=Path(write_precision_map) if write_precision_map else None,
         )
     except CompileError as e:  # an option's field, said as its flag
         raise UserError(
             re.sub(r"^(max_seq_len|max_batch|jobs|quant_head|quant_method|calibration|quant_overrides|"
-                   r"accuracy_budget|precision_map):? ",
+                   r"accuracy_budget|precision_map|fp8_activations|smoothquant):? ",
                    lambda m: f"--{m[1].replace('_', '-').replace('overrides', 'override')} ", str(e))
         ) from None
     with _user_errors(_compile_errors()):

@@ -41,6 +41,9 @@ class ByteTokenizer:
     def __call__(self, text: str) -> dict[str, list[int]]:
         return {"input_ids": [b % 97 for b in text.encode()]}
 
+    def save_pretrained(self, path: str) -> None:
+        """Nothing to save: the artifact takes token ids."""
+
 
 def _program() -> Program:
     return inferx.import_model(_model("llama"), dtype="f32")

@@ -14,8 +14,8 @@ import torch
 from test_fp8_kernels import PROMPTS, _model
 
 import inferx
-from inferx.compiler.options import CompileOptions
 from inferx.compiler.ir.quant import parse_scheme
+from inferx.compiler.options import CompileOptions
 from inferx.compiler.pipeline import PrecisionPlan, apply_plan
 from inferx.compiler.quant import precision as pr
 from inferx.compiler.quant import qat

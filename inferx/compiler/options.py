@@ -14,6 +14,7 @@ QUANT_METHODS = ("rtn", "awq", "gptq")
 STORED = ("gguf", "checkpoint")  # quant values that keep a model's own 4-bit weights
 FP8 = "fp8"  # the quant value of FP8 W8A8 (inferx.compiler.ir.fp8)
 AUTO = "auto"  # the quant value of the precision planner (inferx.compiler.quant.planner)
+FP8_ACTIVATIONS = ("dynamic", "minmax", "percentile", "entropy")
 
 TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
 DTYPES = ("fp32", "fp16", "bf16")
@@ -79,6 +80,13 @@ class CompileOptions:
     # A precision map file (JSON, ``inferx.compiler.quant.precision``): every linear's precision,
     # as the planner writes it or a user edits it. Takes no quant.
     precision_map: Path | None = None
+    # FP8 linears' activation scales: "dynamic" (each token its own, in the GEMM), or one static
+    # scale per input calibrated on ``calibration`` text by an observer: "minmax", "percentile"
+    # (99.99%) or "entropy" (``inferx.compiler.quant.observers``).
+    fp8_activations: str = "dynamic"
+    # SmoothQuant's alpha (0..1) for the inputs FP8 linears alone read, calibrated likewise
+    # (``inferx.compiler.quant.smooth``); None: no migration.
+    smoothquant: float | None = None
     # Where to write the precision map the compile used (JSON; with quant "auto", the plan and what
     # the planner measured), once the artifact is written. None: not written.
     write_precision_map: Path | None = None
@@ -163,10 +171,22 @@ def _problem(o: CompileOptions) -> str | None:
             return f"accuracy_budget must be a fraction in (0, 1] (0.01 for 1%), got {b!r}"
     elif o.accuracy_budget is not None:
         return f"accuracy_budget applies to quant auto (the precision planner), not to quant {o.quant}"
+    if o.fp8_activations not in FP8_ACTIVATIONS:
+        return f"unknown fp8_activations {o.fp8_activations!r}: the choices are {', '.join(FP8_ACTIVATIONS)}"
+    if o.smoothquant is not None and (isinstance(o.smoothquant, bool) or not isinstance(o.smoothquant, (int, float))
+                                      or not 0 <= o.smoothquant <= 1):
+        return f"smoothquant must be an alpha in [0, 1], got {o.smoothquant!r}"
+    fp8_possible = o.quant == FP8 or o.precision_map is not None or (scheme and bool(o.quant_overrides))
+    for what, on in (("fp8_activations", o.fp8_activations != "dynamic"), ("smoothquant", o.smoothquant is not None)):
+        if on and not fp8_possible:
+            return (f"{what} applies to FP8 linears (quant fp8, a precision map, or fp8 overrides), "
+                    f"not to quant {o.quant}")
     for what, on, allowed, takes in (
         ("quant_method", o.quant_method != "rtn", scheme, "an int4 scheme's quant, such as int4-g128"),
         ("quant_head", o.quant_head, scheme or o.quant in (FP8, AUTO), "an int4 scheme's quant, fp8 or auto"),
-        ("calibration", o.calibration is not None, scheme or o.quant == AUTO, "an int4 scheme's quant or auto"),
+        ("calibration", o.calibration is not None,
+         scheme or o.quant == AUTO or o.fp8_activations != "dynamic" or o.smoothquant is not None,
+         "an int4 scheme's quant, auto, static fp8 activations or smoothquant"),
         ("quant_overrides", bool(o.quant_overrides), scheme or o.quant == FP8, "an int4 scheme's quant or fp8"),
     ):
         if on and not allowed:

@@ -188,22 +188,57 @@ def precision_plan(program: Program, options: CompileOptions, source: Any = None
 
 
 def apply_plan(program: Program, plan: PrecisionPlan, options: CompileOptions, source: Any = None) -> Program:
-    """``program`` with each linear as ``plan`` says: its int4 linears by round-to-nearest (the
-    quantize pass under one rule per weight), then its fp8 linears (quantize-fp8)."""
+    """``program`` with each linear as ``plan`` says: with FP8 linears and static activation
+    scales or SmoothQuant asked for, the float model observed first (``calibrate_fp8``); its int4
+    linears by round-to-nearest (the quantize pass under one rule per weight), then its fp8
+    linears (quantize-fp8)."""
     from inferx.compiler.quant import precision as pr
 
+    fp8 = [n for n, p in plan.layers.items() if p == pr.FP8]
+    # observed on the float model (smoothing changes its store before anything is quantized)
+    x_scales = calibrate_fp8(program, set(fp8), options, source) if fp8 else None
     int4 = [p for p in plan.layers.values() if pr.is_int4(p)]
     if int4:
         rules = tuple(f"{n}={p if pr.is_int4(p) else pr.FLOAT}" for n, p in plan.layers.items())
         program = quantize(program, replace(options, quant=max(set(int4), key=int4.count), quant_overrides=rules,
                                             quant_head=True, quant_method="rtn", precision_map=None,
-                                            accuracy_budget=None, calibration=None), source)
-    fp8 = [n for n, p in plan.layers.items() if p == pr.FP8]
+                                            accuracy_budget=None, calibration=None, fp8_activations="dynamic",
+                                            smoothquant=None), source)
     if fp8:
         from inferx.compiler.quant.fp8 import quantize_program_fp8
 
-        program = quantize_program_fp8(program, include=",".join(fp8), head=True)
+        program = quantize_program_fp8(program, include=",".join(fp8), head=True, x_scales=x_scales)
     return program
+
+
+def calibrate_fp8(program: Program, fp8: set[str], options: CompileOptions, source: Any = None
+                  ) -> dict[str, float] | None:
+    """With ``options.smoothquant``, the inputs that FP8 linears alone read smoothed (the float
+    ``program``'s store changed in place); with static ``fp8_activations``, the static scale of
+    each FP8 linear's input ({weight: scale}); both observed on the calibration text. None: per
+    token scales."""
+    if options.smoothquant is None and options.fp8_activations == "dynamic":
+        return None
+    from inferx.compiler.quant.observers import observe, static_scales
+    from inferx.compiler.quant.smooth import smooth
+
+    windows = calibration_windows(program, options, source)
+    say = options.progress or (lambda line: None)
+    text = options.calibration or "pydoc_data.topics"
+    ranges = observe(program, windows)
+    if options.smoothquant is not None:
+        only_fp8 = {n: r for n, r in ranges.items()
+                    if all(m in fp8 for m, q in ranges.items() if q is r)}
+        smoothed = smooth(program, only_fp8, options.smoothquant)
+        say(f"        smoothquant alpha {options.smoothquant}: {len(smoothed)} fp8 linears' inputs smoothed, "
+            f"observed on {len(windows)} windows of {text}")
+        if options.fp8_activations == "dynamic":
+            return None
+        ranges = observe(program, windows)
+    scales = static_scales({n: r for n, r in ranges.items() if n in fp8}, options.fp8_activations)
+    say(f"        fp8 activations: static scales ({options.fp8_activations}) of {len(set(scales.values()))} inputs, "
+        f"observed on {len(windows)} windows of {text}")
+    return scales
 
 
 def quantize(program: Program, options: CompileOptions, source: Any = None) -> Program:

@@ -20,8 +20,9 @@ all ``ix.qlinear`` or all ``ix.fp8_linear`` and agree on what the merged op must
   - qlinears: codes, scales and mins leaf ``ix.weight``s, one ``group``, one scales dtype, all
     with mins or all without, and the same ``col_scale`` (one SSA value, or none). Codes, scales
     and mins concatenate along N, which keeps every quantization group whole (groups run along K);
-  - fp8_linears: codes and scales (and biases, all or none) leaf ``ix.weight``s. Their scales are
-    per output channel and x's per token, so the merged op computes the same values.
+  - fp8_linears: codes and scales (and biases, all or none) leaf ``ix.weight``s, and a static
+    activation scale of one weight name or none. Their scales are per output channel and x's per
+    token (or the one static scale), so the merged op computes the same values.
 Users of one value that differ split into several groups, each merged on its own (a GGUF file's
 q and k in Q4_0 beside a v in Q6_K: q|k merge, v stays). The concatenations are weight-only
 subgraphs: they cost nothing at run time, since the artifact writer folds weight-only values into
@@ -75,9 +76,10 @@ def _key(op: Operation) -> tuple[Any, ...] | None:
         return ("qlinear", *out, get_int(op.attributes, "group"), _dtype(op.scales), op.mins is None, op.col_scale,
                 op.bias is None)
     if isinstance(op, Fp8LinearOp):
-        if any(_leaf_weight(v) is None for v in (op.codes, op.scales, *(v for v in (op.bias,) if v))):
+        if any(_leaf_weight(v) is None for v in (op.codes, op.scales, *(v for v in (op.bias, op.x_scale) if v))):
             return None
-        return ("fp8_linear", *out, op.bias is None)
+        xs = _leaf_weight(op.x_scale)
+        return ("fp8_linear", *out, op.bias is None, None if xs is None else xs.attributes["name"])
     return None
 
 
@@ -131,8 +133,13 @@ def _merge(block: Block, x: SSAValue, group: list[Gemm]) -> None:
     elif isinstance(first, Fp8LinearOp):
         fs: list[Fp8LinearOp] = group  # type: ignore[assignment]
         fbias = _concat([g.bias for g in fs], new_ops) if first.bias is not None else None  # type: ignore[misc]
+        xs = None
+        if first.x_scale is not None:  # one static scale of their one input (a weight of one name)
+            clone = _leaf_weight(first.x_scale).clone()  # type: ignore[union-attr]
+            new_ops.append(clone)
+            xs = clone.results[0]
         merged = Fp8LinearOp.make(x, _concat([g.codes for g in fs], new_ops), _concat([g.scales for g in fs], new_ops),
-                                  fbias)
+                                  fbias, xs)
     else:
         qs: list[QLinearOp] = group  # type: ignore[assignment]
         codes = _concat([g.codes for g in qs], new_ops)

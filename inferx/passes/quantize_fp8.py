@@ -30,18 +30,20 @@ from inferx.compiler.ir.types import DType, TensorType
 from inferx.passes.quantize import candidates, embedding_tables, is_kn, selects
 
 PARTS = ("codes", "scales")
+X_SCALE = "x_scale"  # a static activation scale: named by the first weight of the linears sharing the input
 
 
 def fp8_names(weight: str) -> dict[str, str]:
-    """{part: store name} of ``weight``'s FP8 parts."""
-    return {part: f"{weight}.fp8.{part}" for part in PARTS}
+    """{part: store name} of ``weight``'s FP8 parts (and the name of a static activation scale
+    where ``weight`` is the first linear of its input)."""
+    return {part: f"{weight}.fp8.{part}" for part in (*PARTS, X_SCALE)}
 
 
 def parse_fp8_name(name: str) -> tuple[str, str] | None:
     """(weight, part) of a name ``fp8_names`` made, else None."""
     head, _, part = name.rpartition(".")
     weight, _, tag = head.rpartition(".")
-    return (weight, part) if tag == "fp8" and part in PARTS and weight else None
+    return (weight, part) if tag == "fp8" and part in (*PARTS, X_SCALE) and weight else None
 
 
 @dataclass(frozen=True)
@@ -51,17 +53,21 @@ class QuantizeFp8(ModulePass):
     include: str = "*"
     exclude: str = ""
     head: bool = False
+    # Static activation scales (calibrated): each fp8_linear reads an ``x_scale`` weight, one for
+    # the linears of one input, named by the first of them (``fp8_names(first)["x_scale"]``).
+    static: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         tables = embedding_tables(op)
+        first: dict[object, str] = {}  # an input value: the first selected weight that reads it
         for lin in candidates(op):
             name = lin.weight.owner.attributes["name"].data  # type: ignore[union-attr]
             if not selects(name, tables, self.include, self.exclude, self.head):
                 continue
-            _rewrite(lin, name)
+            _rewrite(lin, name, first.setdefault(lin.input, name) if self.static else None)
 
 
-def _rewrite(lin: nn.LinearOp, name: str) -> None:
+def _rewrite(lin: nn.LinearOp, name: str, scale_of: str | None) -> None:
     wt = lin.weight.type
     assert isinstance(wt, TensorType)
     n, k = wt.shape[::-1] if is_kn(lin) else wt.shape
@@ -70,5 +76,10 @@ def _rewrite(lin: nn.LinearOp, name: str) -> None:
     parts = {p: t.WeightOp.make(result_types=[types[p]], name=StringAttr(names[p])) for p in PARTS}
     for w in parts.values():
         Rewriter.insert_op(w, InsertPoint.before(lin))
+    xs = None
+    if scale_of is not None:
+        xs = t.WeightOp.make(result_types=[TensorType((1,), DType.f32)],
+                             name=StringAttr(fp8_names(scale_of)[X_SCALE]))
+        Rewriter.insert_op(xs, InsertPoint.before(lin))
     Rewriter.replace_op(lin, nn.Fp8LinearOp.make(lin.input, parts["codes"].results[0], parts["scales"].results[0],
-                                                 lin.bias))
+                                                 lin.bias, None if xs is None else xs.results[0]))

@@ -268,8 +268,11 @@ def fp8_linear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> 
     from inferx.compiler.ir.fp8 import fp8_matmul  # ir.fp8 rounds with this package's numerics
 
     assert isinstance(op, nn.Fp8LinearOp)
-    y = fp8_matmul(_gemm_in(ins[0]), ins[1], ins[2])
-    return [y + _gemm_in(ins[3]) if len(ins) > 3 else y]
+    extra = dict(zip([n for n, v in (("bias", op.bias), ("x_scale", op.x_scale)) if v is not None], ins[3:],
+                     strict=True))
+    x_scale = float(np.asarray(extra["x_scale"]).reshape(-1)[0]) if "x_scale" in extra else None
+    y = fp8_matmul(_gemm_in(ins[0]), ins[1], ins[2], x_scale)
+    return [y + _gemm_in(extra["bias"]) if "bias" in extra else y]
 
 
 def matmul(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:

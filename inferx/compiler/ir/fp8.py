@@ -10,7 +10,9 @@ reads them::
 
 E4M3 is the "fn" variant (4 exponent bits, 3 fraction bits, no infinity, largest value 448),
 rounded to nearest even and saturating (``numerics.round_f8e4m3``, as PyTorch's cast to
-``float8_e4m3fn`` after a clamp). Scales and quotients are computed in fp32; each product of two
+``float8_e4m3fn`` after a clamp). A static activation scale (``x_scale``, from calibration)
+replaces the per-token ones: ``xq = e4m3(clamp(x / x_scale, +-448))``, and values past the
+calibrated range saturate. Scales and quotients are computed in fp32; each product of two
 E4M3 values is exact in fp32 and the products are summed in fp32. Scaling each row by its own
 maximum puts that maximum at 448 exactly, so no value saturates.
 """
@@ -49,10 +51,22 @@ def quantize_weight(w: np.ndarray, name: str = "weight") -> tuple[np.ndarray, np
     return quantize_rows(w32)
 
 
-def fp8_matmul(x: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+def quantize_static(a: np.ndarray, scale: float) -> np.ndarray:
+    """E4M3 values of ``a / scale`` (fp32), clamped to +-448 first: a static scale from
+    calibration, which values past its range saturate at."""
+    q = np.asarray(a, dtype=np.float32) / np.float32(scale)
+    return round_f8e4m3(np.clip(q, -FP8_MAX, FP8_MAX))
+
+
+def fp8_matmul(x: np.ndarray, codes: np.ndarray, scales: np.ndarray, x_scale: float | None = None) -> np.ndarray:
     """``y = x @ W^T`` with W in E4M3 ``codes`` [N, K] and per-row ``scales`` [N], x quantized per
-    token (the module docstring's numerics), in fp32."""
-    xq, sx = quantize_rows(x)
+    token (the module docstring's numerics) or, with ``x_scale``, every token by that static
+    scale (``quantize_static``), in fp32."""
+    if x_scale is None:
+        xq, sx = quantize_rows(x)
+    else:
+        xq = quantize_static(x, x_scale)
+        sx = np.full(np.shape(x)[:-1], x_scale, dtype=np.float32)
     acc = np.matmul(xq, np.asarray(codes, dtype=np.float32).T)
     return (acc * sx[..., None] * np.asarray(scales, dtype=np.float32)).astype(np.float32)
 

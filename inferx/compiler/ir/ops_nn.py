@@ -122,19 +122,23 @@ def _check_bias(b: TensorType, n: Any) -> None:
 class Fp8LinearOp(IxOp):
     """``x[..., K] @ W^T`` in FP8 W8A8 (``inferx.compiler.ir.fp8``): ``codes[N, K]`` of f8e4m3 and
     one f32 ``scales[N]`` per output channel; x is quantized to E4M3 per token (its own maximum
-    over K to 448) as it is read, the E4M3 products are summed in fp32 and scaled by both scales;
-    an optional ``bias[N]`` is added. The result has x's dtype."""
+    over K to 448) as it is read, or, with ``x_scale`` (f32 [1], a static scale from
+    calibration), every token by that one scale, clamped to +-448; the E4M3 products are summed
+    in fp32 and scaled by both scales; an optional ``bias[N]`` is added. The result has x's dtype."""
 
     name = "ix.fp8_linear"
     input = operand_def(TensorType)
     codes = operand_def(TensorType)
     scales = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
+    x_scale = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
-        "$input `,` $codes `,` $scales (`bias` $bias^)? attr-dict"
-        " `:` type($input) `,` type($codes) `,` type($scales) (`bias` type($bias)^)? `->` type($result)"
+        "$input `,` $codes `,` $scales (`bias` $bias^)? (`x_scale` $x_scale^)? attr-dict"
+        " `:` type($input) `,` type($codes) `,` type($scales) (`bias` type($bias)^)?"
+        " (`x_scale` type($x_scale)^)? `->` type($result)"
     )
 
     @classmethod
@@ -146,8 +150,13 @@ class Fp8LinearOp(IxOp):
         if scales.dtype is not DType.f32:
             raise ShapeError(f"scales must be f32, got {scales.dtype.value}")
         sh.same(scales.shape[0], n, "scales' length must equal the codes' N")
-        if len(ins) > 3:
-            _check_bias(ins[3], n)
+        extra = dict(zip(present_operands(attrs, 3, ("bias", "x_scale")), ins[3:], strict=True))
+        if "bias" in extra:
+            _check_bias(extra["bias"], n)
+        if "x_scale" in extra:
+            xs = extra["x_scale"]
+            if xs.dtype is not DType.f32 or tuple(xs.shape) != (1,):
+                raise ShapeError(f"x_scale must be f32 [1], got {xs}")
         return [x.with_shape((*x.shape[:-1], n))]
 
 

@@ -19,7 +19,7 @@ from inferx.compiler.ir.fp8 import quantize_weight
 from inferx.passes.dce import DCE
 from inferx.passes.pipeline import PassManager
 from inferx.passes.quantize import kn_weights
-from inferx.passes.quantize_fp8 import QuantizeFp8, parse_fp8_name
+from inferx.passes.quantize_fp8 import X_SCALE, QuantizeFp8, parse_fp8_name
 from inferx.program import Program
 
 KEEP = 2  # quantized weights kept at once
@@ -28,9 +28,11 @@ KEEP = 2  # quantized weights kept at once
 class Fp8Store(Mapping[str, np.ndarray]):
     """``base``'s weights and the FP8 parts of them (see the module docstring)."""
 
-    def __init__(self, base: Mapping[str, np.ndarray], transposed: Collection[str] = ()):
+    def __init__(self, base: Mapping[str, np.ndarray], transposed: Collection[str] = (),
+                 x_scales: Mapping[str, float] | None = None):
         self.base = base
         self.transposed = frozenset(transposed)  # weights stored [K, N], quantized as their transpose
+        self.x_scales = dict(x_scales or {})  # weight: the static scale of its input (calibrated)
         self._recent: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     def quantized(self, weight: str) -> tuple[np.ndarray, np.ndarray]:
@@ -49,6 +51,10 @@ class Fp8Store(Mapping[str, np.ndarray]):
         parsed = parse_fp8_name(key)
         if parsed is None or parsed[0] not in self.base:
             raise KeyError(key)
+        if parsed[1] == X_SCALE:
+            if parsed[0] not in self.x_scales:
+                raise KeyError(key)
+            return np.array([self.x_scales[parsed[0]]], dtype=np.float32)
         codes, scales = self.quantized(parsed[0])
         return codes if parsed[1] == "codes" else scales
 
@@ -56,6 +62,8 @@ class Fp8Store(Mapping[str, np.ndarray]):
         if not isinstance(key, str):
             return False
         parsed = parse_fp8_name(key)
+        if parsed is not None and parsed[1] == X_SCALE:
+            return parsed[0] in self.x_scales
         return key in self.base or (parsed is not None and parsed[0] in self.base)
 
     def __iter__(self) -> Iterator[str]:
@@ -65,12 +73,15 @@ class Fp8Store(Mapping[str, np.ndarray]):
         return len(self.base)
 
 
-def quantize_program_fp8(program: Program, *, include: str = "*", exclude: str = "", head: bool = False) -> Program:
+def quantize_program_fp8(program: Program, *, include: str = "*", exclude: str = "", head: bool = False,
+                         x_scales: Mapping[str, float] | None = None) -> Program:
     """``program`` with the linears the options name (the quantize-fp8 pass) made ``ix.fp8_linear``
     and its store an ``Fp8Store`` (in place; returned for chaining). The reference interpreter
     runs it and the fp8gemm kernels compile it. Weights stored [K, N] are quantized as their
-    transpose."""
+    transpose. With ``x_scales`` ({weight: the static scale of its input}, ``observers``), each
+    linear quantizes its input by that scale instead of per token."""
     transposed = kn_weights(program.module)
-    PassManager([QuantizeFp8(include=include, exclude=exclude, head=head), DCE()]).run(program.module)
-    program.weights = Fp8Store(program.weights, transposed)
+    static = x_scales is not None
+    PassManager([QuantizeFp8(include=include, exclude=exclude, head=head, static=static), DCE()]).run(program.module)
+    program.weights = Fp8Store(program.weights, transposed, x_scales)
     return program

@@ -90,7 +90,10 @@ class Evaluator:
     """The model's next-token log-probabilities on fixed windows, float and under plans."""
 
     def __init__(self, program: Program, windows: list[list[int]], options: Any):
-        self.program, self.windows, self.options = program, windows, options
+        # plans are measured with FP8's per-token scales (static scales would observe the model
+        # again for every plan)
+        self.program, self.windows = program, windows
+        self.options = replace(options, fp8_activations="dynamic", smoothquant=None)
         self.float_logp = [self._logp(program, ids) for ids in windows]
         self.float_nll = self.nll(self.float_logp)
 

@@ -48,3 +48,14 @@ func.func @result_wrong(%x: !ix.tensor<[batch, 64], bf16>) {
   %0 = ix.fp8_linear %x, %c, %s : !ix.tensor<[batch, 64], bf16>, !ix.tensor<[16, 64], f8e4m3>, !ix.tensor<[16], f32> -> !ix.tensor<[batch, 8], bf16>
   func.return
 }
+
+// -----
+
+func.func @x_scale_not_one_f32(%x: !ix.tensor<[batch, 64], bf16>) {
+  %c = ix.weight {name = "c"} : !ix.tensor<[16, 64], f8e4m3>
+  %s = ix.weight {name = "s"} : !ix.tensor<[16], f32>
+  %xs = ix.weight {name = "xs"} : !ix.tensor<[64], f32>
+  // CHECK: :[[# @LINE + 1]]:3: error: ix.fp8_linear: x_scale must be f32 [1], got
+  %0 = ix.fp8_linear %x, %c, %s x_scale %xs : !ix.tensor<[batch, 64], bf16>, !ix.tensor<[16, 64], f8e4m3>, !ix.tensor<[16], f32> x_scale !ix.tensor<[64], f32> -> !ix.tensor<[batch, 16], bf16>
+  func.return
+}

@@ -10,7 +10,9 @@ Applies to a kernel whose body starts with an ``ix.fp8_linear`` of kernel inputs
 1. with a norm, the rows' sums of squares over K (a pass over x's rows, or loaded: where the
    kernel producing x sums its output rows' squares, the norm-stats pass);
 2. the rows' largest magnitude of the linear's input x' (the norm's output rounded to x's dtype,
-   or x itself): the token scale ``sx = max|x'| / 448`` (1 for a row of zeros);
+   or x itself): the token scale ``sx = max|x'| / 448`` (1 for a row of zeros); or, with a
+   static ``x_scale`` from calibration, that scale for every row (no pass; x' / sx clamped to
+   +-448);
 3. the K loop: x' / sx rounded to E4M3 and the E4M3 codes of W into ``tl.dot`` (FP8 wgmma on the
    GPU, fp32 sums), then the product times sx and the channel scales, the bias and the epilogue.
 
@@ -194,14 +196,17 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
             if x_t.dtype is not DType.f32:
                 e(f"a = a.to({TL_DTYPE[x_t.dtype]}).to(tl.float32)")
 
-    # 2. the token scale
-    e("amax = tl.zeros((BM,), dtype=tl.float32)")
-    e(f"for k0 in range(0, {k_dim}, BK):")
-    em.indent += 1
-    linear_input()
-    e("amax = tl.maximum(amax, tl.max(tl.abs(a), 1))")
-    em.indent -= 1
-    e(f"sx = tl.where(amax > 0, amax / {FP8_MAX!r}, 1.0)")
+    # 2. the token scale: the static one, or each row's largest magnitude (a pass over x)
+    if f.x_scale is not None:
+        e(f"sx = tl.zeros((BM,), dtype=tl.float32) + tl.load(in{_idx(f.x_scale)})")
+    else:
+        e("amax = tl.zeros((BM,), dtype=tl.float32)")
+        e(f"for k0 in range(0, {k_dim}, BK):")
+        em.indent += 1
+        linear_input()
+        e("amax = tl.maximum(amax, tl.max(tl.abs(a), 1))")
+        em.indent -= 1
+        e(f"sx = tl.where(amax > 0, amax / {FP8_MAX!r}, 1.0)")
     # 3. the K loop on E4M3 operands
     for _, acc in pairs:
         e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
@@ -209,6 +214,8 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
     em.indent += 1
     linear_input()
     e("a = a / sx[:, None]")
+    if f.x_scale is not None:  # a static scale: values past its range saturate
+        e(f"a = tl.minimum(tl.maximum(a, -{FP8_MAX!r}), {FP8_MAX!r})")
     e("if ON_GPU:")
     e("    aq = a.to(tl.float8e4nv)")
     e("else:")
