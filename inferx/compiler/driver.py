@@ -133,11 +133,12 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
         )
     plan = pipeline.precision_plan(program, options, src)
     if plan is not None:
-        from inferx.compiler.quant.precision import is_int4, summary
+        from inferx.compiler.quant.precision import summary
 
         program = pipeline.apply_plan(program, plan, options, src)
-        rtn = ", int4 by round-to-nearest" if any(is_int4(p) for p in plan.layers.values()) else ""
-        say(f"        {plan.origin}: {summary(plan.layers)} linears{rtn}")
+        how = {"rtn": "round-to-nearest", "awq": "AWQ", "gptq": "GPTQ"}[options.quant_method]
+        rounded = f", rounded by {how}" if any(p != "float" for p in plan.layers.values()) else ""
+        say(f"        {plan.origin}: {summary(plan.layers)} linears{rounded}")
     elif options.quant is not None:
         program = pipeline.quantize(program, options, src)
         kept = len({str(op.codes.owner) for op in program.module.walk() if isinstance(op, QLinearOp)})

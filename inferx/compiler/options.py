@@ -182,10 +182,12 @@ def _problem(o: CompileOptions) -> str | None:
             return (f"{what} applies to FP8 linears (quant fp8, a precision map, or fp8 overrides), "
                     f"not to quant {o.quant}")
     for what, on, allowed, takes in (
-        ("quant_method", o.quant_method != "rtn", scheme, "an int4 scheme's quant, such as int4-g128"),
+        ("quant_method", o.quant_method != "rtn", scheme or (fp8_possible and o.quant_method == "gptq"),
+         "an int4 scheme's quant, such as int4-g128, or gptq with FP8 linears"),
         ("quant_head", o.quant_head, scheme or o.quant in (FP8, AUTO), "an int4 scheme's quant, fp8 or auto"),
         ("calibration", o.calibration is not None,
-         scheme or o.quant == AUTO or o.fp8_activations != "dynamic" or o.smoothquant is not None,
+         scheme or o.quant == AUTO or o.fp8_activations != "dynamic" or o.smoothquant is not None
+         or o.quant_method != "rtn",
          "an int4 scheme's quant, auto, static fp8 activations or smoothquant"),
         ("quant_overrides", bool(o.quant_overrides), scheme or o.quant == FP8, "an int4 scheme's quant or fp8"),
     ):

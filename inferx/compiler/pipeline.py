@@ -196,29 +196,41 @@ def apply_plan(program: Program, plan: PrecisionPlan, options: CompileOptions, s
 
     fp8 = [n for n, p in plan.layers.items() if p == pr.FP8]
     # observed on the float model (smoothing changes its store before anything is quantized)
-    x_scales = calibrate_fp8(program, set(fp8), options, source) if fp8 else None
+    x_scales, supplied = calibrate_fp8(program, set(fp8), options, source) if fp8 else (None, None)
     int4 = [p for p in plan.layers.values() if pr.is_int4(p)]
     if int4:
         rules = tuple(f"{n}={p if pr.is_int4(p) else pr.FLOAT}" for n, p in plan.layers.items())
         program = quantize(program, replace(options, quant=max(set(int4), key=int4.count), quant_overrides=rules,
-                                            quant_head=True, quant_method="rtn", precision_map=None,
-                                            accuracy_budget=None, calibration=None, fp8_activations="dynamic",
-                                            smoothquant=None), source)
+                                            quant_head=True, precision_map=None, accuracy_budget=None,
+                                            fp8_activations="dynamic", smoothquant=None), source)
     if fp8:
         from inferx.compiler.quant.fp8 import quantize_program_fp8
 
-        program = quantize_program_fp8(program, include=",".join(fp8), head=True, x_scales=x_scales)
+        program = quantize_program_fp8(program, include=",".join(fp8), head=True, x_scales=x_scales,
+                                       supplied=supplied)
     return program
 
 
 def calibrate_fp8(program: Program, fp8: set[str], options: CompileOptions, source: Any = None
-                  ) -> dict[str, float] | None:
-    """With ``options.smoothquant``, the inputs that FP8 linears alone read smoothed (the float
-    ``program``'s store changed in place); with static ``fp8_activations``, the static scale of
-    each FP8 linear's input ({weight: scale}); both observed on the calibration text. None: per
-    token scales."""
+                  ) -> tuple[dict[str, float] | None, dict[str, Any] | None]:
+    """(static scales, GPTQ's weights) of the FP8 linears ``fp8`` of the float ``program``, on the
+    calibration text: with ``options.smoothquant``, the inputs that FP8 linears alone read
+    smoothed first (the store changed in place); with static ``fp8_activations``, the static
+    scale of each FP8 linear's input ({weight: scale}; None: per token); with quant_method gptq,
+    their codes and scales by GPTQ over the E4M3 grid (None: round to nearest)."""
+    supplied = None
+    if options.quant_method == "awq" and options.progress is not None:
+        options.progress("        awq rounds the int4 linears; fp8 linears round to nearest")
+    if options.quant_method == "gptq":
+        from inferx.compiler.quant.fp8 import gptq_fp8
+
+        windows = calibration_windows(program, options, source)
+        if options.smoothquant is None and options.fp8_activations == "dynamic":
+            supplied = gptq_fp8(program, fp8, windows, damp=GPTQ_DAMP)
+            _say_gptq(options, len(fp8), len(windows))
+            return None, supplied
     if options.smoothquant is None and options.fp8_activations == "dynamic":
-        return None
+        return None, None
     from inferx.compiler.quant.observers import observe, static_scales
     from inferx.compiler.quant.smooth import smooth
 
@@ -232,13 +244,25 @@ def calibrate_fp8(program: Program, fp8: set[str], options: CompileOptions, sour
         smoothed = smooth(program, only_fp8, options.smoothquant)
         say(f"        smoothquant alpha {options.smoothquant}: {len(smoothed)} fp8 linears' inputs smoothed, "
             f"observed on {len(windows)} windows of {text}")
-        if options.fp8_activations == "dynamic":
-            return None
+    if options.quant_method == "gptq":
+        from inferx.compiler.quant.fp8 import gptq_fp8
+
+        supplied = gptq_fp8(program, fp8, windows, damp=GPTQ_DAMP)
+        _say_gptq(options, len(fp8), len(windows))
+    if options.fp8_activations == "dynamic":
+        return None, supplied
+    if options.smoothquant is not None:
         ranges = observe(program, windows)
     scales = static_scales({n: r for n, r in ranges.items() if n in fp8}, options.fp8_activations)
     say(f"        fp8 activations: static scales ({options.fp8_activations}) of {len(set(scales.values()))} inputs, "
         f"observed on {len(windows)} windows of {text}")
-    return scales
+    return scales, supplied
+
+
+def _say_gptq(options: CompileOptions, linears: int, windows: int) -> None:
+    if options.progress is not None:
+        options.progress(f"        gptq: {linears} fp8 linears rounded over the E4M3 grid, calibrated on {windows} "
+                         f"windows of {options.calibration or 'pydoc_data.topics'}")
 
 
 def quantize(program: Program, options: CompileOptions, source: Any = None) -> Program:

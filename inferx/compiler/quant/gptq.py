@@ -119,3 +119,42 @@ def _inverse_cholesky(h: np.ndarray, damp: float, name: str) -> np.ndarray:
     except torch.linalg.LinAlgError as e:
         raise ValueError(f"{name}: the Hessian is not positive definite after damping ({damp}); raise damp") from e
     return np.ascontiguousarray(upper.to(torch.float32).numpy())
+
+
+def quantize_gptq_fp8(w: np.ndarray, h: np.ndarray, name: str = "weight", *, damp: float = 0.01,
+                      act_order: bool = False, block: int = 128) -> tuple[np.ndarray, np.ndarray]:
+    """(codes [N, K] as float32 E4M3 values, scales [N]) of ``w[N, K]`` in FP8 (``ir.fp8``: one
+    scale per row, ``max|w| / 448`` of the original row, fixed up front) with GPTQ's column order
+    and error updates (the module docstring) over the E4M3 grid instead of an int4 one. A value
+    the updates push past the row's range saturates at +-448."""
+    from inferx.compiler.interpreter.numerics import round_f8e4m3
+    from inferx.compiler.ir.fp8 import FP8_MAX, row_scales
+
+    n, k = w.shape
+    h = np.asarray(h)
+    if h.shape != (k, k):
+        raise ValueError(f"{name}: the Hessian must be [{k}, {k}], got {list(h.shape)}")
+    work = np.array(w, dtype=np.float32)
+    scales = row_scales(work)
+    hh = np.array(h, dtype=np.float64)
+    dead = np.diag(hh) == 0
+    hh[dead, dead] = 1.0
+    work[:, dead] = 0.0
+    order = np.argsort(-np.diag(hh), kind="stable") if act_order else np.arange(k)
+    work, hh = np.ascontiguousarray(work[:, order]), hh[np.ix_(order, order)]
+    u = _inverse_cholesky(hh, damp, name)
+    codes = np.empty((n, k), dtype=np.float32)  # in processing order
+    for b0 in range(0, k, block):
+        b1 = min(b0 + block, k)
+        w1, u1 = work[:, b0:b1], u[b0:b1, b0:b1]
+        err = np.empty((n, b1 - b0), dtype=np.float32)
+        for i in range(b1 - b0):
+            q = round_f8e4m3(np.clip(w1[:, i] / scales, -FP8_MAX, FP8_MAX))
+            codes[:, b0 + i] = q
+            e = (w1[:, i] - q * scales) / u1[i, i]
+            w1[:, i:] -= e[:, None] * u1[i, i:][None, :]
+            err[:, i] = e
+        work[:, b1:] -= err @ u[b0:b1, b1:]
+    out = np.empty_like(codes)
+    out[:, order] = codes
+    return out, scales
