@@ -72,6 +72,9 @@ def main() -> None:
     p.add_argument("--windows", type=int, default=16)
     p.add_argument("--calibration-windows", type=int, default=16)
     p.add_argument("--alphas", default="0.5", help="SmoothQuant alphas to try")
+    p.add_argument("--rows", default="parts,observers,gptq",
+                   help="which rows: parts (weights only, activations only), observers (per-token and each "
+                   "observer, without and with each alpha), gptq (GPTQ's weights, per-token scales)")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     path = model_path()
@@ -88,18 +91,30 @@ def main() -> None:
         rows.append({"fp8": label, "perplexity": round(ppl, 4), "seconds": round(time.perf_counter() - clock, 1)})
         print(f"{label:46} perplexity {ppl:8.4f}", flush=True)
 
+    parts = set(a.rows.split(","))
     clock = time.perf_counter()
     run("float32", perplexity(base, chunks, a.window), clock)
-    clock = time.perf_counter()
-    weights_only = fresh()
-    names = layer_linears(weights_only)
-    store = weights_only.weights
-    weights_only.weights = Overlay(store, {n: ir8.dequantize(*ir8.quantize_weight(np.asarray(store[n], np.float32), n))
-                                           for n in names})
-    run("weights only (activations float)", perplexity(weights_only, chunks, a.window), clock)
-    clock = time.perf_counter()
-    run("activations only (weights float), per token", activations_only(fresh(), chunks, a.window), clock)
-    for alpha in [None, *(float(x) for x in a.alphas.split(",") if x)]:
+    if "gptq" in parts:
+        from inferx.compiler.quant.fp8 import gptq_fp8
+
+        for label, keep in (("per-token scales, GPTQ weights", ()), ("... down projections float", ("down",))):
+            clock = time.perf_counter()
+            q = fresh()
+            names = {n for n in layer_linears(q) if not any(k in n for k in keep)}
+            supplied = gptq_fp8(q, names, calibration_windows(q, CompileOptions(target="cpu")), damp=0.1)
+            q = quantize_program_fp8(q, include=",".join(sorted(names)), x_scales=None, supplied=supplied)
+            run(label, perplexity(q, chunks, a.window), clock)
+    if "parts" in parts:
+        clock = time.perf_counter()
+        weights_only = fresh()
+        names = layer_linears(weights_only)
+        store = weights_only.weights
+        weights_only.weights = Overlay(store, {n: ir8.dequantize(*ir8.quantize_weight(np.asarray(store[n], np.float32),
+                                                                                      n)) for n in names})
+        run("weights only (activations float)", perplexity(weights_only, chunks, a.window), clock)
+        clock = time.perf_counter()
+        run("activations only (weights float), per token", activations_only(fresh(), chunks, a.window), clock)
+    for alpha in [None, *(float(x) for x in a.alphas.split(",") if x)] if "observers" in parts else []:
         clock = time.perf_counter()
         program = fresh()
         tag = "" if alpha is None else f", SmoothQuant alpha {alpha}"

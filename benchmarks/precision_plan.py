@@ -35,6 +35,7 @@ def main() -> None:
     p.add_argument("--budgets", default="1,3,10", help="perplexity budgets in percent")
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--windows", type=int, default=16)
+    p.add_argument("--sensitivities", type=Path, help="a results file of this script whose units' KL to reuse")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     path = model_path()
@@ -42,7 +43,10 @@ def main() -> None:
     chunks = windows(base.tokenizer, EVAL_TEXT.read_text(), a.window, a.windows, str(EVAL_TEXT))
     options = CompileOptions(target="h200", quant="auto", accuracy_budget=0.01)
     clock = time.perf_counter()
-    measured = planner.measure(base, options, say=lambda line: print(line, flush=True))
+    known = None
+    if a.sensitivities:
+        known = {u["linears"][0]: u["kl"] for u in json.loads(a.sensitivities.read_text())["units"]}
+    measured = planner.measure(base, options, say=lambda line: print(line, flush=True), known=known)
     print(f"sensitivities measured in {time.perf_counter() - clock:.0f} s", flush=True)
     units = measured.units
     rows = []
@@ -81,8 +85,10 @@ def main() -> None:
         if "perplexity" in r:
             r["vs_float"] = round(r["perplexity"] / base_ppl - 1, 6)
     result = {"model": MODEL_FILE, "eval_text": str(EVAL_TEXT), "window": a.window, "windows": a.windows,
-              "calibration_text": measured.calibration, "planner_windows": len(measured.evaluator.windows),
-              "planner_window_tokens": len(measured.evaluator.windows[0]),
+              "calibration_text": measured.calibration, "sensitivity_windows": len(measured.evaluator.windows),
+              "sensitivity_window_tokens": len(measured.evaluator.windows[0]),
+              "check_windows": len(measured.checker.windows), "check_window_tokens": len(measured.checker.windows[0]),
+              "sensitivities_from": str(a.sensitivities) if a.sensitivities else None,
               "sensitivity_seconds": round(measured.seconds, 1), "machine": platform.processor() or platform.machine(),
               "rows": rows,
               "units": [{"linears": u.names, "us": u.us, "kl": u.kl} for u in units]}

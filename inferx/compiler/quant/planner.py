@@ -12,14 +12,15 @@ stays within the accuracy budget.
    scale a row; int4: half a byte a weight, a scale and a minimum a group) over the target's
    DRAM bandwidth (``families.common.hardware``). The tuner's kernels run at 70-90% of that
    roofline (docs/performance.md); the plan compares choices, which that factor does not reorder.
-4. Sensitivity: the float model's next-token distributions on the calibration windows are
-   computed once by the reference interpreter; then each unit alone takes each quantized choice,
-   and its sensitivity is the mean KL divergence of the model's distributions from the float
-   ones. One forward pass of the windows per unit and choice.
+4. Sensitivity: the float model's next-token distributions on ``WINDOWS`` short calibration
+   windows are computed once by the reference interpreter; then each unit alone takes each
+   quantized choice, and its sensitivity is the mean KL divergence of the model's distributions
+   from the float ones. One forward pass of the windows per unit and choice.
 5. Selection: sensitivities are taken as additive. For a price ``lam``, each unit takes the choice
    minimising ``time + lam * KL``; as ``lam`` rises the plan goes from the fastest (every unit
-   int4) towards float. The planner measures the whole plan's perplexity on the calibration
-   windows and bisects over the prices at which a unit changes choice for the fastest plan whose
+   int4) towards float. The planner measures the whole plan's perplexity on ``CHECK_WINDOWS``
+   full calibration windows (a few hundred tokens are too few: a plan's increase on them is
+   noise) and bisects over the prices at which a unit changes choice for the fastest plan whose
    perplexity increase is within the budget (the bisection takes measured perplexity as rising
    with ``lam``, which the additive model makes likely, not certain).
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,8 +43,9 @@ from inferx.compiler.ir.types import DType
 from inferx.compiler.quant import precision as pr
 from inferx.program import Program
 
-WINDOWS = 2  # calibration windows the planner measures on
-WINDOW = 128  # tokens a window holds
+WINDOWS = 2  # calibration windows each unit's sensitivity is measured on
+WINDOW = 128  # tokens a sensitivity window holds
+CHECK_WINDOWS = 8  # calibration windows (of the calibration's length) whole plans are measured on
 GROUPS = (128, 64, 32)
 DTYPE_BYTES = {DType.f32: 4, DType.bf16: 2, DType.f16: 2}
 
@@ -146,7 +148,8 @@ class Measured:
     evaluator of whole plans, and every linear's precision outside the units (float)."""
 
     units: list[Unit]
-    evaluator: Evaluator
+    evaluator: Evaluator  # the sensitivities' windows
+    checker: Evaluator  # whole plans' windows
     layers: dict[str, str]
     calibration: str
     seconds: float
@@ -166,10 +169,11 @@ def plan(program: Program, options: Any, source: Any = None, say: Callable[[str]
     return choose(measure(program, options, source, say), float(options.accuracy_budget), say)
 
 
-def measure(program: Program, options: Any, source: Any = None, say: Callable[[str], None] | None = None
-            ) -> Measured:
+def measure(program: Program, options: Any, source: Any = None, say: Callable[[str], None] | None = None,
+            known: Mapping[str, Mapping[str, float]] | None = None) -> Measured:
     """The units of ``program`` with their choices' predicted times and measured sensitivities
-    (module docstring, 1.-4.)."""
+    (module docstring, 1.-4.); ``known``: {first weight of a unit: {choice: KL}} measured before
+    (on the same windows), not measured again."""
     from inferx.compiler.families.common.hardware import H200, HARDWARE
     from inferx.compiler.options import TARGETS, CompileError
     from inferx.compiler.pipeline import calibration_windows
@@ -197,22 +201,25 @@ def measure(program: Program, options: Any, source: Any = None, say: Callable[[s
         units.append(Unit(names, sh, choices, {c: predicted_us(sh, c, float_bytes, bps) for c in choices},
                           {pr.FLOAT: 0.0}))
     try:
-        windows = [w[:WINDOW] for w in calibration_windows(program, options, source)[:WINDOWS]]
+        full = calibration_windows(program, options, source)
     except CompileError as e:
         raise PlanError(f"quant auto measures the model on text: {e}") from None
+    windows = [w[:WINDOW] for w in full[:WINDOWS]]
     text = str(options.calibration or "pydoc_data.topics")
-    say(f"        planning {len(units)} units of linears on {len(windows)} windows of {len(windows[0])} tokens "
-        f"of {text}")
+    say(f"        planning {len(units)} units of linears: sensitivities on {len(windows)} windows of "
+        f"{len(windows[0])} tokens of {text}, plans on {min(len(full), CHECK_WINDOWS)} of {len(full[0])}")
     ev = Evaluator(program, windows, options)
     total = sum(len(u.choices) - 1 for u in units)
     done = 0
     for u in units:
         for c in u.choices[1:]:
-            u.kl[c] = ev.run({**layers, **dict.fromkeys(u.names, c)})[0]
+            before = (known or {}).get(u.names[0], {}).get(c)
+            u.kl[c] = before if before is not None else ev.run({**layers, **dict.fromkeys(u.names, c)})[0]
             done += 1
             if done % 10 == 0 or done == total:
                 say(f"        sensitivity {done}/{total} ({time.perf_counter() - clock:.0f} s)")
-    return Measured(units, ev, layers, text, time.perf_counter() - clock)
+    checker = Evaluator(program, full[:CHECK_WINDOWS], options)
+    return Measured(units, ev, checker, layers, text, time.perf_counter() - clock)
 
 
 def choose(m: Measured, budget: float, say: Callable[[str], None] | None = None):  # type: ignore[no-untyped-def]
@@ -222,13 +229,16 @@ def choose(m: Measured, budget: float, say: Callable[[str], None] | None = None)
 
     say = say or (lambda line: None)
     clock = time.perf_counter()
-    units, ev = m.units, m.evaluator
+    units, ev = m.units, m.checker
     prices = _prices(units)
     measured: dict[int, tuple[float, float]] = {}
 
     def increase(i: int) -> float:
         if i not in measured:
-            measured[i] = ev.run(m.layers_of(_select(units, prices[i])))
+            layers = m.layers_of(_select(units, prices[i]))
+            measured[i] = ev.run(layers)
+            say(f"        plan of {pr.summary(layers)} linears: calibration perplexity {measured[i][1]:+.2%} "
+                f"({m.seconds + time.perf_counter() - clock:.0f} s)")
         return measured[i][1]
 
     lo, hi = 0, len(prices) - 1  # the answer lies in [lo, hi]; prices[-1] and above: the safest plan
@@ -258,6 +268,7 @@ def choose(m: Measured, budget: float, say: Callable[[str], None] | None = None)
         "planner": {
             "budget": budget, "metric": "perplexity increase over float on the calibration text",
             "calibration": m.calibration, "windows": len(ev.windows), "window_tokens": len(ev.windows[0]),
+            "sensitivity_windows": len(m.evaluator.windows), "sensitivity_window_tokens": len(m.evaluator.windows[0]),
             "float_perplexity": round(math.exp(ev.float_nll), 4),
             "perplexity_increase": round(inc, 6), "mean_kl": round(kl, 6),
             "predicted_weight_us": {"plan": round(step_us, 2), **{k: round(v, 2) for k, v in sorted(uniform.items())}},
