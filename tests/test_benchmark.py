@@ -362,6 +362,7 @@ def test_option_errors() -> None:
         options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, quant="int8")
     with pytest.raises(BenchError, match="--quant-head needs --quant"):
         options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, quant_head=True)
+    assert options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, quant="fp8", quant_head=True).quant_head
     assert compile_settings(options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None), "int4-g128") != \
         compile_settings(options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None))
     with pytest.raises(BenchError, match="unknown peer 'vllm'"):

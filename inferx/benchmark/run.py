@@ -99,8 +99,8 @@ class BenchOptions:
             except SchemeError:
                 raise ValueError(f"unknown quant scheme {self.quant!r}: the schemes are int4-g128, int4-g64 and "
                                  "int4-g32, each optionally with -sym, and fp8") from None
-        elif self.quant_head:
-            raise ValueError("--quant-head needs --quant SCHEME")
+        if self.quant_head and self.quant is None:
+            raise ValueError("--quant-head needs --quant SCHEME (or fp8)")
 
     @property
     def max_seq_len(self) -> int:
