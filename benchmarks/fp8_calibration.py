@@ -5,9 +5,9 @@ cost is whose).
 
 Evaluation text: the GNU GPL version 3, as in ``quant_perplexity.py`` (``--windows`` windows of
 ``--window`` tokens, one prefill each, every next-token prediction scored), by the reference
-interpreter in float32. Calibration text (observers, SmoothQuant): CPython's documentation
-(``pydoc_data.topics``), ``--calibration-windows`` windows of 256 tokens, observed once per
-migration and shared by the observers. docs/performance.md's FP8 table comes from:
+interpreter in float32. Calibration text (observers, SmoothQuant, GPTQ): CPython's documentation
+(``pydoc_data.topics``), ``--calibration-windows`` windows of 256 tokens (GPTQ: 32), observed
+once per migration and shared by the observers. docs/performance.md's FP8 table comes from:
 
     python benchmarks/fp8_calibration.py --json benchmarks/results/fp8_calibration_cpu_DATE.json
 """
@@ -72,9 +72,10 @@ def main() -> None:
     p.add_argument("--windows", type=int, default=16)
     p.add_argument("--calibration-windows", type=int, default=16)
     p.add_argument("--alphas", default="0.5", help="SmoothQuant alphas to try")
-    p.add_argument("--rows", default="parts,observers,gptq",
+    p.add_argument("--rows", default="parts,observers,sq,gptq",
                    help="which rows: parts (weights only, activations only), observers (per-token and each "
-                   "observer, without and with each alpha), gptq (GPTQ's weights, per-token scales)")
+                   "observer), sq (per-token and min-max after SmoothQuant at each alpha), gptq (GPTQ's weights, "
+                   "per-token scales)")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     path = model_path()
@@ -114,7 +115,10 @@ def main() -> None:
         run("weights only (activations float)", perplexity(weights_only, chunks, a.window), clock)
         clock = time.perf_counter()
         run("activations only (weights float), per token", activations_only(fresh(), chunks, a.window), clock)
-    for alpha in [None, *(float(x) for x in a.alphas.split(",") if x)] if "observers" in parts else []:
+    runs = [(None, ("dynamic", *observers.OBSERVERS))] if "observers" in parts else []
+    if "sq" in parts:
+        runs += [(float(x), ("dynamic", "minmax")) for x in a.alphas.split(",") if x]
+    for alpha, chosen in runs:
         clock = time.perf_counter()
         program = fresh()
         tag = "" if alpha is None else f", SmoothQuant alpha {alpha}"
@@ -122,7 +126,7 @@ def main() -> None:
             smooth(program, observers.observe(program, cal), alpha)
         ranges = observers.observe(program, cal)
         print(f"observed{tag} in {time.perf_counter() - clock:.0f} s", flush=True)
-        for observer in ("dynamic", *observers.OBSERVERS):
+        for observer in chosen:
             clock = time.perf_counter()
             q = fresh()
             q.weights = program.weights  # the smoothed store, if smoothed

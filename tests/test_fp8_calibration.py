@@ -127,11 +127,18 @@ def test_calibrated_fp8_artifacts_match_the_reference(activations: str, alpha: f
            "decode", repro)
 
 
-def test_smoothing_leaves_the_float_model_unchanged() -> None:
+@pytest.mark.parametrize("tied", [False, True])
+def test_smoothing_leaves_the_float_model_unchanged(tied: bool) -> None:
     """SmoothQuant at alpha 0.5 moves ranges between the activations and the weights: the float
     model's logits stay (within 1e-4 of the largest), the smoothed weights differ, and the down
-    projections' inputs are smoothed through the up projections."""
-    program = _program()
+    projections' inputs are smoothed through the up projections. A tied LM head (the embedding
+    table) is left alone."""
+    model = _model("llama")
+    if tied:
+        model.config.tie_word_embeddings = True
+        model.lm_head.weight = model.model.embed_tokens.weight
+    program = inferx.import_model(model, dtype="f32")
+    program.tokenizer = ByteTokenizer()
     want = np.asarray(program.reference_session(max_batch=2, max_context=32).prefill(PROMPTS))
     ranges = observers.observe(program, calibration_windows(program, CompileOptions(target="cpu"))[:2])
     factors = smooth(program, ranges, 0.5)

@@ -10,7 +10,8 @@ computes the same function in exact arithmetic:
 
 ``s_k = max|x_k|^alpha / max_j max_n |W_j[n, k]|^(1 - alpha)`` from the calibration ranges
 (``observers.observe``), 1 where either maximum is 0; ``alpha`` (0..1) says how much of the range
-moves. Other inputs (the o projection's, the LM head's) are left as they are.
+moves. Other inputs (the o projection's) are left as they are, and so is an input one of whose
+readers is an embedding table (a tied LM head: the table's lookups would change too).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.quant.calibrate import weight_name
 from inferx.compiler.quant.observers import InputRange
-from inferx.passes.quantize import is_kn
+from inferx.passes.quantize import embedding_tables, is_kn
 from inferx.program import Program
 
 
@@ -57,6 +58,7 @@ def smooth(program: Program, ranges: Mapping[str, InputRange], alpha: float) -> 
     {linear weight: s} of the inputs it smoothed."""
     if not 0 <= alpha <= 1:
         raise ValueError(f"smoothquant alpha must be in [0, 1], got {alpha}")
+    tables = embedding_tables(program.module)
     readers: dict[object, list[nn.LinearOp]] = {}
     for op in program.module.walk():
         if isinstance(op, nn.LinearOp) and weight_name(op) is not None and not is_kn(op):
@@ -68,7 +70,7 @@ def smooth(program: Program, ranges: Mapping[str, InputRange], alpha: float) -> 
         names = [weight_name(lin) for lin in lins]
         producer = getattr(x, "owner", None)
         target = _fold_target(producer)
-        if target is None or names[0] in factors or names[0] not in ranges:
+        if target is None or names[0] in factors or names[0] not in ranges or tables & set(names):
             continue
         kind, what = target
         if what in done:
