@@ -104,7 +104,11 @@ def _reference(options: CompileOptions) -> Any:
                                                                                          max_context=32)
 
 
-@pytest.mark.parametrize("activations, alpha", [("percentile", None), ("entropy", 0.5), ("dynamic", 0.5)])
+@pytest.mark.parametrize("activations, alpha", [
+    ("percentile", None),
+    pytest.param("entropy", 0.5, marks=pytest.mark.thorough),  # further variants: not in CI's run
+    ("dynamic", 0.5),
+])
 def test_calibrated_fp8_artifacts_match_the_reference(activations: str, alpha: float | None, tmp_path: Path) -> None:
     """quant fp8 with static scales (an x_scale weight an input, no pass over x for it) and with
     SmoothQuant: the compiled cpu artifact against the reference session of the same program
@@ -165,6 +169,7 @@ def test_gptq_over_the_e4m3_grid_lowers_the_output_error() -> None:
     assert err(codes) < 0.8 * err(rtn_codes), (err(codes), err(rtn_codes))
 
 
+@pytest.mark.thorough  # the GPTQ codes are the store's; their kernels are every fp8 artifact's
 def test_an_fp8_gptq_artifact_matches_the_reference(tmp_path: Path) -> None:
     """quant fp8 with quant_method gptq: the compiled cpu artifact against the reference session
     of the same program (f32: within 1e-4 of the largest logit); the stored codes are GPTQ's."""
