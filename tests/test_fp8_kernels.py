@@ -263,8 +263,10 @@ def test_the_gpu_kernels_build_for_sm_90() -> None:
     assert "QGMMA" in sass and "E4M3.E4M3" in sass
 
 
-@pytest.mark.parametrize("include, exclude", [("*q_proj*", ""), pytest.param("*", "*q_proj*", marks=pytest.mark.thorough)],
-                         ids=["q-fp8", "k-v-fp8"])
+@pytest.mark.parametrize("include, exclude", [
+    pytest.param("*q_proj*", "", id="q-fp8"),
+    pytest.param("*", "*q_proj*", id="k-v-fp8", marks=pytest.mark.thorough),
+])
 def test_mixed_precision_layers_match_the_reference(include: str, exclude: str, tmp_path: Path) -> None:
     """Some linears in FP8 and the rest float, split so that k|v merge without q (into two equal
     halves, one with RoPE, which is not a gated pair): the GPU's schedules in Triton's interpreter
