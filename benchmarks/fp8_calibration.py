@@ -24,7 +24,7 @@ import numpy as np
 from quant_perplexity import EVAL_TEXT, MODEL_FILE, model_path, perplexity, windows
 
 import inferx
-from inferx.compiler.interpreter.kernels import KERNELS, linear
+from inferx.compiler.interpreter.kernels import linear
 from inferx.compiler.ir import fp8 as ir8
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.options import CompileOptions
@@ -53,17 +53,7 @@ def activations_only(program, chunks: list[np.ndarray], window: int) -> float:  
             ins = [xq * s[..., None], *ins[1:]]
         return linear(op, ins, ctx)
 
-    session = program.reference_session(max_batch=1, max_context=window)
-    session.interpreter.kernels = {**KERNELS, nn.LinearOp: quantized_input}
-    nll, n = 0.0, 0
-    for ids in chunks:
-        session.reset()
-        logits = np.asarray(session.prefill(ids[None]), dtype=np.float64)[0]
-        logits -= logits.max(axis=-1, keepdims=True)
-        logp = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
-        nll -= float(logp[np.arange(len(ids) - 1), ids[1:]].sum())
-        n += len(ids) - 1
-    return float(np.exp(nll / n))
+    return perplexity(program, chunks, window, {nn.LinearOp: quantized_input})
 
 
 def main() -> None:

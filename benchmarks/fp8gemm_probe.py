@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from inferx.benchmark.floor import replay_times
+from inferx.benchmark.floor import launch_cycle_s
 from inferx.compiler.families.fp8gemm import codegen
 from inferx.compiler.families.fp8gemm.codegen import Fp8GemmSchedule
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -61,15 +61,7 @@ def kernel_op(m: int, k: int, n: int) -> KernelOp:
 
 def graph_us(launch, copies: int, launches: int, iters: int) -> float:  # type: ignore[no-untyped-def]
     """Median us per launch of a CUDA graph of ``launches`` calls of ``launch(i % copies)``."""
-    for i in range(copies):
-        launch(i)
-    torch.cuda.synchronize()
-
-    def run() -> None:
-        for i in range(launches):
-            launch(i % copies)
-
-    return statistics.median(replay_times(run, iters, launches)) * 1e6
+    return launch_cycle_s(launch, copies, launches, iters) * 1e6
 
 
 def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

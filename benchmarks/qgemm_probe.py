@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from inferx.benchmark.floor import replay_times
+from inferx.benchmark.floor import launch_cycle_s
 from inferx.compiler.families.qgemm import codegen
 from inferx.compiler.families.qgemm.heuristic import heuristic_schedule
 from inferx.compiler.families.qgemm.schedule import QGemmSchedule, check_fits
@@ -63,15 +62,7 @@ def kernel_op(m: int, k: int, n: int, group: int) -> KernelOp:
 
 def graph_ms(launch, copies: int, launches: int, iters: int) -> float:  # type: ignore[no-untyped-def]
     """Median ms per launch of a CUDA graph of ``launches`` calls of ``launch(i % copies)``."""
-    for i in range(copies):
-        launch(i)
-    torch.cuda.synchronize()
-
-    def run() -> None:
-        for i in range(launches):
-            launch(i % copies)
-
-    return statistics.median(replay_times(run, iters, launches)) * 1e3
+    return launch_cycle_s(launch, copies, launches, iters) * 1e3
 
 
 def sweep(m: int, group: int, k: int) -> list[QGemmSchedule]:

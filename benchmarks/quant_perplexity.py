@@ -57,8 +57,12 @@ def windows(tokenizer, text: str, window: int, count: int, source: str) -> list[
     return out
 
 
-def perplexity(program, chunks: list[np.ndarray], window: int) -> float:  # type: ignore[no-untyped-def]
+def perplexity(program, chunks: list[np.ndarray], window: int, kernels=None) -> float:  # type: ignore[no-untyped-def]
+    """exp(mean NLL) of every next-token prediction in ``chunks``, each one prefill (``kernels``:
+    the interpreter's kernels to run instead, by op)."""
     session = program.reference_session(max_batch=1, max_context=window)
+    if kernels is not None:
+        session.interpreter.kernels = {**session.interpreter.kernels, **kernels}
     nll, n = 0.0, 0
     for ids in chunks:
         session.reset()

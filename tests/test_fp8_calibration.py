@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from test_fp8_kernels import PROMPTS, _close, _model
+from test_fp8_kernels import PROMPTS, _agree, _close, _model
 from test_precision import ByteTokenizer
 
 import inferx
@@ -123,12 +123,7 @@ def test_calibrated_fp8_artifacts_match_the_reference(activations: str, alpha: f
     assert len(static) == (8 if activations != "dynamic" else 0), static  # q|k|v, o, gate|up, down: 4 a layer
     ref = _reference(CompileOptions(**kw))
     cpu = inferx.load(path, device="cpu")
-    repro = f"repro: pytest tests/test_fp8_calibration.py -k '{activations}'"
-    want = np.asarray(ref.prefill(PROMPTS)).astype(np.float32)
-    _close(np.asarray(cpu.prefill(PROMPTS)).astype(np.float32), want, "f32", "prefill", repro)
-    tok = want[:, -1].argmax(-1)[:, None]
-    _close(np.asarray(cpu.decode(tok)).astype(np.float32), np.asarray(ref.decode(tok)).astype(np.float32), "f32",
-           "decode", repro)
+    _agree(cpu, ref, "f32", f"repro: pytest tests/test_fp8_calibration.py -k '{activations}'")
 
 
 @pytest.mark.parametrize("tied", [False, True])

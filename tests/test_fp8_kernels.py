@@ -210,10 +210,15 @@ def test_fp8_artifacts_match_the_reference(family: str, dtype: str, schedules: s
     ref = quantize_program_fp8(inferx.import_model(_model(family), dtype=dtype)).reference_session(
         max_batch=2, max_context=32)
     cpu = inferx.load(path, device="cpu")
-    repro = f"repro: pytest tests/test_fp8_kernels.py -k 'artifacts and {family} and {dtype}'"
+    _agree(cpu, ref, dtype, f"repro: pytest tests/test_fp8_kernels.py -k 'artifacts and {family} and {dtype}'", 2)
+
+
+def _agree(cpu: Any, ref: Any, dtype: str, repro: str, steps: int = 1) -> None:
+    """The compiled session ``cpu`` against ``ref``: the prefill of PROMPTS, then ``steps`` greedy
+    decode steps (``_close``'s tolerances)."""
     want = np.asarray(ref.prefill(PROMPTS)).astype(np.float32)
     _close(np.asarray(cpu.prefill(PROMPTS)).astype(np.float32), want, dtype, "prefill", repro)
-    for step in range(2):
+    for step in range(steps):
         tok = want[:, -1].argmax(-1)[:, None]
         want = np.asarray(ref.decode(tok)).astype(np.float32)
         _close(np.asarray(cpu.decode(tok)).astype(np.float32), want, dtype, f"decode {step}", repro)
@@ -281,9 +286,4 @@ def test_mixed_precision_layers_match_the_reference(include: str, exclude: str, 
                           max_batch=2)
     ref = program().reference_session(max_batch=2, max_context=32)
     cpu = inferx.load(path, device="cpu")
-    repro = f"repro: pytest tests/test_fp8_kernels.py -k 'mixed_precision and {include}-{exclude}'"
-    want = np.asarray(ref.prefill(PROMPTS)).astype(np.float32)
-    _close(np.asarray(cpu.prefill(PROMPTS)).astype(np.float32), want, "f32", "prefill", repro)
-    tok = want[:, -1].argmax(-1)[:, None]
-    _close(np.asarray(cpu.decode(tok)).astype(np.float32), np.asarray(ref.decode(tok)).astype(np.float32), "f32",
-           "decode", repro)
+    _agree(cpu, ref, "f32", f"repro: pytest tests/test_fp8_kernels.py -k 'mixed_precision and {include}-{exclude}'")

@@ -9,10 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
-from test_fp8_kernels import PROMPTS, _close, _model
+from test_fp8_kernels import _agree, _model
 
 import inferx
 from inferx.cli import main
@@ -134,12 +133,7 @@ def test_a_program_of_float_fp8_and_int4_linears_matches_the_reference(tmp_path:
     ref = apply_plan(_program(), PrecisionPlan(dict(MIXED), "test"),
                      CompileOptions(target="cpu")).reference_session(max_batch=2, max_context=32)
     cpu = inferx.load(path, device="cpu")
-    repro = "repro: pytest tests/test_precision.py -k float_fp8_and_int4"
-    want = np.asarray(ref.prefill(PROMPTS)).astype(np.float32)
-    _close(np.asarray(cpu.prefill(PROMPTS)).astype(np.float32), want, "f32", "prefill", repro)
-    tok = want[:, -1].argmax(-1)[:, None]
-    _close(np.asarray(cpu.decode(tok)).astype(np.float32), np.asarray(ref.decode(tok)).astype(np.float32), "f32",
-           "decode", repro)
+    _agree(cpu, ref, "f32", "repro: pytest tests/test_precision.py -k float_fp8_and_int4")
 
 
 @pytest.fixture(scope="module")

@@ -154,3 +154,19 @@ def measure_launch_floor(sizes_mb: Sequence[float] = FIT_SIZES_MB, chunk_kb: int
     """The fitted floor on this machine's CUDA device (a few seconds)."""
     rows = [time_chain(mb, chunk_kb) for mb in sizes_mb]
     return fit([(r["bytes"], r["s_per_launch"]) for r in rows])
+
+
+def launch_cycle_s(launch: Callable[[int], None], copies: int, launches: int, iters: int) -> float:
+    """Median seconds per launch of a CUDA graph of ``launches`` calls of ``launch(i % copies)``
+    (each copy its own weights, so that together they exceed the L2), after one call of each."""
+    import torch
+
+    for i in range(copies):
+        launch(i)
+    torch.cuda.synchronize()
+
+    def run() -> None:
+        for i in range(launches):
+            launch(i % copies)
+
+    return statistics.median(replay_times(run, iters, launches))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
@@ -68,6 +69,21 @@ def weight_name(op: nn.LinearOp) -> str | None:
     return w.attributes["name"].data if isinstance(w, t.WeightOp) else None  # type: ignore[attr-defined]
 
 
+def prefill_windows(program: Program, windows: Sequence[Sequence[int]], linear_kernel: Any,
+                    each_window: Any = None) -> None:
+    """Runs the float ``program``'s prefill on each of ``windows`` (token ids) from an empty cache
+    on the reference interpreter, its ``ix.linear`` computed by ``linear_kernel`` (an interpreter
+    kernel that records its inputs and returns ``kernels.linear``'s result); ``each_window()``
+    before each."""
+    session = program.reference_session(max_batch=1, max_context=max(len(w) for w in windows))
+    session.interpreter.kernels = {**KERNELS, nn.LinearOp: linear_kernel}
+    for ids in windows:
+        if each_window is not None:
+            each_window()
+        session.reset()
+        session.prefill(np.asarray(ids, dtype=np.int64)[None])
+
+
 def capture(program: Program, windows: Sequence[Sequence[int]], *, seed: int = 0) -> dict[str, InputStats]:
     """{weight name: the statistics of its linear's input} over ``windows`` of token ids, each run
     as one prefill from an empty cache."""
@@ -89,12 +105,7 @@ def capture(program: Program, windows: Sequence[Sequence[int]], *, seed: int = 0
             stats.add(ins[0], rng)
         return linear(op, ins, ctx)
 
-    session = program.reference_session(max_batch=1, max_context=max(len(w) for w in windows))
-    session.interpreter.kernels = {**KERNELS, nn.LinearOp: recording}
-    for ids in windows:
-        added.clear()
-        session.reset()
-        session.prefill(np.asarray(ids, dtype=np.int64)[None])
+    prefill_windows(program, windows, recording, added.clear)
     out: dict[str, InputStats] = {}
     for name, values in inputs.items():
         found = [by_input[v] for v in values if v in by_input]

@@ -28,11 +28,11 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from inferx.compiler.interpreter.context import KernelContext
-from inferx.compiler.interpreter.kernels import KERNELS, linear
+from inferx.compiler.interpreter.kernels import linear
 from inferx.compiler.interpreter.numerics import round_f8e4m3
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.fp8 import FP8_MAX
-from inferx.compiler.quant.calibrate import weight_name
+from inferx.compiler.quant.calibrate import prefill_windows, weight_name
 from inferx.program import Program
 
 OBSERVERS = ("minmax", "percentile", "entropy")
@@ -130,12 +130,7 @@ def observe(program: Program, windows: Sequence[Sequence[int]]) -> dict[str, Inp
             out.update(dict.fromkeys(group, record))
         return linear(op, ins, ctx)
 
-    session = program.reference_session(max_batch=1, max_context=max(len(w) for w in windows))
-    session.interpreter.kernels = {**KERNELS, nn.LinearOp: recording}
-    for ids in windows:
-        seen.clear()
-        session.reset()
-        session.prefill(np.asarray(ids, dtype=np.int64)[None])
+    prefill_windows(program, windows, recording, seen.clear)
     return out
 
 
