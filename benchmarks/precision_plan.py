@@ -35,6 +35,7 @@ def main() -> None:
     p.add_argument("--budgets", default="1,3,10", help="perplexity budgets in percent")
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--windows", type=int, default=16)
+    p.add_argument("--no-uniform", action="store_true", help="leave out the uniform schemes' rows")
     p.add_argument("--sensitivities", type=Path, help="a results file of this script whose units' KL to reuse")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
@@ -63,11 +64,12 @@ def main() -> None:
         print(f"{label:34} {row['precisions']:40} perplexity {ppl:8.4f}  weights {us:7.1f} us", flush=True)
 
     evaluate("float32", dict(measured.layers))
-    for choice in (pr.FP8, "int4-g64"):
-        evaluate(f"uniform {choice}", measured.layers_of([choice if choice in u.choices else pr.FLOAT
-                                                          for u in units]))
-    evaluate("uniform fp8, down projections float",
-             measured.layers_of([pr.FLOAT if "down" in u.names[0] else pr.FP8 for u in units]))
+    if not a.no_uniform:
+        for choice in (pr.FP8, "int4-g64"):
+            evaluate(f"uniform {choice}", measured.layers_of([choice if choice in u.choices else pr.FLOAT
+                                                              for u in units]))
+        evaluate("uniform fp8, down projections float",
+                 measured.layers_of([pr.FLOAT if "down" in u.names[0] else pr.FP8 for u in units]))
     for b in (float(x) / 100 for x in a.budgets.split(",")):
         clock = time.perf_counter()
         try:
