@@ -43,7 +43,8 @@ def _close(got: np.ndarray, want: np.ndarray, what: str) -> None:
         f"repro: pytest tests/test_qat.py -k '{what}'"
 
 
-@pytest.mark.parametrize("precision", ["int4-g32", "int4-g32-sym", "fp8", "mixed"])
+@pytest.mark.parametrize("precision", ["int4-g32", pytest.param("int4-g32-sym", marks=pytest.mark.thorough), "fp8",
+                                       "mixed"])
 def test_the_prepared_model_computes_what_the_quantized_program_does(precision: str) -> None:
     model = _model("llama")
     layers = qat.prepare(model, MIXED if precision == "mixed" else precision)
