@@ -187,7 +187,7 @@ def measure(program: Program, options: Any, source: Any = None, say: Callable[[s
     gpu = TARGETS.get(options.target, "cpu") != "cpu"
     float_bytes = 2 if gpu else DTYPE_BYTES.get(DType(program.info.dtype), 2)
     bps = HARDWARE.get(options.target, H200).dram_bytes_per_s
-    shapes = {lin.weight.owner.attributes["name"].data: tuple(lin.weight.type.shape)  # type: ignore[union-attr]
+    shapes = {lin.weight.owner.attributes["name"].data: tuple(lin.weight.type.shape)  # type: ignore[union-attr,attr-defined]
               for lin in candidates(module)}
     kn = {lin.weight.owner.attributes["name"].data for lin in candidates(module) if is_kn(lin)}  # type: ignore[union-attr]
     tables = embedding_tables(module)

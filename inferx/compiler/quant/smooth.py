@@ -67,7 +67,7 @@ def smooth(program: Program, ranges: Mapping[str, InputRange], alpha: float) -> 
     factors: dict[str, np.ndarray] = {}
     done: set[str] = set()  # producers already divided (the entry points repeat the layers)
     for x, lins in readers.items():
-        names = [weight_name(lin) for lin in lins]
+        names = [n for lin in lins if (n := weight_name(lin)) is not None]
         producer = getattr(x, "owner", None)
         target = _fold_target(producer)
         if target is None or names[0] in factors or names[0] not in ranges or tables & set(names):
