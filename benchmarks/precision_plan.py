@@ -61,7 +61,25 @@ def main() -> None:
                "predicted_weight_us": round(us, 2), "eval_seconds": round(time.perf_counter() - clock, 1),
                **(extra or {})}
         rows.append(row)
+        write()
         print(f"{label:34} {row['precisions']:40} perplexity {ppl:8.4f}  weights {us:7.1f} us", flush=True)
+
+    def write() -> None:
+        base_ppl = rows[0]["perplexity"]
+        for r in rows:
+            if "perplexity" in r:
+                r["vs_float"] = round(r["perplexity"] / base_ppl - 1, 6)
+        result = {"model": MODEL_FILE, "eval_text": str(EVAL_TEXT), "window": a.window, "windows": a.windows,
+                  "calibration_text": measured.calibration, "sensitivity_windows": len(measured.evaluator.windows),
+                  "sensitivity_window_tokens": len(measured.evaluator.windows[0]),
+                  "check_windows": len(measured.checker.windows),
+                  "check_window_tokens": len(measured.checker.windows[0]),
+                  "sensitivities_from": str(a.sensitivities) if a.sensitivities else None,
+                  "sensitivity_seconds": round(measured.seconds, 1),
+                  "machine": platform.processor() or platform.machine(), "rows": rows,
+                  "units": [{"linears": u.names, "us": u.us, "kl": u.kl} for u in units]}
+        if a.json:
+            a.json.write_text(json.dumps(result, indent=1) + "\n")
 
     evaluate("float32", dict(measured.layers))
     if not a.no_uniform:
@@ -76,26 +94,13 @@ def main() -> None:
             plan = planner.choose(measured, b, say=lambda line: print(line, flush=True))
         except planner.PlanError as e:
             rows.append({"plan": f"planner, budget {b:.0%}", "error": str(e)})
+            write()
             print(f"budget {b:.0%}: {e}", flush=True)
             continue
         info = plan.extra["planner"]
         evaluate(f"planner, budget +{b:.0%}", plan.layers,
                  {"budget": b, "calibration_increase": info["perplexity_increase"],
                   "choose_seconds": round(time.perf_counter() - clock, 1), "layers": plan.layers})
-    base_ppl = rows[0]["perplexity"]
-    for r in rows:
-        if "perplexity" in r:
-            r["vs_float"] = round(r["perplexity"] / base_ppl - 1, 6)
-    result = {"model": MODEL_FILE, "eval_text": str(EVAL_TEXT), "window": a.window, "windows": a.windows,
-              "calibration_text": measured.calibration, "sensitivity_windows": len(measured.evaluator.windows),
-              "sensitivity_window_tokens": len(measured.evaluator.windows[0]),
-              "check_windows": len(measured.checker.windows), "check_window_tokens": len(measured.checker.windows[0]),
-              "sensitivities_from": str(a.sensitivities) if a.sensitivities else None,
-              "sensitivity_seconds": round(measured.seconds, 1), "machine": platform.processor() or platform.machine(),
-              "rows": rows,
-              "units": [{"linears": u.names, "us": u.us, "kl": u.kl} for u in units]}
-    if a.json:
-        a.json.write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -153,6 +153,7 @@ class Measured:
     layers: dict[str, str]
     calibration: str
     seconds: float
+    plans: dict[float, tuple[float, float]] = field(default_factory=dict)  # price: a measured plan's (KL, increase)
 
     def layers_of(self, choice: Sequence[str]) -> dict[str, str]:
         out = dict(self.layers)
@@ -231,15 +232,14 @@ def choose(m: Measured, budget: float, say: Callable[[str], None] | None = None)
     clock = time.perf_counter()
     units, ev = m.units, m.checker
     prices = _prices(units)
-    measured: dict[int, tuple[float, float]] = {}
 
     def increase(i: int) -> float:
-        if i not in measured:
+        if prices[i] not in m.plans:  # a plan is measured once for every budget chosen from ``m``
             layers = m.layers_of(_select(units, prices[i]))
-            measured[i] = ev.run(layers)
-            say(f"        plan of {pr.summary(layers)} linears: calibration perplexity {measured[i][1]:+.2%} "
+            m.plans[prices[i]] = ev.run(layers)
+            say(f"        plan of {pr.summary(layers)} linears: calibration perplexity {m.plans[prices[i]][1]:+.2%} "
                 f"({m.seconds + time.perf_counter() - clock:.0f} s)")
-        return measured[i][1]
+        return m.plans[prices[i]][1]
 
     lo, hi = 0, len(prices) - 1  # the answer lies in [lo, hi]; prices[-1] and above: the safest plan
     if increase(hi) > budget:
@@ -257,7 +257,7 @@ def choose(m: Measured, budget: float, say: Callable[[str], None] | None = None)
     chosen = _select(units, prices[lo])
     if all(c == pr.FLOAT for c in chosen):
         raise PlanError(f"accuracy budget +{budget:.2%}: no plan quantizing a linear stays within it")
-    kl, inc = measured[lo]
+    kl, inc = m.plans[prices[lo]]
     result = m.layers_of(chosen)
     step_us = sum(u.us[c] for u, c in zip(units, chosen, strict=True))
     uniform = {c: sum(u.us.get(c, u.us[pr.FLOAT]) for u in units) for c in {c for u in units for c in u.choices}}
