@@ -55,6 +55,7 @@ def main() -> None:
     def evaluate(label: str, layers: dict[str, str], extra: dict | None = None) -> None:
         clock = time.perf_counter()
         program = apply_plan(inferx.import_model(path, dtype="f32"), PrecisionPlan(layers, label), options)
+        planner._keep_all(program.weights)
         ppl = perplexity(program, chunks, a.window)
         us = sum(u.us.get(layers[u.names[0]], u.us[pr.FLOAT]) for u in units)
         row = {"plan": label, "precisions": pr.summary(layers), "perplexity": round(ppl, 4),

@@ -46,6 +46,8 @@ def gptq_fp8(program: Program, names: Collection[str], windows: Sequence[Sequenc
 class Fp8Store(Mapping[str, np.ndarray]):
     """``base``'s weights and the FP8 parts of them (see the module docstring)."""
 
+    keep = KEEP  # quantized weights kept at once (an instance may keep more: every run rereads them)
+
     def __init__(self, base: Mapping[str, np.ndarray], transposed: Collection[str] = (),
                  x_scales: Mapping[str, float] | None = None,
                  supplied: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None):
@@ -62,7 +64,7 @@ class Fp8Store(Mapping[str, np.ndarray]):
         if weight not in self._recent:
             w = np.asarray(self.base[weight], dtype=np.float32)
             self._recent[weight] = quantize_weight(w.T if weight in self.transposed else w, weight)
-            while len(self._recent) > KEEP:
+            while len(self._recent) > self.keep:
                 self._recent.popitem(last=False)
         self._recent.move_to_end(weight)
         return self._recent[weight]

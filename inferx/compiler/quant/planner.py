@@ -118,10 +118,20 @@ class Evaluator:
 
         program = replace(self.program, module=self.program.module.clone())
         program = apply_plan(program, PrecisionPlan(layers, "planner"), self.options)
+        _keep_all(program.weights)
         logps = [self._logp(program, ids) for ids in self.windows]
         kl = sum(float((np.exp(f) * (f - q)).sum()) for f, q in zip(self.float_logp, logps, strict=True))
         kl /= sum(len(lp) for lp in logps)
         return kl, math.exp(self.nll(logps) - self.float_nll) - 1
+
+
+def _keep_all(store: object) -> None:
+    """Quantized weights kept for the whole evaluation (each window's prefill reads them all again),
+    in every layer of stores: the planner measures small models on the CPU."""
+    while store is not None:
+        if hasattr(store, "keep"):
+            store.keep = 1 << 30  # type: ignore[attr-defined]
+        store = getattr(store, "base", None)
 
 
 def _select(units: list[Unit], lam: float) -> list[str]:

@@ -44,6 +44,8 @@ class QuantizedStore(Mapping[str, np.ndarray]):
     """``base``'s weights and the quantized parts of them (see the module docstring). ``supplied``
     maps a weight's name to its QuantizedWeight when it arrives quantized."""
 
+    keep = KEEP  # quantized weights kept at once (an instance may keep more: every run rereads them)
+
     def __init__(
         self,
         base: Mapping[str, np.ndarray],
@@ -70,7 +72,7 @@ class QuantizedStore(Mapping[str, np.ndarray]):
             if weight in self.transposed:
                 w = np.ascontiguousarray(w.T)
             self._recent[key] = self.quantize(w, scheme, weight, self.dtype.value)
-            while len(self._recent) > KEEP:
+            while len(self._recent) > self.keep:
                 self._recent.popitem(last=False)
         self._recent.move_to_end(key)
         return self._recent[key]
