@@ -593,8 +593,9 @@ def dequantize_samples() -> list[Sample]:
 
 def fp8_linear_samples() -> list[Sample]:
     """FP8 W8A8: E4M3 codes (random values rounded by torch's own float8_e4m3fn cast), one scale
-    per output channel, x quantized per token; the reference quantizes x in torch (its E4M3
-    cast after the clamp: an independent rounding) and multiplies in fp32."""
+    per output channel, x quantized per token (or, in samples 3 and 6, by a static ``x_scale``
+    that some values exceed: they saturate); the reference quantizes x in torch (its E4M3 cast
+    after the clamp: an independent rounding) and multiplies in fp32."""
     out = []
     for i in range(10):
         rng = np.random.default_rng(7150 + i)
@@ -602,7 +603,7 @@ def fp8_linear_samples() -> list[Sample]:
         k = (16, 64, 96, 32, 128, 48, 256, 8, 64, 160)[i]
         n = (3, 17, 1, 64, 5, 9, 130, 2, 33, 7)[i]
         dt = ("f32", "bf16", "f32", "f16", "bf16", "f32", "bf16", "f16", "f32", "bf16")[i]
-        has_bias = i % 2 == 1
+        has_bias, static = i % 2 == 1, i in (3, 6)
         x = rand(rng, (bb, ss, k), dt)
         if i == 2:
             x[..., :] = 0  # a row of zeros: scale 1, products 0
@@ -610,22 +611,27 @@ def fp8_linear_samples() -> list[Sample]:
         codes = codes.to(torch.float8_e4m3fn).float().numpy()
         scales = rand(rng, (n,), "f32", scale=0.01 * k**-0.5, low=0.001)
         bias = rand(rng, (n,), dt, scale=0.5)
-        weights = {"c": codes, "s": scales, **({"b": bias} if has_bias else {})}
+        x_scale = np.array([np.quantile(np.abs(np.asarray(x, dtype=np.float32)), 0.95) / 448], dtype=np.float32)
+        weights = {"c": codes, "s": scales, **({"b": bias} if has_bias else {}), **({"xs": x_scale} if static else {})}
 
-        def body(bld, args, n=n, k=k, dt=dt, has_bias=has_bias):
+        def body(bld, args, n=n, k=k, dt=dt, has_bias=has_bias, static=static):
             cv = bld(ts.WeightOp, result_types=[T((n, k), "f8e4m3")], name=s("c"))
             sv = bld(ts.WeightOp, result_types=[T((n,), "f32")], name=s("s"))
             bv = bld(ts.WeightOp, result_types=[T((n,), dt)], name=s("b")) if has_bias else None
-            return [bld(nn.Fp8LinearOp, args[0], cv, sv, bv)]
+            xs = bld(ts.WeightOp, result_types=[T((1,), "f32")], name=s("xs")) if static else None
+            return [bld(nn.Fp8LinearOp, args[0], cv, sv, bv, xs)]
 
-        def ref(x, c, sc, *rest, has_bias=has_bias):
+        def ref(x, c, sc, *rest, has_bias=has_bias, static=static):
             x = x.float()
-            amax = x.abs().amax(-1, keepdim=True)
-            sx = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+            if static:
+                sx = rest[-1].float().reshape(1)
+            else:
+                amax = x.abs().amax(-1, keepdim=True)
+                sx = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
             xq = (x / sx).clamp(-448, 448).to(torch.float8_e4m3fn).float()
             y = (xq @ c.float().T) * sx * sc[None, :]
             return [y + rest[0] if has_bias else y]
 
-        out.append(Sample(f"ix.fp8_linear-{i}-{dt}{'-bias' if has_bias else ''}", 7150 + i,
+        out.append(Sample(f"ix.fp8_linear-{i}-{dt}{'-bias' if has_bias else ''}{'-static' if static else ''}", 7150 + i,
                           [(T(("batch", "seq", k), dt), x)], body, ref, weights=weights))
     return out
