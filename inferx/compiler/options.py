@@ -166,7 +166,7 @@ def _problem(o: CompileOptions) -> str | None:
     if o.quant == AUTO:
         b = o.accuracy_budget
         if b is None:
-            return "quant auto plans within an accuracy budget: give accuracy_budget (0.01 for 1% perplexity)"
+            return "accuracy_budget: quant auto plans within an accuracy budget: give one (0.01 for 1% perplexity)"
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 1:
             return f"accuracy_budget must be a fraction in (0, 1] (0.01 for 1%), got {b!r}"
     elif o.accuracy_budget is not None:
