@@ -43,7 +43,7 @@ from inferx.compiler.families.gemm.codegen import GEMV_MAX_ROWS
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.ops_nn import QLinearOp
 from inferx.compiler.ir.types import TensorType
-from inferx.compiler.options import DEFAULT_MAX_SEQ_LEN, STORED, TARGETS, CompileError, CompileOptions
+from inferx.compiler.options import AUTO, DEFAULT_MAX_SEQ_LEN, STORED, TARGETS, CompileError, CompileOptions
 from inferx.compiler.schedules import (
     ScheduleChoice,
     per_batch,
@@ -131,7 +131,16 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
         raise CompileError(
             "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"
         )
-    plan = pipeline.precision_plan(program, options, src)
+    if options.quant == AUTO:
+        from inferx.compiler.quant.planner import PlanError
+        from inferx.compiler.quant.planner import plan as plan_precisions
+
+        try:
+            plan: pipeline.PrecisionPlan | None = plan_precisions(program, options, src)
+        except PlanError as e:
+            raise CompileError(str(e)) from None
+    else:
+        plan = pipeline.precision_plan(program, options, src)
     if plan is not None:
         from inferx.compiler.quant.precision import summary
 

@@ -31,7 +31,6 @@ from inferx.compiler.families.bind_families import BindFamilies
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.ops_nn import QLinearOp
 from inferx.compiler.options import (
-    AUTO,
     FP8,
     STORED,
     TARGETS,
@@ -162,10 +161,11 @@ class PrecisionPlan:
 
 
 def precision_plan(program: Program, options: CompileOptions, source: Any = None) -> PrecisionPlan | None:
-    """The per-linear precisions the options ask for: a ``precision_map`` file, the planner's
-    (quant "auto"), or fp8's (and an int4 scheme's whose overrides name fp8) from quant, quant_head
-    and the overrides; None where quantize alone applies (no quant, an int4 scheme without fp8,
-    gguf, checkpoint). CompileError for a map or an override that cannot be used."""
+    """The per-linear precisions the options ask for: a ``precision_map`` file, or fp8's (and an
+    int4 scheme's whose overrides name fp8) from quant, quant_head and the overrides; None where
+    quantize alone applies (no quant, an int4 scheme without fp8, gguf, checkpoint; quant "auto"
+    is the planner's, ``quant.planner.plan``, which the driver calls). CompileError for a map or
+    an override that cannot be used."""
     from inferx.compiler.quant import precision as pr
 
     try:
@@ -174,10 +174,6 @@ def precision_plan(program: Program, options: CompileOptions, source: Any = None
             layers = pr.check_map(program.module, doc["layers"], str(options.precision_map))
             extra = {k: v for k, v in doc.items() if k not in ("format", "version", "layers")}
             return PrecisionPlan(layers, f"precision map {options.precision_map}", extra)
-        if options.quant == AUTO:
-            from inferx.compiler.quant.planner import plan
-
-            return plan(program, options, source)
         rules = pr.parse_rules(options.quant_overrides)
         if options.quant == FP8 or (options.quant not in (None, *STORED) and any(p == pr.FP8 for _, p in rules)):
             layers = pr.from_options(program.module, options.quant, options.quant_head, options.quant_overrides)
