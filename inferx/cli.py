@@ -316,6 +316,9 @@ FUSE_ATTENTION_O_HELP = (
 @click.option("--smoothquant", type=click.FloatRange(0, 1), default=None, metavar="ALPHA",
               help="Migrate ALPHA of the activation range of the inputs FP8 linears read into their weights "
               "(SmoothQuant), observed on --calibration text.")
+@click.option("--kv-dtype", type=click.Choice(["auto", "fp8"]), default="auto", show_default=True,
+              help="The KV cache's element type: the model's dtype, or fp8 (E4M3 keys and values with one scale "
+              "per KV head and layer, calibrated on --calibration text; half the bytes attention reads).")
 @click.option("--precision-map", default=None, metavar="FILE",
               help="Each linear's precision (float, fp8 or an int4 scheme) from a JSON precision map, as "
               "--quant auto writes it (--write-precision-map) or as edited by hand; takes no --quant.")
@@ -366,6 +369,7 @@ def compile_command(
     accuracy_budget: str | None,
     fp8_activations: str,
     smoothquant: float | None,
+    kv_dtype: str,
     precision_map: str | None,
     write_precision_map: str | None,
 ) -> None:
@@ -413,13 +417,14 @@ def compile_command(
             accuracy_budget=budget,
             fp8_activations=fp8_activations,
             smoothquant=smoothquant,
+            kv_dtype=None if kv_dtype == "auto" else kv_dtype,
             precision_map=Path(precision_map) if precision_map else None,
             write_precision_map=Path(write_precision_map) if write_precision_map else None,
         )
     except CompileError as e:  # an option's field, said as its flag
         raise UserError(
             re.sub(r"^(max_seq_len|max_batch|jobs|quant_head|quant_method|calibration|quant_overrides|"
-                   r"accuracy_budget|precision_map|fp8_activations|smoothquant):? ",
+                   r"accuracy_budget|precision_map|fp8_activations|smoothquant|kv_dtype):? ",
                    lambda m: f"--{m[1].replace('_', '-').replace('overrides', 'override')} ", str(e))
         ) from None
     with _user_errors(_compile_errors()):

@@ -216,7 +216,8 @@ def render_summary(s: Mapping[str, Any]) -> str:
         f"target     {s['target']}",
         f"versions   inferx {ver['inferx']}, triton {ver['triton']}, artifact format {ver['format']}",
         f"model      {mdl['architecture']}: {mdl['num_layers']} layers, vocab {mdl['vocab_size']}, "
-        f"{mdl['num_kv_heads']} KV heads x {mdl['head_dim']}, {mdl['dtype']}, max context {mdl['max_context']}, "
+        f"{mdl['num_kv_heads']} KV heads x {mdl['head_dim']}, {mdl['dtype']}"
+        f"{', KV cache ' + mdl['kv_dtype'] if mdl.get('kv_dtype') else ''}, max context {mdl['max_context']}, "
         f"eos {mdl['eos_token_ids']}",
         f"limits     max_batch {lim['max_batch']}, max_seq_len {lim['max_seq_len']}",
         f"tokenizer  {', '.join(s['tokenizer']) if s['tokenizer'] else 'none (token ids only)'}",

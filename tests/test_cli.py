@@ -170,6 +170,17 @@ def test_compile_quant_fp8_writes_e4m3_weights(model_dir: Path, tmp_path: Path) 
     assert shown.exit_code == 0 and "fp8gemm" in shown.output, shown.output
 
 
+def test_kv_dtype_fp8_without_a_tokenizer_is_one_error_line(model_dir: Path, tmp_path: Path) -> None:
+    """``--kv-dtype fp8`` calibrates its scales on text: a checkpoint without a tokenizer is one
+    ``error:`` line naming the option, exit 1, nothing written."""
+    out = tmp_path / "k.ixa"
+    result = invoke(["compile", str(model_dir), "-o", str(out), *CPU_FLAGS, "--kv-dtype", "fp8"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: kv_dtype fp8 calibrates on text: the model has no tokenizer"), result.stderr
+    assert not out.exists()
+
+
 def test_compile_quant_overrides_give_layers_their_own_scheme(model_dir: Path, tmp_path: Path) -> None:
     """``--quant-override PATTERN=SCHEME`` (first match wins): the down projections in groups of 64,
     layer 0's o projection kept float, the rest under --quant; inspect lists each weight's scheme."""

@@ -14,6 +14,7 @@ import torch
 import transformers as T
 
 import inferx
+from inferx.compiler.families.common import e4m3
 from inferx.compiler.families.fp8gemm import codegen
 from inferx.compiler.families.fp8gemm.codegen import Fp8GemmSchedule
 from inferx.compiler.interpreter.context import KernelContext
@@ -50,8 +51,8 @@ def _emulation_kernel():  # type: ignore[no-untyped-def]
     import triton
     import triton.language as tl
 
-    round_src = codegen._E4M3_ROUND.format(v="v", out="q").replace("\n", "\n    ")
-    decode_src = codegen._E4M3_DECODE.format(b="b", out="d").replace("\n", "\n    ")
+    round_src = e4m3.ROUND.format(v="v", out="q").replace("\n", "\n    ")
+    decode_src = e4m3.DECODE.format(b="b", out="d").replace("\n", "\n    ")
     src = f"""
 def k(x, y, codes, out, N: tl.constexpr):
     i = tl.arange(0, N)

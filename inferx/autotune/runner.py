@@ -375,7 +375,8 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
     them, or ``count``): weights and activations random, i32 inputs (positions, lengths) in range
     for the context, outputs written in place into the input they alias, scratch zeroed. An i4
     input (int4 codes [..., K]) is bound as an artifact stores it, random bytes of uint8
-    [..., K / 2] (two codes a byte), and counts half a byte a code."""
+    [..., K / 2] (two codes a byte), and counts half a byte a code; an f8e4m3 input (FP8 codes,
+    an FP8 KV cache) as random E4M3 bytes of magnitude below 2 (no NaN)."""
     import torch
 
     from inferx.compiler.ir import symbolic as sy
@@ -395,6 +396,10 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
         if ty.dtype.value == "i4":
             *lead, k = shape(ty)
             return torch.randint(0, 256, [*lead, (k + 1) // 2], dtype=torch.uint8, device=device)
+        if ty.dtype.value == "f8e4m3":
+            s = shape(ty)
+            sign = torch.randint(0, 2, s, device=device) << 7
+            return (torch.randint(0, 0x40, s, device=device) | sign).to(torch.uint8)
         dt = dtypes[ty.dtype.value]
         if i in ints:
             return ints[i](shape(ty), dt)
@@ -406,7 +411,8 @@ def operand_sets(kop: KernelOp, ks: Any, env: Mapping[str, int], l2_bytes: int, 
 
     def nbytes(ty: Any) -> int:
         n = math.prod(shape(ty))
-        return (n + 1) // 2 if ty.dtype.value == "i4" else n * dtypes[ty.dtype.value].itemsize
+        return (n + 1) // 2 if ty.dtype.value == "i4" else n if ty.dtype.value == "f8e4m3" else (
+            n * dtypes[ty.dtype.value].itemsize)
 
     set_bytes = sum(nbytes(v.type) for v in kop.operands)
     out = []
@@ -562,7 +568,8 @@ def _warm_jit(ks_json: str, env: Mapping[str, int]) -> None:
     from inferx.runtime.triton_kernels import grid, load_kernel
 
     dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
-              "i64": torch.int64, "i8": torch.int8, "i4": torch.uint8}  # i4: packed two to a byte
+              "i64": torch.int64, "i8": torch.int8, "i4": torch.uint8,  # i4: packed two to a byte
+              "f8e4m3": torch.uint8}  # E4M3 bytes
     ks = KernelSource.from_json(json.loads(ks_json))
     fn = load_kernel(ks, interpret=False)
     args = [dtypes[p.dtype] if p.kind != "sym" else int(env[p.symbol]) for p in ks.params]

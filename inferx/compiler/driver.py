@@ -131,6 +131,14 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
         raise CompileError(
             "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"
         )
+    kv_amax = None
+    if options.kv_dtype == "fp8":  # observed on the float model, applied after the weights' quantization
+        from inferx.compiler.quant.kv import observe_kv
+
+        windows = pipeline.calibration_windows(program, options, src, purpose="kv_dtype fp8")
+        kv_amax = observe_kv(program, windows)
+        say(f"        kv cache fp8: per-head scales observed on {len(windows)} windows of "
+            f"{options.calibration or 'pydoc_data.topics'}")
     if options.quant == AUTO:
         from inferx.compiler.quant.planner import PlanError
         from inferx.compiler.quant.planner import plan as plan_precisions
@@ -156,6 +164,14 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
                }[options.quant if options.quant in STORED else options.quant_method]
         head = "the LM head too" if options.quant_head else "the LM head stays float"
         say(f"        quant {options.quant}: {kept} linears in int4, {how} ({head})")
+    if kv_amax is not None:
+        from inferx.compiler.quant.kv import quantize_program_kv
+        from inferx.passes.quantize_kv import KVQuantError
+
+        try:
+            program = quantize_program_kv(program, kv_amax)
+        except (KVQuantError, KeyError) as e:
+            raise CompileError(f"kv_dtype fp8: {e.args[0]}") from None
     pipeline.dump(options, "1-import", program)
     for n, (name, spec) in enumerate(pipeline.phases(options), 2):
         phase(n, name)
@@ -233,7 +249,7 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
         compiler_version=_version("inferx"),
         triton_version=_version("triton"),
         target=target,
-        model=info,
+        model=program.info or info,  # kv_dtype set where the cache is FP8
         limits=Limits(options.max_batch, options.max_seq_len),
         launch=LaunchOptions(pdl=bool(options.pdl and target != "cpu"), overlap=options.overlap),
         entries=entries,

@@ -15,6 +15,7 @@ STORED = ("gguf", "checkpoint")  # quant values that keep a model's own 4-bit we
 FP8 = "fp8"  # the quant value of FP8 W8A8 (inferx.compiler.ir.fp8)
 AUTO = "auto"  # the quant value of the precision planner (inferx.compiler.quant.planner)
 FP8_ACTIVATIONS = ("dynamic", "minmax", "percentile", "entropy")
+KV_DTYPES = (None, "fp8")  # the KV cache: the model's dtype, or E4M3 with per-head scales
 
 TARGETS = {"h200": "sm_90", "h100": "sm_90", "sm_90": "sm_90", "cpu": "cpu"}
 DTYPES = ("fp32", "fp16", "bf16")
@@ -87,6 +88,10 @@ class CompileOptions:
     # SmoothQuant's alpha (0..1) for the inputs FP8 linears alone read, calibrated likewise
     # (``inferx.compiler.quant.smooth``); None: no migration.
     smoothquant: float | None = None
+    # The KV cache's element type: None keeps the model's dtype; "fp8" stores keys and values as
+    # E4M3 with one static scale per KV head and layer, calibrated on ``calibration`` text
+    # (``inferx.compiler.quant.kv``): half the bytes attention reads.
+    kv_dtype: str | None = None
     # Where to write the precision map the compile used (JSON; with quant "auto", the plan and what
     # the planner measured), once the artifact is written. None: not written.
     write_precision_map: Path | None = None
@@ -171,6 +176,8 @@ def _problem(o: CompileOptions) -> str | None:
             return f"accuracy_budget must be a fraction in (0, 1] (0.01 for 1%), got {b!r}"
     elif o.accuracy_budget is not None:
         return f"accuracy_budget applies to quant auto (the precision planner), not to quant {o.quant}"
+    if o.kv_dtype not in KV_DTYPES:
+        return f"unknown kv_dtype {o.kv_dtype!r}: the choices are fp8, or None for the model's dtype"
     if o.fp8_activations not in FP8_ACTIVATIONS:
         return f"unknown fp8_activations {o.fp8_activations!r}: the choices are {', '.join(FP8_ACTIVATIONS)}"
     if o.smoothquant is not None and (isinstance(o.smoothquant, bool) or not isinstance(o.smoothquant, (int, float))
@@ -187,8 +194,8 @@ def _problem(o: CompileOptions) -> str | None:
         ("quant_head", o.quant_head, scheme or o.quant in (FP8, AUTO), "an int4 scheme's quant, fp8 or auto"),
         ("calibration", o.calibration is not None,
          scheme or o.quant == AUTO or o.fp8_activations != "dynamic" or o.smoothquant is not None
-         or o.quant_method != "rtn",
-         "an int4 scheme's quant, auto, static fp8 activations or smoothquant"),
+         or o.quant_method != "rtn" or o.kv_dtype is not None,
+         "an int4 scheme's quant, auto, static fp8 activations, smoothquant or an fp8 KV cache"),
         ("quant_overrides", bool(o.quant_overrides), scheme or o.quant == FP8, "an int4 scheme's quant or fp8"),
     ):
         if on and not allowed:

@@ -318,18 +318,20 @@ CALIBRATION_WINDOWS = 32  # 8 overfit GPTQ to the calibration text (docs/perform
 GPTQ_DAMP = 0.1
 
 
-def calibration_windows(program: Program, options: CompileOptions, source: Any = None) -> list[list[int]]:
+def calibration_windows(program: Program, options: CompileOptions, source: Any = None,
+                        purpose: str | None = None) -> list[list[int]]:
     """Windows of token ids the calibrated methods run through the float model: the text of
     ``options.calibration`` (CPython's documentation text when None) tokenized by the program's
     tokenizer (or that of the HF checkpoint directory ``source``) and cut into CALIBRATION_WINDOWS
     windows of CALIBRATION_WINDOW tokens, or of the model's context where that is shorter (fewer
     windows where the text is short, at least one).
-    CompileError without a tokenizer or text enough."""
+    CompileError without a tokenizer (naming ``purpose``, what calibrates) or text enough."""
     tokenizer = program.tokenizer
     if tokenizer is None and isinstance(source, (str, Path)) and Path(source).is_dir():
         tokenizer = _checkpoint_tokenizer(Path(source))
     if tokenizer is None:
-        raise CompileError(f"quant method {options.quant_method} calibrates on text: the model has no tokenizer")
+        what = purpose or f"quant method {options.quant_method}"
+        raise CompileError(f"{what} calibrates on text: the model has no tokenizer")
     if options.calibration is None:
         import pydoc_data.topics
 

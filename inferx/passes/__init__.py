@@ -22,7 +22,8 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.plan_memory import PlanMemory
     from inferx.passes.quantize import Quantize
     from inferx.passes.quantize_fp8 import QuantizeFp8
+    from inferx.passes.quantize_kv import QuantizeKV
     from inferx.passes.settle_dynamic_rope import SettleDynamicRope
 
-    return {p.name: p for p in (Canonicalize, CSE, DCE, Quantize, QuantizeFp8, MergeGemms, InterleavePairs,
+    return {p.name: p for p in (Canonicalize, CSE, DCE, Quantize, QuantizeFp8, QuantizeKV, MergeGemms, InterleavePairs,
                                 FoldNormWeights, Fuse, NormStats, SettleDynamicRope, PlanMemory)}

@@ -188,7 +188,7 @@ class CudaSession(DecoderSession):
     def _reset_cache(self, batch: int) -> None:
         rows = bucket_of(batch, self.batch_buckets, "batch")
         i = self.info
-        nbytes = rows * i.num_kv_heads * self.max_context * i.head_dim * ITEM[i.dtype]
+        nbytes = rows * i.num_kv_heads * self.max_context * i.head_dim * ITEM[i.cache_dtype]
         if rows > self.cache_rows:
             for ptr in self.caches:
                 self.drv.free(ptr)
@@ -313,7 +313,7 @@ class CudaSession(DecoderSession):
         (2 per weight element per row for GEMMs and fused MLPs; 4 * q elements * context for
         attention, plus the projection's for the fused attention and o projection)."""
         i = self.info
-        kv_row = env["batch"] * i.num_kv_heads * i.head_dim * ITEM[i.dtype]
+        kv_row = env["batch"] * i.num_kv_heads * i.head_dim * ITEM[i.cache_dtype]
         # Buffers sized by the context (the KV cache as attention reads it) count at ``context``
         # positions, not at the cache's length
         env = {**env, "ctx": context}

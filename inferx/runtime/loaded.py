@@ -151,7 +151,7 @@ class ArtifactSession(DecoderSession):
             "i64": torch.int64,
             "i8": torch.int8,
             "bool": torch.bool,
-            "f8e4m3": torch.float8_e4m3fn,
+            "f8e4m3": torch.uint8,  # E4M3 bytes: kernels read them as uint8 and convert them themselves
         }
         self.entries = m.entries
         self.entry_points = frozenset(self.entries)
@@ -186,14 +186,14 @@ class ArtifactSession(DecoderSession):
     def _reset_cache(self, batch: int) -> None:
         i = self.info
         shape = [batch, i.num_kv_heads, self.max_context, i.head_dim]
-        kv_bytes = 2 * i.num_layers * math.prod(shape) * self.dtypes[i.dtype].itemsize
+        kv_bytes = 2 * i.num_layers * math.prod(shape) * self.dtypes[i.cache_dtype].itemsize
         check_memory(
             self.weight_bytes + kv_bytes,
             f"the weights and the KV cache of {batch} sequences of {self.max_context} tokens",
             self.device.type,
         )
         self.caches = []  # the old caches go before the new are made
-        self.caches = [self._zeros(shape, i.dtype) for _ in range(2 * i.num_layers)]
+        self.caches = [self._zeros(shape, i.cache_dtype) for _ in range(2 * i.num_layers)]
         self.graphs = {}  # graphs capture the cache buffers they were built with
 
     def _bind(self, entry: str, args: list[Any], batch: int, seq: int) -> tuple[list[Launch], list[Any]]:

@@ -427,7 +427,7 @@ def _tensor_bytes(dims: Sequence[expr.Bounds], dtype: str, at: _At) -> int:
 def _check_args(e: EntryPlan, info: ModelInfo, at: _At) -> None:
     """A session binds an entry's arguments itself: the token ids and positions [batch, seq] (or
     [batch, 1]), the lengths [batch], all int32, then a K and a V cache per layer, each [batch,
-    num_kv_heads, ctx, head_dim] of the model's dtype."""
+    num_kv_heads, ctx, head_dim] of the cache's dtype (the model's, or kv_dtype)."""
     want = N_INPUTS + 2 * info.num_layers
     if len(e.args) != want:
         raise at.error(
@@ -444,8 +444,9 @@ def _check_args(e: EntryPlan, info: ModelInfo, at: _At) -> None:
         elif i == 2:
             ok, dtype, what = shape == (batch,), "i32", "[batch] of i32"
         else:
-            ok, dtype = shape == cache, info.dtype
-            what = f"[batch, {info.num_kv_heads}, ctx, {info.head_dim}] of {info.dtype} (model's KV heads, head_dim)"
+            ok, dtype = shape == cache, info.cache_dtype
+            what = (f"[batch, {info.num_kv_heads}, ctx, {info.head_dim}] of {info.cache_dtype} (model's KV heads, "
+                    "head_dim, cache dtype)")
         if not ok or a.dtype != dtype:
             raise at.at(i).error(f"{a.name!r} is {list(a.shape)} of {a.dtype}, not {what}")
 

@@ -24,6 +24,7 @@ from inferx.runtime.artifact import ArtifactError
 
 # the ix dialect's element types (inferx.compiler.ir.types.DType)
 DTYPES = ("f32", "f16", "bf16", "f8e4m3", "i8", "i4", "i32", "i64", "bool")
+KV_DTYPES = ("f32", "f16", "bf16", "f8e4m3")  # a KV cache's element types
 # Bounds on what a manifest may say, checked before anything is allocated: any integer fits in
 # int64; names fit in file names; sizes stay within what a session can address (token ids and
 # kernel parameters are int32); a tensor within a terabyte; a grid within CUDA's.

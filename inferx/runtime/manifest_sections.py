@@ -27,6 +27,7 @@ from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 from inferx.runtime.manifest_fields import (
     _UINT,
     DTYPES,
+    KV_DTYPES,
     MAX_BATCH,
     MAX_GRID,
     MAX_HEADS,
@@ -79,6 +80,7 @@ def model_json(info: ModelInfo) -> dict[str, Any]:
         "num_kv_heads": info.num_kv_heads,
         "head_dim": info.head_dim,
         "dtype": info.dtype,
+        **({"kv_dtype": info.kv_dtype} if info.kv_dtype is not None else {}),
     }
 
 
@@ -93,7 +95,7 @@ def _model(v: Any, at: _At) -> ModelInfo:
         "head_dim",
         "dtype",
     )
-    o = _obj(v, at, keys)
+    o = _obj(v, at, keys, ("kv_dtype",))
     eos = _list(o["eos_token_ids"], at.key("eos_token_ids"))
     return ModelInfo(
         architecture=_str(o["architecture"], at.key("architecture")),
@@ -104,6 +106,7 @@ def _model(v: Any, at: _At) -> ModelInfo:
         num_kv_heads=_int(o["num_kv_heads"], at.key("num_kv_heads"), 1, MAX_HEADS),
         head_dim=_int(o["head_dim"], at.key("head_dim"), 1, MAX_HEADS),
         dtype=_choice(o["dtype"], at.key("dtype"), DTYPES),
+        kv_dtype=_choice(o["kv_dtype"], at.key("kv_dtype"), KV_DTYPES) if "kv_dtype" in o else None,
     )
 
 

@@ -18,3 +18,9 @@ class ModelInfo:
     num_kv_heads: int
     head_dim: int
     dtype: str = "f32"
+    kv_dtype: str | None = None  # the KV cache's element type: None is dtype; "f8e4m3" an FP8 cache
+
+    @property
+    def cache_dtype(self) -> str:
+        """The element type of each K and V cache [batch, num_kv_heads, ctx, head_dim]."""
+        return self.kv_dtype or self.dtype

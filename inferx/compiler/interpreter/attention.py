@@ -78,6 +78,11 @@ def attention(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> l
     b, hq, s, d = q.shape
     hkv, t = k.shape[1], k.shape[2]
     rest = list(ins[3:])
+    if op.k_scale is not None:  # an FP8 cache: E4M3 values times each KV head's scale
+        from inferx.compiler.ir.fp8 import kv_dequantize  # ir.fp8 rounds with this package's numerics
+
+        k, v = kv_dequantize(k, rest[-2]), kv_dequantize(v, rest[-1])
+        rest = rest[:-2]
     if op.positions is not None:
         positions = rest.pop(0).astype(np.int64)
         if positions.shape != (b, s):
@@ -118,7 +123,11 @@ def attention(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> l
 
 def kv_write(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
     """Writes ``new[n, :, i]`` into ``cache[n, :, positions[n, i]]``; negative positions skip."""
-    cache, new, positions = ins
+    cache, new, positions = ins[:3]
+    if len(ins) > 3:  # an FP8 cache
+        from inferx.compiler.ir.fp8 import kv_quantize
+
+        new = kv_quantize(new, ins[3])
     out = cache.copy()
     n_idx, i_idx = np.nonzero(positions >= 0)
     slots = positions[n_idx, i_idx].astype(np.int64)

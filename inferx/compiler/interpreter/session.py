@@ -42,7 +42,7 @@ class ReferenceSession(DecoderSession):
         super().__init__(info, max_batch=max_batch, max_context=context)
         self.interpreter = Interpreter(program.module, _Cached(program.weights))
         self.entry_points = frozenset(self.interpreter.funcs)
-        self.cache_dtype = STORAGE[DType(info.dtype)]
+        self.cache_dtype = STORAGE[DType(info.cache_dtype)]
         self.caches: list[np.ndarray] = []
 
     def _reset_cache(self, batch: int) -> None:

@@ -15,6 +15,15 @@ replaces the per-token ones: ``xq = e4m3(clamp(x / x_scale, +-448))``, and value
 calibrated range saturate. Scales and quotients are computed in fp32; each product of two
 E4M3 values is exact in fp32 and the products are summed in fp32. Scaling each row by its own
 maximum puts that maximum at 448 exactly, so no value saturates.
+
+KV cache. An FP8 cache holds keys (after RoPE) and values as E4M3 values with one static fp32
+scale per KV head and layer, from calibration (``kv_scales``)::
+
+    cache[b, h, t, :] = e4m3(clamp(new[b, h, s, :] / scale[h], +-448))      (``kv_quantize``)
+    keys = cache_k * k_scale[h]      values = cache_v * v_scale[h]
+
+so attention's logits are ``(q . cache_k) * k_scale[h] * softmax scale`` and its output
+``(p . cache_v) * v_scale[h]``: the kernels apply both scales outside their dot products.
 """
 
 from __future__ import annotations
@@ -101,3 +110,21 @@ def decode_e4m3(codes: np.ndarray) -> np.ndarray:
     mag = np.where(exp == 0, frac / 512.0, (1.0 + frac / 8.0) * np.exp2(exp - 7.0))
     mag = np.where((exp == 15) & (frac == 7), np.nan, mag)
     return np.where(b & 128, -mag, mag).astype(np.float32)
+
+
+def kv_quantize(new: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """E4M3 values (float32) of ``new[b, h, s, d] / scale[h]``, clamped to +-448 first."""
+    q = np.asarray(new, dtype=np.float32) / np.asarray(scale, dtype=np.float32)[None, :, None, None]
+    return round_f8e4m3(np.clip(q, -FP8_MAX, FP8_MAX))
+
+
+def kv_dequantize(cache: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The float32 keys or values an FP8 cache [b, h, t, d] stands for."""
+    return np.asarray(cache, dtype=np.float32) * np.asarray(scale, dtype=np.float32)[None, :, None, None]
+
+
+def kv_scales(amax: np.ndarray, margin: float = 1.0) -> np.ndarray:
+    """Per-head scales [h] (fp32) that put ``amax * margin`` (the calibration text's largest
+    magnitude per head) at 448; 1 for a head that never held anything but zeros."""
+    a = np.asarray(amax, dtype=np.float64) * margin
+    return np.where(a > 0, a / FP8_MAX, 1.0).astype(np.float32)

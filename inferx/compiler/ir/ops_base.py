@@ -85,6 +85,8 @@ class IxOp(IRDLOperation):
     ) -> IxOp:
         """Builds the op with result types inferred from the operands (or checked, if stated)."""
         attributes = {k: v for k, v in attrs.items() if v is not None}
+        # trailing optional operands left out are absent
+        operands = (*operands, *[None] * (len(cls.get_irdl_definition().operands) - len(operands)))
         ins: list[TensorType] = []
         sizes: list[int] = []
         for group in operands:

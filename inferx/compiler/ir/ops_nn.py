@@ -517,6 +517,10 @@ class AttentionOp(IxOp):
     ``window`` keys at or more than ``window`` positions behind it; ``softcap`` caps the logits
     with ``softcap * tanh(logit / softcap)``. ``scale`` defaults to ``1/sqrt(d)``. A query with
     no visible key yields zeros.
+
+    An FP8 KV cache: ``k`` and ``v`` f8e4m3 (E4M3 values) with ``k_scale`` and ``v_scale`` (f32
+    [hkv], one per KV head, both or neither): the keys and values are ``k * k_scale[h]`` and
+    ``v * v_scale[h]`` (``inferx.compiler.ir.fp8``, "KV cache").
     """
 
     name = "ix.attention"
@@ -525,22 +529,42 @@ class AttentionOp(IxOp):
     v = operand_def(TensorType)
     positions = opt_operand_def(TensorType)
     kv_lens = opt_operand_def(TensorType)
+    k_scale = opt_operand_def(TensorType)
+    v_scale = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
-        "$q `,` $k `,` $v (`positions` $positions^)? (`kv_lens` $kv_lens^)? attr-dict `:` type($q)"
+        "$q `,` $k `,` $v (`positions` $positions^)? (`kv_lens` $kv_lens^)? (`k_scale` $k_scale^)?"
+        " (`v_scale` $v_scale^)? attr-dict `:` type($q)"
         " `,` type($k) `,` type($v) (`positions` type($positions)^)? (`kv_lens` type($kv_lens)^)?"
-        " `->` type($result)"
+        " (`k_scale` type($k_scale)^)? (`v_scale` type($v_scale)^)? `->` type($result)"
     )
 
     @classmethod
     def infer(cls, ins, attrs, outs):
         q, k, v = ins[:3]
+        extra = dict(zip(present_operands(attrs, 3, ("positions", "kv_lens", "k_scale", "v_scale")), ins[3:],
+                         strict=True))
+        fp8 = "k_scale" in extra or "v_scale" in extra
         for name, t in (("q", q), ("k", k), ("v", v)):
             need_rank(t, 4, name, BHSD)
-            same_dtype(q, t, f"q and {name}")
+            if not (fp8 and name != "q"):
+                same_dtype(q, t, f"q and {name}")
+        if fp8:
+            if "k_scale" not in extra or "v_scale" not in extra:
+                raise ShapeError("k_scale and v_scale come together (an FP8 KV cache)")
+            for name, t in (("k", k), ("v", v)):
+                if t.dtype != DType.f8e4m3:
+                    raise ShapeError(f"{name} must be f8e4m3 with {name}_scale, got {t.dtype.value}")
+            for name in ("k_scale", "v_scale"):
+                st = extra[name]
+                if st.dtype != DType.f32 or st.rank != 1:
+                    raise ShapeError(f"{name} must be f32 [kv heads], got {st}")
+                sh.same(st.shape[0], k.shape[1], f"{name}'s length must equal the kv heads")
         need_float(q, "q")
+        if q.dtype == DType.f8e4m3:
+            raise ShapeError("q must be f32, f16 or bf16, got f8e4m3")
         sh.same(k.shape[0], q.shape[0], "k's batch must equal q's")
         sh.same(v.shape[0], q.shape[0], "v's batch must equal q's")
         sh.same(v.shape[1], k.shape[1], "v's kv heads must equal k's")
@@ -550,7 +574,6 @@ class AttentionOp(IxOp):
         if not isinstance(hkv, int) or hkv <= 0:
             raise ShapeError(f"kv heads must be a static positive int, got {hkv}")
         sh.divides(hkv, hq, "query heads must be a multiple of kv heads (GQA)")
-        extra = dict(zip(present_operands(attrs, 3, ("positions", "kv_lens")), ins[3:], strict=True))
         if "positions" in extra:
             pos = extra["positions"]
             need_index(pos, "positions")
@@ -577,22 +600,39 @@ class KVWriteOp(IxOp):
     """Returns ``cache[b, h, T, d]`` with ``new[b, h, s, d]`` written at ``positions[b, s]``.
 
     A negative position skips that token (padding). The result replaces the cache value.
+
+    An FP8 cache (f8e4m3) takes ``scale`` (f32 [h], one per KV head): it holds
+    ``e4m3(clamp(new / scale[h], +-448))`` (``inferx.compiler.ir.fp8``, "KV cache").
     """
 
     name = "ix.kv_write"
     cache = operand_def(TensorType)
     new = operand_def(TensorType)
     positions = operand_def(TensorType)
+    scale = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = FUNCTIONAL
 
     @classmethod
     def infer(cls, ins, attrs, outs):
-        cache, new, pos = ins
+        cache, new, pos = ins[:3]
         need_rank(cache, 4, "cache", "[batch, kv_heads, max_ctx, head_dim]")
         need_rank(new, 4, "new", BHSD)
-        same_dtype(cache, new, "cache and new")
+        if len(ins) > 3:
+            if cache.dtype != DType.f8e4m3:
+                raise ShapeError(f"a scale goes with an f8e4m3 cache, got a {cache.dtype.value} cache")
+            need_float(new, "new")
+            if new.dtype == DType.f8e4m3:
+                raise ShapeError("new must be f32, f16 or bf16, got f8e4m3")
+            st = ins[3]
+            if st.dtype != DType.f32 or st.rank != 1:
+                raise ShapeError(f"scale must be f32 [kv heads], got {st}")
+            sh.same(st.shape[0], cache.shape[1], "scale's length must equal the cache's kv heads")
+        elif cache.dtype == DType.f8e4m3 and new.dtype != DType.f8e4m3:
+            raise ShapeError("an f8e4m3 cache written from float values needs its scale")
+        else:
+            same_dtype(cache, new, "cache and new")
         need_index(pos, "positions")
         need_rank(pos, 2, "positions", "[batch, seq]")
         for i, label in ((0, "batch"), (1, "kv heads"), (3, "head_dim")):

@@ -12,7 +12,7 @@ quantized layers (``sequential`` calibrates on those).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,13 +70,13 @@ def weight_name(op: nn.LinearOp) -> str | None:
 
 
 def prefill_windows(program: Program, windows: Sequence[Sequence[int]], linear_kernel: Any,
-                    each_window: Any = None) -> None:
+                    each_window: Any = None, kernels: Mapping[type, Any] | None = None) -> None:
     """Runs the float ``program``'s prefill on each of ``windows`` (token ids) from an empty cache
     on the reference interpreter, its ``ix.linear`` computed by ``linear_kernel`` (an interpreter
-    kernel that records its inputs and returns ``kernels.linear``'s result); ``each_window()``
-    before each."""
+    kernel that records its inputs and returns ``kernels.linear``'s result) and other ops by
+    ``kernels`` ({op class: interpreter kernel}); ``each_window()`` before each."""
     session = program.reference_session(max_batch=1, max_context=max(len(w) for w in windows))
-    session.interpreter.kernels = {**KERNELS, nn.LinearOp: linear_kernel}
+    session.interpreter.kernels = {**KERNELS, nn.LinearOp: linear_kernel, **(kernels or {})}
     for ids in windows:
         if each_window is not None:
             each_window()

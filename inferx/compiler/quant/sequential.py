@@ -110,7 +110,7 @@ def quantize_sequential(
         return linear(op, [ins[0], w.T if kn else w, *ins[2:]], ctx)
 
     interpreter.kernels = {**KERNELS, nn.LinearOp: quantized_linear}
-    runs = [_prefill(interpreter, ids, info.num_kv_heads, info.head_dim, info.num_layers, info.dtype)
+    runs = [_prefill(interpreter, ids, info.num_kv_heads, info.head_dim, info.num_layers, info.cache_dtype)
             for ids in windows]
     rng = np.random.default_rng(seed)
     records: dict[SSAValue, InputStats] = {}

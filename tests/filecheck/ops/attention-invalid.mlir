@@ -174,3 +174,27 @@ func.func @wrong_result(%q: !ix.tensor<[batch, 4, seq, 16], f32>, %k: !ix.tensor
   %0 = ix.attention %q, %k, %v : !ix.tensor<[batch, 4, seq, 16], f32>, !ix.tensor<[batch, 4, ctx, 16], f32>, !ix.tensor<[batch, 4, ctx, 8], f32> -> !ix.tensor<[batch, 4, seq, 16], f32>
   func.return
 }
+
+// -----
+
+func.func @one_scale(%q: !ix.tensor<[batch, 4, 1, 16], f32>, %k: !ix.tensor<[batch, 2, ctx, 16], f8e4m3>, %s: !ix.tensor<[2], f32>) {
+  // CHECK: :[[# @LINE + 1]]:3: error: ix.attention: k_scale and v_scale come together (an FP8 KV cache)
+  %0 = ix.attention %q, %k, %k k_scale %s : !ix.tensor<[batch, 4, 1, 16], f32>, !ix.tensor<[batch, 2, ctx, 16], f8e4m3>, !ix.tensor<[batch, 2, ctx, 16], f8e4m3> k_scale !ix.tensor<[2], f32> -> !ix.tensor<[batch, 4, 1, 16], f32>
+  func.return
+}
+
+// -----
+
+func.func @float_cache_with_scales(%q: !ix.tensor<[batch, 4, 1, 16], f32>, %k: !ix.tensor<[batch, 2, ctx, 16], f32>, %s: !ix.tensor<[2], f32>) {
+  // CHECK: :[[# @LINE + 1]]:3: error: ix.attention: k must be f8e4m3 with k_scale, got f32
+  %0 = ix.attention %q, %k, %k k_scale %s v_scale %s : !ix.tensor<[batch, 4, 1, 16], f32>, !ix.tensor<[batch, 2, ctx, 16], f32>, !ix.tensor<[batch, 2, ctx, 16], f32> k_scale !ix.tensor<[2], f32> v_scale !ix.tensor<[2], f32> -> !ix.tensor<[batch, 4, 1, 16], f32>
+  func.return
+}
+
+// -----
+
+func.func @fp8_cache_without_scales(%q: !ix.tensor<[batch, 4, 1, 16], f32>, %k: !ix.tensor<[batch, 2, ctx, 16], f8e4m3>) {
+  // CHECK: :[[# @LINE + 1]]:3: error: ix.attention: q and k must have the same element type: f32 vs f8e4m3
+  %0 = ix.attention %q, %k, %k : !ix.tensor<[batch, 4, 1, 16], f32>, !ix.tensor<[batch, 2, ctx, 16], f8e4m3>, !ix.tensor<[batch, 2, ctx, 16], f8e4m3> -> !ix.tensor<[batch, 4, 1, 16], f32>
+  func.return
+}

@@ -86,3 +86,27 @@ func.func @wrong_result(%c: !ix.tensor<[batch, 2, 128, 16], f32>, %n: !ix.tensor
   %0 = ix.kv_write %c, %n, %p : (!ix.tensor<[batch, 2, 128, 16], f32>, !ix.tensor<[batch, 2, seq, 16], f32>, !ix.tensor<[batch, seq], i32>) -> !ix.tensor<[batch, 2, seq, 16], f32>
   func.return
 }
+
+// -----
+
+func.func @fp8_cache_without_scale(%c: !ix.tensor<[batch, 2, 128, 16], f8e4m3>, %n: !ix.tensor<[batch, 2, seq, 16], f32>, %p: !ix.tensor<[batch, seq], i32>) {
+  // CHECK: :[[# @LINE + 1]]:3: error: ix.kv_write: an f8e4m3 cache written from float values needs its scale
+  %0 = ix.kv_write %c, %n, %p : (!ix.tensor<[batch, 2, 128, 16], f8e4m3>, !ix.tensor<[batch, 2, seq, 16], f32>, !ix.tensor<[batch, seq], i32>) -> !ix.tensor<[batch, 2, 128, 16], f8e4m3>
+  func.return
+}
+
+// -----
+
+func.func @scale_for_a_float_cache(%c: !ix.tensor<[batch, 2, 128, 16], f32>, %n: !ix.tensor<[batch, 2, seq, 16], f32>, %p: !ix.tensor<[batch, seq], i32>, %s: !ix.tensor<[2], f32>) {
+  // CHECK: :[[# @LINE + 1]]:3: error: ix.kv_write: a scale goes with an f8e4m3 cache, got a f32 cache
+  %0 = ix.kv_write %c, %n, %p, %s : (!ix.tensor<[batch, 2, 128, 16], f32>, !ix.tensor<[batch, 2, seq, 16], f32>, !ix.tensor<[batch, seq], i32>, !ix.tensor<[2], f32>) -> !ix.tensor<[batch, 2, 128, 16], f32>
+  func.return
+}
+
+// -----
+
+func.func @scale_per_head(%c: !ix.tensor<[batch, 2, 128, 16], f8e4m3>, %n: !ix.tensor<[batch, 2, seq, 16], f32>, %p: !ix.tensor<[batch, seq], i32>, %s: !ix.tensor<[4], f32>) {
+  // CHECK: :[[# @LINE + 1]]:3: error: ix.kv_write: scale's length must equal the cache's kv heads: 4 vs 2
+  %0 = ix.kv_write %c, %n, %p, %s : (!ix.tensor<[batch, 2, 128, 16], f8e4m3>, !ix.tensor<[batch, 2, seq, 16], f32>, !ix.tensor<[batch, seq], i32>, !ix.tensor<[4], f32>) -> !ix.tensor<[batch, 2, 128, 16], f8e4m3>
+  func.return
+}

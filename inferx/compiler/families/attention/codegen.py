@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument
 
-from inferx.compiler.families.common.attention_loop import _kv_loop, _Loop, _padded, decode_queries
+from inferx.compiler.families.common.attention_loop import _kv_loop, _Loop, _padded, decode_queries, kv_scales
 from inferx.compiler.families.common.errors import CodegenError
 from inferx.compiler.families.common.source import module_source as _module
-from inferx.compiler.families.common.tile import Emitter, Tile, release_writes
+from inferx.compiler.families.common.tile import TL_DTYPE, Emitter, Tile, release_writes
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.ops_base import get_flag, get_float, get_int, get_opt_float
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -189,6 +189,7 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     em.emit("m_i = tl.zeros((BM,), dtype=tl.float32) - 1.0e30")
     em.emit("l_i = tl.zeros((BM,), dtype=tl.float32)")
     em.emit("acc = tl.zeros((BM, BDV), dtype=tl.float32)")
+    fp8 = kv_scales(em, op)
     # Only the key blocks some query of this block may see: up to the block's last position when
     # causal (half the blocks of a prompt), from its first position's window start with a window
     lo, hi = "0", "kvl"
@@ -202,13 +203,14 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     # first position) run without masks; the rest (the diagonal) masked. Softmax in base 2: the
     # scale carries log2(e), so exp2 replaces exp (both make prefill attention markedly faster;
     # docs/performance.md).
-    loop = _Loop(causal, window, cap, scale, low, d, dv, hkv, T, pos="pos[:, None]", base2=True, pad_masks=True)
+    loop = _Loop(causal, window, cap, scale, low, d, dv, hkv, T, pos="pos[:, None]", base2=True, pad_masks=True,
+                 kv_fp8=fp8, qdt=TL_DTYPE[q_t.dtype])
     if causal and window is None:
         em.emit("mid = (tl.minimum(kvl, tl.min(tl.where(im, pos, kvl), 0) + 1) // BN) * BN")
         _kv_loop(em, op, "0", "mid", "kvl", False, loop)
         lo = "mid"
     _kv_loop(em, op, lo, hi, "kvl", True, loop)
-    em.emit("o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]")
+    em.emit(f"o = acc{' * vsc' if fp8 else ''} / tl.where(l_i > 0, l_i, 1.0)[:, None]")
     out_t = op.result.type
     assert isinstance(out_t, TensorType)
     coords = ["b", "h", "i[:, None]", "de[None, :]"]
@@ -252,10 +254,12 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched:
     e("sp = tl.program_id(0)")
     e("bh = tl.program_id(1)")
     decode_queries(em, op, low, T)
+    fp8 = kv_scales(em, op)
     e("chunk = tl.cdiv(tl.cdiv(kvl, SPLITS), BN) * BN")
     e("start = sp * chunk")
     e("end = tl.minimum(start + chunk, kvl)")
-    loop = _Loop(causal, window, cap, scale, low, d, dv, hkv, T, pos="pos", base2=False, pad_masks=False)
+    loop = _Loop(causal, window, cap, scale, low, d, dv, hkv, T, pos="pos", base2=False, pad_masks=False,
+                 kv_fp8=fp8, qdt=TL_DTYPE[q_t.dtype])
     _kv_loop(em, op, "start", "end", "end", True, loop)
     # Partials to scratch, then the last program of this (sequence, KV head) merges them. Only
     # the group's rows (BM pads them to 16) of the slices that hold keys are written and read:
@@ -293,7 +297,7 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched:
     e("oo = oo * x1[:, None] + a_s * x2[:, None]")
     e("mm = m2")
     em.indent -= 1
-    e("o = oo / tl.where(ll > 0, ll, 1.0)[:, None]")
+    e(f"o = oo{' * vsc' if fp8 else ''} / tl.where(ll > 0, ll, 1.0)[:, None]")
     out_t = op.result.type
     assert isinstance(out_t, TensorType)
     em.values[op.result] = Tile(

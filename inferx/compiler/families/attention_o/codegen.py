@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument, Operation
 
 from inferx.compiler.families.common import partials
-from inferx.compiler.families.common.attention_loop import _kv_loop, _Loop, _padded, decode_queries
+from inferx.compiler.families.common.attention_loop import _kv_loop, _Loop, _padded, decode_queries, kv_scales, q_dtype
 from inferx.compiler.families.common.hardware import HOPPER_SMS
 from inferx.compiler.families.common.partials import add_partial, finish_tiles
 from inferx.compiler.families.common.source import module_source as _module
@@ -153,17 +153,19 @@ def generate(kernel: KernelOp, name: str, schedule: AttentionOSchedule | None = 
     e("bh = tl.program_id(1)")
     e(f"M = {B}")
     decode_queries(em, op, low, T)
+    fp8 = kv_scales(em, op)
     lo = "0"
     if window is not None:  # only the keys the window shows
         e(f"lo = tl.maximum(pos - {window - 1}, 0) // BN * BN")
         lo = "lo"
     loop = _Loop(get_flag(attrs, "causal"), window, get_opt_float(attrs, "softcap"), scale, low, p.d, p.dv, p.hkv,
-                 T, pos="pos", base2=False, pad_masks=False)
+                 T, pos="pos", base2=False, pad_masks=False, kv_fp8=fp8, qdt=TL_DTYPE[q_dtype(op)])
     _kv_loop(em, op, lo, "kvl", "kvl", True, loop)
     out_t = op.result.type
     assert isinstance(out_t, TensorType)
     # the heads' outputs as the unfused attention kernel stores them, zero in padded rows
-    e(f"o = tl.where(gm[:, None], (acc / tl.where(l_i > 0, l_i, 1.0)[:, None]).to({TL_DTYPE[out_t.dtype]})"
+    acc = "acc * vsc" if fp8 else "acc"
+    e(f"o = tl.where(gm[:, None], ({acc} / tl.where(l_i > 0, l_i, 1.0)[:, None]).to({TL_DTYPE[out_t.dtype]})"
       ".to(tl.float32), 0.0)")
 
     # 2. the heads' columns of W_o for this program's output tiles, added into the sums

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferx.compiler.families.common.e4m3 import emit_from_bytes
 from inferx.compiler.families.common.tile import Emitter
 from inferx.compiler.ir import ops_nn as nn
-from inferx.compiler.ir.types import TensorType
+from inferx.compiler.ir.types import DType, TensorType
 
 LOG2E = 1.4426950408889634
 
@@ -33,6 +34,10 @@ class _Loop:
     pos: str  # the query positions, shaped to broadcast against key indices ``j[None, :]``
     base2: bool  # softmax in base 2 (the scale carries log2(e)); else base e
     pad_masks: bool  # mask head-dim lanes only where the head dim is not a power of two >= 16
+    # An FP8 cache: K and V arrive as E4M3 bytes, decoded to ``qdt`` (q's Triton type, fp32 when
+    # q is), and each key's logit is scaled by its head's ``ksc`` too (``kv_scales`` loads both).
+    kv_fp8: bool = False
+    qdt: str = "tl.float32"
 
 
 def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, masked: bool, c: _Loop) -> None:
@@ -56,13 +61,16 @@ def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, mask
     km = f", mask={' & '.join(k_mask)}, other=0" if k_mask else ""
     vm = f", mask={' & '.join(v_mask)}, other=0" if v_mask else ""
     e(f"k = tl.load({ki} + ((b * {c.hkv} + hk) * {c.T} + j[None, :]) * {c.d} + dd[:, None]{km})")
-    if not c.low:
+    if c.kv_fp8:
+        emit_from_bytes(em, "k", "k", c.qdt)
+    elif not c.low:
         e("k = k.to(tl.float32)")
     unit = LOG2E if c.base2 else 1.0
+    scaled = (lambda f: f"({f!r} * ksc)") if c.kv_fp8 else repr  # noqa: E731
     if c.cap is None:
-        e(f"s = tl.dot(q, k{precision}) * {c.scale * unit!r}")
+        e(f"s = tl.dot(q, k{precision}) * {scaled(c.scale * unit)}")
     else:
-        e(f"s = tl.dot(q, k{precision}) * {c.scale!r}")
+        e(f"s = tl.dot(q, k{precision}) * {scaled(c.scale)}")
         cap = f"({c.cap * unit!r})" if c.base2 else repr(c.cap)
         e(f"s = {cap} * (2.0 * tl.sigmoid(2.0 * s / {c.cap!r}) - 1.0)")
     if masked:
@@ -78,12 +86,31 @@ def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, mask
     e(f"alpha = {exp}(m_i - m_new)")
     e("l_i = l_i * alpha + tl.sum(p, 1)")
     e(f"v = tl.load({vi} + ((b * {c.hkv} + hk) * {c.T} + j[:, None]) * {c.dv} + de[None, :]{vm})")
+    if c.kv_fp8:
+        emit_from_bytes(em, "v", "v", c.qdt)
     if c.low:
         e("acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)")
     else:
         e(f"acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32){precision})")
     e("m_i = m_new")
     em.indent -= 1
+
+
+def q_dtype(op: nn.AttentionOp) -> DType:
+    """The query's element type (the one an FP8 cache's keys and values are decoded to)."""
+    q_t = op.q.type
+    assert isinstance(q_t, TensorType)
+    return q_t.dtype
+
+
+def kv_scales(em: Emitter, op: nn.AttentionOp) -> bool:
+    """With an FP8 cache, loads KV head ``hk``'s scales as ``ksc`` and ``vsc`` (the output is
+    multiplied by ``vsc``); returns whether the cache is FP8."""
+    if op.k_scale is None or op.v_scale is None:
+        return False
+    em.emit(f"ksc = tl.load(in{op.k_scale.index} + hk)")  # type: ignore[attr-defined]
+    em.emit(f"vsc = tl.load(in{op.v_scale.index} + hk)")  # type: ignore[attr-defined]
+    return True
 
 
 def decode_queries(em: Emitter, op: nn.AttentionOp, low: bool, T: str) -> None:

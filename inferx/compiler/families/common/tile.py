@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from inferx.compiler.families.common.e4m3 import emit_to_bytes
 from inferx.compiler.families.common.errors import CodegenError
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import ops_tensor as t
 from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.fp8 import FP8_MAX
 from inferx.compiler.ir.ops_base import get_dim, get_int, get_ints, get_str
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import DType, TensorType
@@ -406,7 +408,18 @@ class Emitter:
         pos = self.load(op.positions, [new.coords[0], new.coords[2]], new.mask, as_float=False)
         coords = [new.coords[0], new.coords[1], pos, new.coords[3]]
         ptr = f"in{self.input_index(op.cache)} + {self.offset(coords, cache_t.shape)}"
-        value = f"{new.expr}.to({TL_DTYPE[cache_t.dtype]})"
+        if op.scale is not None:  # an FP8 cache: the value over its head's scale, as E4M3 bytes
+            new_t = op.new.type
+            assert isinstance(new_t, TensorType)
+            sc = self.load(op.scale, [new.coords[1]], new.mask)  # 0 in masked lanes: divide by 1 there
+            q = self.tmp(f"{new.expr}.to({TL_DTYPE[new_t.dtype]}).to(tl.float32) / tl.where({sc} > 0, {sc}, 1.0)",
+                         "kq")
+            q = self.tmp(f"tl.minimum(tl.maximum({q}, -{FP8_MAX!r}), {FP8_MAX!r})", "kq")
+            value = f"kb{self.counter}"
+            self.counter += 1
+            emit_to_bytes(self, q, value)
+        else:
+            value = f"{new.expr}.to({TL_DTYPE[cache_t.dtype]})"
         self.emit(f"tl.store({ptr}, {value}, mask={new.mask} & ({pos} >= 0))")
         # The result is the cache itself, updated in place: yield it as an alias of the input.
         yield_op = self.kernel.body.block.last_op

@@ -19,7 +19,7 @@ Applies to a kernel whose body starts with an ``ix.fp8_linear`` of kernel inputs
 The codes arrive as their bytes (uint8). On the GPU they are bitcast to ``tl.float8e4nv`` and x'
 / sx is converted to it (round to nearest even; |x' / sx| <= 448 by construction). Triton's
 interpreter has no FP8 it can be trusted with, so there both are emulated exactly in fp32
-(``_E4M3_ROUND``, ``_E4M3_DECODE``) and the dot runs in fp32: the same values, summed in another
+(``common.e4m3``) and the dot runs in fp32: the same values, summed in another
 order. The passes over x re-read rows the K loop reads again (from L2); a producer that writes
 x quantized is the faster form, not built yet. Like gemm and qgemm, the kernel sums its output
 rows' squares for the next norm where norm-stats asks (``partials.row_sum_squares``).
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
+from inferx.compiler.families.common.e4m3 import DECODE, ROUND
 from inferx.compiler.families.common.linear_tile import (
     bind_tile_results,
     emit_tile_columns,
@@ -128,25 +129,6 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     return Fp8GemmSchedule(128, 128 if isinstance(n, int) and n >= 128 else bn, bk, num_warps=8, num_stages=3)
 
 
-# fp32 x (|x| <= 448) rounded to the nearest E4M3 value, ties to even, in fp32 arithmetic: a
-# normal keeps 3 fraction bits (integer rounding of its bits), a subnormal (below 2^-6) is a
-# multiple of 2^-9 (adding 2^23 rounds an fp32 to an integer, ties to even).
-_E4M3_ROUND = """\
-fb = tl.abs({v}).to(tl.int32, bitcast=True)
-fn = (((fb + 0x7FFFF + ((fb >> 20) & 1)) >> 20) << 20).to(tl.float32, bitcast=True)
-fs = ((tl.abs({v}) * 512.0 + 8388608.0) - 8388608.0) * 0.001953125
-fr = tl.minimum(tl.where(tl.abs({v}) < 0.015625, fs, fn), 448.0)
-{out} = tl.where({v} < 0, -fr, fr)"""
-
-# E4M3 bytes (sign, 4 exponent bits biased by 7, 3 fraction bits) as fp32 values.
-_E4M3_DECODE = """\
-ci = {b}.to(tl.int32)
-ce = (ci >> 3) & 15
-cv = tl.where(ce == 0, (ci & 7).to(tl.float32) * 0.001953125,
-              (((ce + 120) << 23) | ((ci & 7) << 20)).to(tl.float32, bitcast=True))
-{out} = tl.where((ci & 128) != 0, -cv, cv)"""
-
-
 def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSource:
     """The kernel's Triton source under ``schedule``; CodegenError where BK does not divide K."""
     sched = schedule
@@ -220,7 +202,7 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
     e("    aq = a.to(tl.float8e4nv)")
     e("else:")
     em.indent += 1
-    for line in _E4M3_ROUND.format(v="a", out="aq").splitlines():
+    for line in ROUND.format(v="a", out="aq").splitlines():
         e(line)
     em.indent -= 1
     for cols, acc in pairs:
@@ -229,7 +211,7 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         e(f"    {acc} = tl.dot(aq, tl.trans(wb.to(tl.float8e4nv, bitcast=True)), {acc})")
         e("else:")
         em.indent += 1
-        for line in _E4M3_DECODE.format(b="wb", out="wf").splitlines():
+        for line in DECODE.format(b="wb", out="wf").splitlines():
             e(line)
         e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
         em.indent -= 1

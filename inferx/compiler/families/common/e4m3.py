@@ -1,0 +1,68 @@
+"""E4M3 ("fn": 4 exponent bits biased by 7, 3 fraction bits, largest 448) in generated kernels.
+
+On the GPU Triton converts to and from ``tl.float8e4nv`` (round to nearest even). Triton's
+interpreter has no FP8 it can be trusted with, so there the same values are made in fp32 and
+integer arithmetic; each helper emits both forms under ``ON_GPU`` (the module header's switch).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from inferx.compiler.families.common.tile import Emitter
+
+# fp32 x (|x| <= 448) rounded to the nearest E4M3 value, ties to even, in fp32 arithmetic: a
+# normal keeps 3 fraction bits (integer rounding of its bits), a subnormal (below 2^-6) is a
+# multiple of 2^-9 (adding 2^23 rounds an fp32 to an integer, ties to even). ``fr`` is left
+# holding the magnitude.
+ROUND = """\
+fb = tl.abs({v}).to(tl.int32, bitcast=True)
+fn = (((fb + 0x7FFFF + ((fb >> 20) & 1)) >> 20) << 20).to(tl.float32, bitcast=True)
+fs = ((tl.abs({v}) * 512.0 + 8388608.0) - 8388608.0) * 0.001953125
+fr = tl.minimum(tl.where(tl.abs({v}) < 0.015625, fs, fn), 448.0)
+{out} = tl.where({v} < 0, -fr, fr)"""
+
+# E4M3 bytes (sign, 4 exponent bits biased by 7, 3 fraction bits) as fp32 values.
+DECODE = """\
+ci = {b}.to(tl.int32)
+ce = (ci >> 3) & 15
+cv = tl.where(ce == 0, (ci & 7).to(tl.float32) * 0.001953125,
+              (((ce + 120) << 23) | ((ci & 7) << 20)).to(tl.float32, bitcast=True))
+{out} = tl.where((ci & 128) != 0, -cv, cv)"""
+
+# After ROUND: the byte of the E4M3 value whose magnitude ``fr`` holds and whose sign is {v}'s
+# (a normal's exponent and fraction are its fp32 bits', rebiased; a subnormal's fraction is
+# fr * 512).
+ENCODE = """\
+fe = fr.to(tl.int32, bitcast=True)
+fc = tl.where(fr < 0.015625, (fr * 512.0).to(tl.int32), (((fe >> 23) - 120) << 3) | ((fe >> 20) & 7))
+{out} = (fc | tl.where({v} < 0, 128, 0)).to(tl.uint8)"""
+
+
+def emit_lines(em: Emitter, template: str, **names: str) -> None:
+    for line in template.format(**names).splitlines():
+        em.emit(line)
+
+
+def emit_to_bytes(em: Emitter, v: str, out: str) -> None:
+    """``out``: the E4M3 bytes (uint8) of fp32 ``v`` (|v| <= 448), rounded to nearest even."""
+    em.emit("if ON_GPU:")
+    em.emit(f"    {out} = {v}.to(tl.float8e4nv).to(tl.uint8, bitcast=True)")
+    em.emit("else:")
+    em.indent += 1
+    emit_lines(em, ROUND, v=v, out="fq")
+    emit_lines(em, ENCODE, v=v, out=out)
+    em.indent -= 1
+
+
+def emit_from_bytes(em: Emitter, b: str, out: str, dtype: str) -> None:
+    """``out``: the values of the E4M3 bytes ``b`` as ``dtype`` (a Triton type, exact for f16,
+    bf16 and fp32: every E4M3 value is one of theirs)."""
+    em.emit("if ON_GPU:")
+    em.emit(f"    {out} = {b}.to(tl.float8e4nv, bitcast=True).to({dtype})")
+    em.emit("else:")
+    em.indent += 1
+    emit_lines(em, DECODE, b=b, out=out)
+    em.emit(f"{out} = {out}.to({dtype})")
+    em.indent -= 1

@@ -1,0 +1,187 @@
+"""The FP8 KV cache (``kv_dtype="fp8"``): E4M3 bytes made and read in Triton's interpreter exactly
+as the reference rounds; calibrated per-head scales; compiled artifacts against the reference
+session of the same program (prefill of two prompts, padded or not, decode steps); the manifest, the
+session's cache and the errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from test_artifact import _write_manifest
+from test_fp8_kernels import PROMPTS, _agree, _close, _model
+from test_precision import ByteTokenizer
+
+import inferx
+from inferx.cli import main
+from inferx.compiler.families.common.e4m3 import emit_from_bytes, emit_to_bytes
+from inferx.compiler.families.common.source import module_source
+from inferx.compiler.interpreter.numerics import round_f8e4m3
+from inferx.compiler.ir import fp8
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.options import CompileError, CompileOptions
+from inferx.compiler.pipeline import calibration_windows
+from inferx.compiler.quant.kv import observe_kv, quantize_program_kv
+from inferx.program import Program
+from inferx.runtime.kernel_source import KernelSource, Param
+from inferx.runtime.triton_kernels import load_kernel
+
+TEXT = ("Keys and values are stored in eight bits with a scale for each head, " * 5)[:256]
+
+
+class _Lines:
+    """What the e4m3 helpers emit into: lines at an indent."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.indent = 1
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+
+def _roundtrip_kernel() -> Any:
+    em = _Lines()
+    em.emit("i = tl.arange(0, N)")
+    em.emit("x = tl.load(in0 + i)")
+    emit_to_bytes(em, "x", "b")  # type: ignore[arg-type]
+    em.emit("tl.store(in1 + i, b)")
+    emit_from_bytes(em, "b", "y", "tl.float32")  # type: ignore[arg-type]
+    em.emit("tl.store(in2 + i, y)")
+    source = module_source("rt", "in0, in1, in2, N: tl.constexpr", em.lines)
+    ks = KernelSource(name="rt", template="test", source=source,
+                      params=(Param("in0", "in", index=0, dtype="f32"), Param("in1", "in", index=1, dtype="f32"),
+                              Param("in2", "in", index=2, dtype="f32")),
+                      grid=("1",), constexprs={"N": 0})
+    return load_kernel(ks, interpret=True)
+
+
+def test_e4m3_bytes_in_the_interpreter_are_the_reference_rounding() -> None:
+    """Every finite E4M3 value, every midpoint between neighbours (ties to even), and random values
+    within +-448: the kernel's bytes are ``encode_e4m3(round_f8e4m3(x))`` and its decoded values
+    ``round_f8e4m3(x)``, bit for bit."""
+    codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], dtype=np.uint8)
+    values = np.sort(fp8.decode_e4m3(codes))
+    pos = np.unique(values[values >= 0])
+    mids = (pos[:-1] + pos[1:]) / 2
+    rng = np.random.default_rng(0)
+    x = np.concatenate([values, mids, -mids, rng.uniform(-448, 448, 200), rng.standard_normal(300) * 0.01])
+    x = x.astype(np.float32)
+    n = 1 << (len(x) - 1).bit_length()
+    x = np.pad(x, (0, n - len(x)))
+    b, y = torch.zeros(n, dtype=torch.uint8), torch.zeros(n, dtype=torch.float32)
+    _roundtrip_kernel()[(1,)](torch.from_numpy(x), b, y, N=n)
+    want = round_f8e4m3(x)
+    assert np.array_equal(y.numpy(), want), "decoded values differ from round_f8e4m3"
+    same = fp8.encode_e4m3(want) == b.numpy()
+    zero = want == 0  # -0 and +0 may differ in their sign bit
+    assert (same | zero).all(), f"bytes differ at {x[~(same | zero)][:5]}"
+
+
+def test_kv_quantize_saturates_past_the_calibrated_range() -> None:
+    new = np.array([[[[0.5, -2.0, 3.0]]], [[[1.0, 0.25, -1.0]]]], dtype=np.float32).reshape(1, 2, 1, 3)
+    scale = fp8.kv_scales(np.array([1.0, 0.0]))  # head 0 calibrated to 1.0; head 1 never saw a value
+    assert scale.tolist() == [np.float32(1 / 448), 1.0]
+    q = fp8.kv_quantize(new, scale)
+    assert q[0, 0, 0].tolist() == [224.0, -448.0, 448.0]  # 0.5 -> 224; past +-1.0 saturates
+    assert np.allclose(fp8.kv_dequantize(q, scale)[0, 1], new[0, 1])
+
+
+def _program() -> Program:
+    program = inferx.import_model(_model("llama"), dtype="f32")
+    program.tokenizer = ByteTokenizer()
+    return program
+
+
+def _options(tmp_path: Path, **kw: Any) -> dict[str, Any]:
+    text = tmp_path / "calibration.txt"
+    text.write_text(TEXT)
+    return dict(target="cpu", max_seq_len=32, max_batch=2, kv_dtype="fp8", calibration=text, **kw)
+
+
+def _reference(kw: dict[str, Any]) -> Any:
+    """The reference session of the program the compile makes: the same windows, scales and
+    (with quant fp8) weights."""
+    from inferx.compiler.quant.fp8 import quantize_program_fp8
+
+    program = _program()
+    amax = observe_kv(program, calibration_windows(program, CompileOptions(**kw)))
+    if kw.get("quant") == "fp8":
+        quantize_program_fp8(program)
+    return quantize_program_kv(program, amax).reference_session(max_batch=2, max_context=32)
+
+
+@pytest.mark.parametrize("quant", [None, "fp8"])
+def test_fp8_kv_artifacts_match_the_reference(quant: str | None, tmp_path: Path) -> None:
+    """kv_dtype fp8 (with float or FP8 linears): the manifest says f8e4m3, a scale per cache;
+    the session's caches are bytes (a quarter of float32's); logits within 1e-4 of the largest
+    against the reference session, prefill of two prompts and three decode steps (each reads
+    every earlier step's E4M3 keys and values), then two padded prompts (the padding's keys and
+    values are not written)."""
+    kw = _options(tmp_path, quant=quant)
+    path = inferx.compile(_program(), output=tmp_path / "a", **kw)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["model"]["kv_dtype"] == "f8e4m3"
+    scales = sorted(n for n in manifest["weights"] if n.startswith("kv."))
+    assert scales == sorted(f"kv.{kv}{i}.scale" for kv in "kv" for i in range(2)), scales
+    shown = CliRunner().invoke(main, ["inspect", str(path)], catch_exceptions=False).output
+    assert "KV cache f8e4m3" in shown, shown
+    cpu = inferx.load(path, device="cpu")
+    cpu.prefill(PROMPTS[:, :4])
+    assert all(c.dtype == torch.uint8 for c in cpu.caches) and len(cpu.caches) == 4
+    cpu.reset()
+    ref, repro = _reference(kw), f"repro: pytest tests/test_kv_fp8.py -k 'match and {quant}'"
+    _agree(cpu, ref, "f32", repro, steps=3)
+    cpu.reset()
+    ref.reset()
+    lengths = [10, 6]
+    _close(np.asarray(cpu.prefill(PROMPTS, lengths)), np.asarray(ref.prefill(PROMPTS, lengths)), "f32", "padded", repro)
+    tok = np.array([[3], [4]])
+    _close(np.asarray(cpu.decode(tok)), np.asarray(ref.decode(tok)), "f32", "padded decode", repro)
+
+
+def test_the_scales_are_the_calibrated_ranges(tmp_path: Path) -> None:
+    """Each cache's scales: its largest magnitude per KV head over the calibration text, at 448;
+    no key or value the calibration wrote saturates."""
+    kw = _options(tmp_path)
+    program = _program()
+    windows = calibration_windows(program, CompileOptions(**kw))
+    amax = observe_kv(program, windows)
+    assert sorted(amax) == ["k0", "k1", "v0", "v1"] and all(a.shape == (2,) and (a > 0).all() for a in amax.values())
+    quantize_program_kv(program, amax)
+    assert program.info is not None and program.info.cache_dtype == "f8e4m3"
+    for op in program.module.walk():
+        if isinstance(op, nn.KVWriteOp):
+            assert op.scale is not None
+        if isinstance(op, nn.AttentionOp):
+            assert op.k_scale is not None and op.v_scale is not None
+    np.testing.assert_allclose(program.weights["kv.k0.scale"] * 448, amax["k0"], rtol=1e-6)
+
+
+def test_kv_fp8_needs_text_to_calibrate_on(tmp_path: Path) -> None:
+    program = inferx.import_model(_model("llama"), dtype="f32")  # no tokenizer
+    with pytest.raises(CompileError, match=r"kv_dtype fp8 calibrates on text: the model has no tokenizer"):
+        inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=32, max_batch=1, kv_dtype="fp8")
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(CompileError, match=r"unknown kv_dtype 'int8'"):
+        inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=32, max_batch=1, kv_dtype="int8")
+
+
+def test_a_manifest_whose_caches_disagree_with_kv_dtype_is_refused(tmp_path: Path) -> None:
+    """The manifest's model.kv_dtype is checked: an unknown type, and caches that are not of it."""
+    path = inferx.compile(_program(), output=tmp_path / "a", **_options(tmp_path))
+    manifest = path / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["model"]["kv_dtype"] = "i4"
+    _write_manifest(path, doc)
+    with pytest.raises(Exception, match=r"kv_dtype.*'i4'"):
+        inferx.load(path, device="cpu")
+    del doc["model"]["kv_dtype"]
+    _write_manifest(path, doc)
+    with pytest.raises(Exception, match=r"args\[3\]: 'k0' is .* of f8e4m3, not \[batch, 2, ctx, 16\] of f32"):
+        inferx.load(path, device="cpu")
