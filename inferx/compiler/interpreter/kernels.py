@@ -268,10 +268,15 @@ def fp8_linear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> 
     from inferx.compiler.ir.fp8 import fp8_matmul  # ir.fp8 rounds with this package's numerics
 
     assert isinstance(op, nn.Fp8LinearOp)
-    extra = dict(zip([n for n, v in (("bias", op.bias), ("x_scale", op.x_scale)) if v is not None], ins[3:],
-                     strict=True))
+    present = (("bias", op.bias), ("x_scale", op.x_scale), ("row_scales", op.row_scales))
+    extra = dict(zip([n for n, v in present if v is not None], ins[3:], strict=True))
     x_scale = float(np.asarray(extra["x_scale"]).reshape(-1)[0]) if "x_scale" in extra else None
-    y = fp8_matmul(_gemm_in(ins[0]), ins[1], ins[2], x_scale)
+    if "row_scales" in extra:  # x already E4M3 values, a scale a row
+        acc = np.matmul(np.asarray(ins[0], dtype=np.float32), np.asarray(ins[1], dtype=np.float32).T)
+        rs = np.asarray(extra["row_scales"], dtype=np.float32)[..., None]
+        y = (acc * rs * np.asarray(ins[2], dtype=np.float32)).astype(np.float32)
+    else:
+        y = fp8_matmul(_gemm_in(ins[0]), ins[1], ins[2], x_scale)
     return [y + _gemm_in(extra["bias"]) if "bias" in extra else y]
 
 

@@ -124,7 +124,11 @@ class Fp8LinearOp(IxOp):
     one f32 ``scales[N]`` per output channel; x is quantized to E4M3 per token (its own maximum
     over K to 448) as it is read, or, with ``x_scale`` (f32 [1], a static scale from
     calibration), every token by that one scale, clamped to +-448; the E4M3 products are summed
-    in fp32 and scaled by both scales; an optional ``bias[N]`` is added. The result has x's dtype."""
+    in fp32 and scaled by both scales; an optional ``bias[N]`` is added. The result has x's dtype.
+
+    x already quantized: ``input`` f8e4m3 (E4M3 values) with ``row_scales[...]`` (f32, one per
+    row of x: x = input * row_scales) and the result's dtype in ``out_dtype`` (f32, f16 or
+    bf16); what a kernel that quantizes x once for every GEMM reading it hands on."""
 
     name = "ix.fp8_linear"
     input = operand_def(TensorType)
@@ -132,13 +136,14 @@ class Fp8LinearOp(IxOp):
     scales = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
     x_scale = opt_operand_def(TensorType)
+    row_scales = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
-        "$input `,` $codes `,` $scales (`bias` $bias^)? (`x_scale` $x_scale^)? attr-dict"
-        " `:` type($input) `,` type($codes) `,` type($scales) (`bias` type($bias)^)?"
-        " (`x_scale` type($x_scale)^)? `->` type($result)"
+        "$input `,` $codes `,` $scales (`bias` $bias^)? (`x_scale` $x_scale^)? (`row_scales` $row_scales^)?"
+        " attr-dict `:` type($input) `,` type($codes) `,` type($scales) (`bias` type($bias)^)?"
+        " (`x_scale` type($x_scale)^)? (`row_scales` type($row_scales)^)? `->` type($result)"
     )
 
     @classmethod
@@ -150,14 +155,24 @@ class Fp8LinearOp(IxOp):
         if scales.dtype is not DType.f32:
             raise ShapeError(f"scales must be f32, got {scales.dtype.value}")
         sh.same(scales.shape[0], n, "scales' length must equal the codes' N")
-        extra = dict(zip(present_operands(attrs, 3, ("bias", "x_scale")), ins[3:], strict=True))
+        extra = dict(zip(present_operands(attrs, 3, ("bias", "x_scale", "row_scales")), ins[3:], strict=True))
         if "bias" in extra:
             _check_bias(extra["bias"], n)
         if "x_scale" in extra:
             xs = extra["x_scale"]
             if xs.dtype is not DType.f32 or tuple(xs.shape) != (1,):
                 raise ShapeError(f"x_scale must be f32 [1], got {xs}")
-        return [x.with_shape((*x.shape[:-1], n))]
+        out = x.dtype
+        if x.dtype == DType.f8e4m3 or "row_scales" in extra:
+            if x.dtype != DType.f8e4m3 or "row_scales" not in extra or "x_scale" in extra:
+                raise ShapeError("a quantized input (f8e4m3) comes with row_scales and without x_scale")
+            rs = extra["row_scales"]
+            if rs.dtype is not DType.f32 or rs.rank != x.rank - 1:
+                raise ShapeError(f"row_scales must be f32 of x's rows {list(x.shape[:-1])}, got {rs}")
+            for i, (a, b) in enumerate(zip(rs.shape, x.shape[:-1], strict=True)):
+                sh.same(a, b, f"row_scales' dim {i} must equal the input's")
+            out = DType(get_str(attrs, "out_dtype", ("f32", "f16", "bf16")))
+        return [TensorType((*x.shape[:-1], n), out)]
 
 
 @irdl_op_definition

@@ -27,6 +27,7 @@ rows' squares for the next norm where norm-stats asks (``partials.row_sum_square
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
@@ -129,6 +130,44 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     return Fp8GemmSchedule(128, 128 if isinstance(n, int) and n >= 128 else bn, bk, num_warps=8, num_stages=3)
 
 
+def _quantized_loop(em: Emitter, f: nn.Fp8LinearOp, pairs: Sequence[tuple[str, str]], x_ptr: str, codes: str,
+                    k_dim: int) -> None:
+    """The K loop of an input already E4M3 (``row_scales``): its bytes and W's straight into
+    ``tl.dot``. On the GPU both pointers are cast to E4M3 so the loads feed the dot directly
+    (Triton pipelines those); ``sx`` is the rows' scales."""
+    e = em.emit
+    assert f.row_scales is not None
+    e(f"sx = tl.load(in{_idx(f.row_scales)} + r, mask=rm, other=1.0)")
+    for _, acc in pairs:
+        e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
+    e("if ON_GPU:")
+    e(f"    xp = {x_ptr}.to(tl.pointer_type(tl.float8e4nv))")
+    e(f"    wp = {codes}.to(tl.pointer_type(tl.float8e4nv))")
+    e(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+    a_offs = f"r[:, None] * {k_dim} + (k0 + kk)[None, :]"
+    e("if ON_GPU:")
+    e(f"    aq = tl.load(xp + {a_offs}, mask=rm[:, None])  # rows past M: never stored")
+    e("else:")
+    em.indent += 1
+    e(f"ab = tl.load({x_ptr} + {a_offs}, mask=rm[:, None], other=0)")
+    for line in DECODE.format(b="ab", out="aq").splitlines():
+        e(line)
+    em.indent -= 1
+    for cols, acc in pairs:
+        w_offs = f"{cols}[:, None] * {k_dim} + (k0 + kk)[None, :]"
+        e("if ON_GPU:")
+        e(f"    {acc} = tl.dot(aq, tl.trans(tl.load(wp + {w_offs}, mask=cn[:, None])), {acc})")
+        e("else:")
+        em.indent += 1
+        e(f"wb = tl.load({codes} + {w_offs}, mask=cn[:, None], other=0)")
+        for line in DECODE.format(b="wb", out="wf").splitlines():
+            e(line)
+        e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
+        em.indent -= 1
+    em.indent -= 1
+
+
 def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSource:
     """The kernel's Triton source under ``schedule``; CodegenError where BK does not divide K."""
     sched = schedule
@@ -178,8 +217,12 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
             if x_t.dtype is not DType.f32:
                 e(f"a = a.to({TL_DTYPE[x_t.dtype]}).to(tl.float32)")
 
+    if f.row_scales is not None:  # x already E4M3: a plain FP8 x FP8 product
+        if norm is not None:
+            raise em.error(f, "a quantized input takes no norm prologue (the kernel that quantized x applies it)")
+        _quantized_loop(em, f, pairs, x_ptr, codes, k_dim)
     # 2. the token scale: the static one, or each row's largest magnitude (a pass over x)
-    if f.x_scale is not None:
+    elif f.x_scale is not None:
         e(f"sx = tl.zeros((BM,), dtype=tl.float32) + tl.load(in{_idx(f.x_scale)})")
     else:
         e("amax = tl.zeros((BM,), dtype=tl.float32)")
@@ -189,33 +232,34 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         e("amax = tl.maximum(amax, tl.max(tl.abs(a), 1))")
         em.indent -= 1
         e(f"sx = tl.where(amax > 0, amax / {FP8_MAX!r}, 1.0)")
-    # 3. the K loop on E4M3 operands
-    for _, acc in pairs:
-        e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
-    e(f"for k0 in range(0, {k_dim}, BK):")
-    em.indent += 1
-    linear_input()
-    e("a = a / sx[:, None]")
-    if f.x_scale is not None:  # a static scale: values past its range saturate
-        e(f"a = tl.minimum(tl.maximum(a, -{FP8_MAX!r}), {FP8_MAX!r})")
-    e("if ON_GPU:")
-    e("    aq = a.to(tl.float8e4nv)")
-    e("else:")
-    em.indent += 1
-    for line in ROUND.format(v="a", out="aq").splitlines():
-        e(line)
-    em.indent -= 1
-    for cols, acc in pairs:
-        e(f"wb = tl.load({codes} + {cols}[:, None] * {k_dim} + (k0 + kk)[None, :], mask=cn[:, None], other=0)")
+    if f.row_scales is None:
+        # 3. the K loop on E4M3 operands
+        for _, acc in pairs:
+            e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
+        e(f"for k0 in range(0, {k_dim}, BK):")
+        em.indent += 1
+        linear_input()
+        e("a = a / sx[:, None]")
+        if f.x_scale is not None:  # a static scale: values past its range saturate
+            e(f"a = tl.minimum(tl.maximum(a, -{FP8_MAX!r}), {FP8_MAX!r})")
         e("if ON_GPU:")
-        e(f"    {acc} = tl.dot(aq, tl.trans(wb.to(tl.float8e4nv, bitcast=True)), {acc})")
+        e("    aq = a.to(tl.float8e4nv)")
         e("else:")
         em.indent += 1
-        for line in DECODE.format(b="wb", out="wf").splitlines():
+        for line in ROUND.format(v="a", out="aq").splitlines():
             e(line)
-        e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
         em.indent -= 1
-    em.indent -= 1
+        for cols, acc in pairs:
+            e(f"wb = tl.load({codes} + {cols}[:, None] * {k_dim} + (k0 + kk)[None, :], mask=cn[:, None], other=0)")
+            e("if ON_GPU:")
+            e(f"    {acc} = tl.dot(aq, tl.trans(wb.to(tl.float8e4nv, bitcast=True)), {acc})")
+            e("else:")
+            em.indent += 1
+            for line in DECODE.format(b="wb", out="wf").splitlines():
+                e(line)
+            e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
+            em.indent -= 1
+        em.indent -= 1
     for cols, acc in pairs:
         e(f"{acc} = {acc} * sx[:, None] * tl.load({scales} + {cols}, mask=cn, other=0)[None, :]")
     if f.bias is not None:
