@@ -622,6 +622,7 @@ def all_samples() -> dict[type, list[Sample]]:
             nn.QLinearOp: n.qlinear_samples(),
             nn.DequantizeOp: n.dequantize_samples(),
             nn.Fp8LinearOp: n.fp8_linear_samples(),
+            nn.Fp8QuantizeOp: n.fp8_quantize_samples(),
             nn.MatmulOp: n.matmul_samples(),
             nn.SoftmaxOp: n.softmax_samples(),
             nn.RMSNormOp: n.rmsnorm_samples(),

@@ -635,3 +635,38 @@ def fp8_linear_samples() -> list[Sample]:
         out.append(Sample(f"ix.fp8_linear-{i}-{dt}{'-bias' if has_bias else ''}{'-static' if static else ''}", 7150 + i,
                           [(T(("batch", "seq", k), dt), x)], body, ref, weights=weights))
     return out
+
+
+def fp8_quantize_samples() -> list[Sample]:
+    """x's rows to E4M3 with a scale each (their largest magnitude over 448, 1 for a row of zeros),
+    or with a static ``x_scale`` (samples 3 and 6) that some values exceed: they saturate. The
+    reference quantizes in torch (its own float8_e4m3fn cast after the clamp)."""
+    out = []
+    for i in range(10):
+        rng = np.random.default_rng(7250 + i)
+        (bb, ss) = BS[i]
+        k = (16, 64, 96, 32, 128, 48, 256, 8, 64, 160)[i]
+        dt = ("f32", "bf16", "f32", "f16", "bf16", "f32", "bf16", "f16", "f32", "bf16")[i]
+        static = i in (3, 6)
+        x = rand(rng, (bb, ss, k), dt, scale=(0.01, 1.0, 30.0)[i % 3])
+        if i == 2:
+            x[..., :] = 0  # rows of zeros: scale 1, codes 0
+        x_scale = np.array([np.quantile(np.abs(np.asarray(x, dtype=np.float32)), 0.9) / 448], dtype=np.float32)
+        weights = {"xs": x_scale} if static else {}
+
+        def body(bld, args, static=static):
+            xs = bld(ts.WeightOp, result_types=[T((1,), "f32")], name=s("xs")) if static else None
+            return bld(nn.Fp8QuantizeOp, args[0], xs)
+
+        def ref(x, *rest, static=static):
+            x = x.float()
+            if static:
+                sx = rest[-1].float().reshape(1, 1, 1).expand(*x.shape[:-1], 1)
+            else:
+                amax = x.abs().amax(-1, keepdim=True)
+                sx = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+            return [(x / sx).clamp(-448, 448).to(torch.float8_e4m3fn).float(), sx[..., 0].contiguous()]
+
+        out.append(Sample(f"ix.fp8_quantize-{i}-{dt}{'-static' if static else ''}", 7250 + i,
+                          [(T(("batch", "seq", k), dt), x)], body, ref, weights=weights))
+    return out

@@ -104,20 +104,23 @@ def _reference(options: CompileOptions) -> Any:
                                                                                          max_context=32)
 
 
-@pytest.mark.parametrize("activations, alpha", [
-    ("percentile", None),
-    pytest.param("entropy", 0.5, marks=pytest.mark.thorough),  # further variants: not in CI's run
-    ("dynamic", 0.5),
+@pytest.mark.parametrize("activations, alpha, once", [
+    ("percentile", None, True),
+    pytest.param("entropy", 0.5, False, marks=pytest.mark.thorough),  # further variants: not in CI's run
+    pytest.param("minmax", None, False, marks=pytest.mark.thorough),
+    ("dynamic", 0.5, False),
 ])
-def test_calibrated_fp8_artifacts_match_the_reference(activations: str, alpha: float | None, tmp_path: Path) -> None:
-    """quant fp8 with static scales (an x_scale weight an input, no pass over x for it) and with
-    SmoothQuant: the compiled cpu artifact against the reference session of the same program
-    (f32: within 1e-4 of the largest logit)."""
+def test_calibrated_fp8_artifacts_match_the_reference(activations: str, alpha: float | None, once: bool,
+                                                      tmp_path: Path) -> None:
+    """quant fp8 with static scales (an x_scale weight an input, no pass over x for it; with
+    ``once``, prompts' x quantized by the fp8quant kernels with it) and with SmoothQuant: the
+    compiled cpu artifact against the reference session of the same program (f32: within 1e-4 of
+    the largest logit)."""
     text = tmp_path / "calibration.txt"  # four windows of the tiny model's 64 positions
     text.write_text(("Static scales come from text like this, " * 7)[:256])
     kw = dict(target="cpu", max_seq_len=32, max_batch=2, quant="fp8", fp8_activations=activations, smoothquant=alpha,
               calibration=text)
-    path = inferx.compile(_program(), output=tmp_path / "a", **kw)
+    path = inferx.compile(_program(), output=tmp_path / "a", fp8_prompt_inputs=once, **kw)
     weights = json.loads((path / "manifest.json").read_text())["weights"]
     static = [n for n in weights if n.endswith(".fp8.x_scale")]
     assert len(static) == (8 if activations != "dynamic" else 0), static  # q|k|v, o, gate|up, down: 4 a layer

@@ -5,6 +5,7 @@ with ``quant="fp8"`` against their reference session, and the GPU kernels buildi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,27 @@ def test_an_input_already_e4m3_matches_the_interpreter(m: int, k: int, n: int, d
 
 
 # --- models compiled with quant="fp8" ---------------------------------------------------------
+
+def test_prompt_inputs_quantized_once_match_the_reference(tmp_path: Path) -> None:
+    """``fp8_prompt_inputs``: each prompt FP8 GEMM reads x from an fp8quant kernel (the norm
+    applied there; one kernel for the GEMMs of one input) as E4M3 with its row scales; decode
+    keeps quantizing in the GEMM. The GPU's schedules in Triton's interpreter against the
+    reference session (f32: within 1e-4 of the largest logit), prefill and two decode steps."""
+    from inferx.compiler.quant.fp8 import quantize_program_fp8
+
+    path = inferx.compile(inferx.import_model(_model("llama"), dtype="f32"), target="cpu", schedules="sm_90",
+                          output=tmp_path / "a", max_seq_len=32, max_batch=2, quant="fp8", fp8_prompt_inputs=True)
+    manifest = json.loads((path / "manifest.json").read_text())
+    prefill = [s["kernel"] for s in manifest["entries"]["prefill"]["launches"]]
+    decode = [s["kernel"] for s in manifest["entries"]["decode"]["launches"]]
+    # per layer: q|k|v after the input norm, o, gate|up after the post-attention norm, down
+    assert sum(k.startswith("fp8quant_") for k in prefill) == 2 * 4, prefill
+    assert not any(k.startswith("fp8quant_") for k in decode), decode
+    ref = quantize_program_fp8(inferx.import_model(_model("llama"), dtype="f32")).reference_session(max_batch=2,
+                                                                                                    max_context=32)
+    _agree(inferx.load(path, device="cpu"), ref, "f32", "repro: pytest tests/test_fp8_kernels.py -k quantized_once",
+           steps=2)
+
 
 PROMPTS = np.array([[5, 17, 3, 88, 41, 9, 60, 2, 33, 71], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]])
 

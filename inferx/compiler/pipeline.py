@@ -72,7 +72,8 @@ def phases(options: CompileOptions) -> list[tuple[str, str]]:
     ]
     if options.max_seq_len is not None:
         rope = f"settle-dynamic-rope{{max-seq-len={options.max_seq_len}}}"
-        out.append(("plan-memory", f"{rope},{dense_weights(options)}{plan_pipeline(options)}"))
+        fp8 = "fp8-prompt-inputs," if options.fp8_prompt_inputs else ""
+        out.append(("plan-memory", f"{rope},{dense_weights(options)}{fp8}{plan_pipeline(options)}"))
     return out
 
 

@@ -16,10 +16,10 @@ from inferx.compiler.families.interface import KernelFamily
 @cache
 def families() -> tuple[KernelFamily, ...]:
     """Every family, in binding order (explicit: nothing registers itself on import)."""
-    from inferx.compiler.families import attention, attention_o, dequant, fp8gemm, gemm, mlp, qgemm, rowwise
+    from inferx.compiler.families import attention, attention_o, dequant, fp8gemm, fp8quant, gemm, mlp, qgemm, rowwise
 
-    return (gemm.FAMILY, qgemm.FAMILY, fp8gemm.FAMILY, dequant.FAMILY, attention.FAMILY, mlp.FAMILY, attention_o.FAMILY,
-            rowwise.GATHER, rowwise.REDUCTION, rowwise.POINTWISE)
+    return (gemm.FAMILY, qgemm.FAMILY, fp8gemm.FAMILY, dequant.FAMILY, fp8quant.FAMILY, attention.FAMILY, mlp.FAMILY,
+            attention_o.FAMILY, rowwise.GATHER, rowwise.REDUCTION, rowwise.POINTWISE)
 
 
 def family(name: str) -> KernelFamily:

@@ -280,6 +280,17 @@ def fp8_linear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> 
     return [y + _gemm_in(extra["bias"]) if "bias" in extra else y]
 
 
+def fp8_quantize(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
+    """x's rows as E4M3 values and their scales (``fp8.quantize_rows``; static: ``quantize_static``)."""
+    from inferx.compiler.ir.fp8 import quantize_rows, quantize_static
+
+    x = np.asarray(_gemm_in(ins[0]), dtype=np.float32)
+    if len(ins) > 1:
+        xs = float(np.asarray(ins[1]).reshape(-1)[0])
+        return [quantize_static(x, xs), np.full(x.shape[:-1], xs, dtype=np.float32)]
+    return list(quantize_rows(x))
+
+
 def matmul(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
     return [np.matmul(_gemm_in(ins[0]), _gemm_in(ins[1]))]
 
@@ -357,6 +368,7 @@ KERNELS: dict[type[Operation], Kernel] = {
     nn.LinearOp: linear,
     nn.QLinearOp: qlinear,
     nn.DequantizeOp: dequantize_op,
+    nn.Fp8QuantizeOp: fp8_quantize,
     nn.Fp8LinearOp: fp8_linear,
     nn.MatmulOp: matmul,
     nn.SoftmaxOp: softmax,

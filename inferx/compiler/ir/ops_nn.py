@@ -176,6 +176,36 @@ class Fp8LinearOp(IxOp):
 
 
 @irdl_op_definition
+class Fp8QuantizeOp(IxOp):
+    """x[..., K] quantized to E4M3 a row at a time, as ``ix.fp8_linear`` quantizes its input:
+    ``codes`` (f8e4m3, E4M3 values) and ``row_scales[...]`` (f32) with x = codes * row_scales;
+    each row's scale its largest magnitude over 448 (1 for a row of zeros), or with ``x_scale``
+    (f32 [1], static) that scale for every row, values clamped to +-448 first. Made for prompts'
+    FP8 GEMMs, so x is quantized once for all the column tiles that read it."""
+
+    name = "ix.fp8_quantize"
+    input = operand_def(TensorType)
+    x_scale = opt_operand_def(TensorType)
+    codes = result_def(TensorType)
+    row_scales = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$input (`x_scale` $x_scale^)? attr-dict `:` type($input) (`x_scale` type($x_scale)^)?"
+        " `->` type($codes) `,` type($row_scales)"
+    )
+
+    @classmethod
+    def infer(cls, ins, attrs, outs):
+        x = ins[0]
+        need_float(x, "input")
+        if x.dtype == DType.f8e4m3 or x.rank < 1:
+            raise ShapeError(f"input must be a float tensor [..., K] of f32, f16 or bf16, got {x}")
+        if len(ins) > 1 and (ins[1].dtype is not DType.f32 or tuple(ins[1].shape) != (1,)):
+            raise ShapeError(f"x_scale must be f32 [1], got {ins[1]}")
+        return [x.with_dtype(DType.f8e4m3), TensorType(x.shape[:-1], DType.f32)]
+
+
+@irdl_op_definition
 class QLinearOp(IxOp):
     """``x[..., K] @ W^T`` with ``W[N, K]`` quantized (``inferx.compiler.ir.quant``): ``codes[N, K]``
     of i4, each the signed value ``q - 8`` of a 4-bit code ``q``; ``scales[N, K / group]``; with
@@ -686,5 +716,5 @@ class LastTokenOp(IxOp):
 # Either form of RMSNorm: statistics from the input, or precomputed beside it.
 RMS_NORMS = (RMSNormOp, RMSNormSumSquaresOp)
 
-NN_OPS = [EmbeddingOp, LastTokenOp, LinearOp, QLinearOp, DequantizeOp, Fp8LinearOp, MatmulOp, SoftmaxOp, RMSNormOp,
-          LayerNormOp, RopeOp, AttentionOp, KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]
+NN_OPS = [EmbeddingOp, LastTokenOp, LinearOp, QLinearOp, DequantizeOp, Fp8LinearOp, Fp8QuantizeOp, MatmulOp,
+          SoftmaxOp, RMSNormOp, LayerNormOp, RopeOp, AttentionOp, KVWriteOp, SumSquaresOp, RMSNormSumSquaresOp]

@@ -1,0 +1,155 @@
+"""The FP8 input template: ``ix.fp8_quantize`` of x, or of an RMSNorm of x, as a kernel that writes
+x's rows as E4M3 bytes and their scales, for the prompt FP8 GEMMs that read them
+(``ix.fp8_linear``'s ``row_scales``).
+
+A program owns BM rows and walks K in steps of BK: with a norm, the rows' sums of squares (a
+pass, or loaded where norm-stats made the norm ``ix.rmsnorm_ss``); then the rows' largest
+magnitude of the norm's output rounded to x's dtype (a pass; none with a static ``x_scale``);
+then each step divided by its row's scale, converted to E4M3 (``common.e4m3``) and stored. The
+values are those the fp8gemm kernel quantizes in its own K loop, so the GEMM that reads them
+computes what it would have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import BlockArgument, SSAValue
+
+from inferx.compiler.families.common.e4m3 import emit_to_bytes
+from inferx.compiler.families.common.rows import norm_scale
+from inferx.compiler.families.common.source import module_source
+from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
+from inferx.compiler.ir import ops_nn as nn
+from inferx.compiler.ir import symbolic as sy
+from inferx.compiler.ir.fp8 import FP8_MAX
+from inferx.compiler.ir.ops_base import get_float
+from inferx.compiler.ir.ops_kernel import KernelOp
+from inferx.compiler.ir.types import DType, TensorType
+from inferx.runtime.kernel_source import KernelSource
+
+TEMPLATE = "fp8quant"
+NORMS = (nn.RMSNormOp, nn.RMSNormSumSquaresOp)
+
+
+@dataclass(frozen=True)
+class Fp8QuantSchedule:
+    """BM rows a program, K in steps of BK (BK divides K)."""
+
+    bm: int = 4
+    bk: int = 512
+    num_warps: int = 4
+
+
+def parts(kernel: KernelOp) -> tuple[nn.RMSNormOp | nn.RMSNormSumSquaresOp | None, nn.Fp8QuantizeOp]:
+    """(the norm, or None; the quantize) of the kernel's body."""
+    ops = list(kernel.body.block.ops)
+    norm = ops[0] if isinstance(ops[0], NORMS) else None
+    q = ops[1 if norm is not None else 0]
+    assert isinstance(q, nn.Fp8QuantizeOp)
+    return norm, q  # type: ignore[return-value]
+
+
+def applies(kernel: KernelOp) -> str | None:
+    """None if this template implements the kernel, else the reason it does not."""
+    ops = list(kernel.body.block.ops)
+    body = ops[1:] if ops and isinstance(ops[0], NORMS) else ops
+    if len(body) != 2 or not isinstance(body[0], nn.Fp8QuantizeOp):
+        return "the body is not an fp8_quantize (after an RMSNorm) and its yield"
+    q = body[0]
+    norm = ops[0] if body is not ops else None
+    x = norm.input if isinstance(norm, NORMS) else q.input
+    if not isinstance(x, BlockArgument) or (norm is not None and q.input is not norm.results[0]):
+        return "the fp8_quantize does not read a kernel input or its norm"
+    k = x.type.shape[-1]  # type: ignore[attr-defined]
+    if not isinstance(k, int):
+        return "K must be static"
+    return None
+
+
+def heuristic_schedule(kernel: KernelOp, target: str, rows: int | None) -> Fp8QuantSchedule:
+    """BK: the largest of 1024 down to 16 dividing K (64 at most on the cpu target, whose
+    interpreter runs a Python step per program and step); 4 rows a program on the GPU, 16 on the
+    cpu target."""
+    _, q = parts(kernel)
+    k = q.input.type.shape[-1]  # type: ignore[attr-defined]
+    top = 64 if target == "cpu" else 1024
+    bk = next(b for b in (1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1) if b <= top and k % b == 0)
+    return Fp8QuantSchedule(16 if target == "cpu" else 4, bk, 4)
+
+
+def generate(kernel: KernelOp, name: str, schedule: Fp8QuantSchedule) -> KernelSource:
+    em = Emitter(kernel, name)
+    norm, q = parts(kernel)
+    x_v = norm.input if norm is not None else q.input
+    x_t = x_v.type
+    assert isinstance(x_t, TensorType)
+    k = x_t.shape[-1]
+    assert isinstance(k, int)
+    if k % schedule.bk:
+        raise em.error(q, f"BK {schedule.bk} must divide K = {k}")
+    rows = em.dim(sy.product(x_t.shape[:-1]))
+    e = em.emit
+    e("r = tl.program_id(0) * BM + tl.arange(0, BM)")
+    e(f"rm = r < {rows}")
+    e("kk = tl.arange(0, BK)")
+    load_x = f"tl.load(in{_idx(x_v)} + r[:, None] * {k} + (k0 + kk)[None, :], mask=rm[:, None], other=0).to(tl.float32)"
+    g = norm_scale(kernel, norm) if norm is not None else None
+    if isinstance(norm, nn.RMSNormSumSquaresOp):
+        e(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
+    elif norm is not None:
+        e("ss = tl.zeros((BM,), dtype=tl.float32)")
+        e(f"for k0 in range(0, {k}, BK):")
+        e(f"    a = {load_x}")
+        e("    ss += tl.sum(a * a, 1)")
+    if norm is not None:
+        e(f"rstd = tl.sqrt(ss / {k} + {get_float(norm.attributes, 'eps')!r})")
+
+    def value() -> None:
+        """``a``: x's step at k0 as the quantize reads it (the norm's output rounded to x's dtype)."""
+        e(f"a = {load_x}")
+        if norm is not None:
+            e("a = a / rstd[:, None]")
+            if g is not None:
+                e(f"a = a * tl.load(in{_idx(g)} + k0 + kk).to(tl.float32)[None, :]")
+            if x_t.dtype is not DType.f32:
+                e(f"a = a.to({TL_DTYPE[x_t.dtype]}).to(tl.float32)")
+
+    if q.x_scale is not None:
+        e(f"sx = tl.zeros((BM,), dtype=tl.float32) + tl.load(in{_idx(q.x_scale)})")
+    else:
+        e("amax = tl.zeros((BM,), dtype=tl.float32)")
+        e(f"for k0 in range(0, {k}, BK):")
+        em.indent += 1
+        value()
+        e("amax = tl.maximum(amax, tl.max(tl.abs(a), 1))")
+        em.indent -= 1
+        e(f"sx = tl.where(amax > 0, amax / {FP8_MAX!r}, 1.0)")
+    e("tl.store(out1 + r, sx, mask=rm)")
+    e(f"for k0 in range(0, {k}, BK):")
+    em.indent += 1
+    value()
+    e("a = a / sx[:, None]")
+    if q.x_scale is not None:
+        e(f"a = tl.minimum(tl.maximum(a, -{FP8_MAX!r}), {FP8_MAX!r})")
+    emit_to_bytes(em, "a", "b")
+    e(f"tl.store(out0 + r[:, None] * {k} + (k0 + kk)[None, :], b, mask=rm[:, None])")
+    em.indent -= 1
+    params = em.params()
+    constexprs = {"BM": schedule.bm, "BK": schedule.bk}
+    args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
+    return KernelSource(
+        name=name,
+        template=TEMPLATE,
+        source=module_source(name, args, em.lines),
+        params=tuple(params),
+        grid=(f"cdiv({rows}, {schedule.bm})",),
+        constexprs=constexprs,
+        num_warps=schedule.num_warps,
+        num_stages=1,
+    )
+
+
+def _idx(v: SSAValue) -> int:
+    assert isinstance(v, BlockArgument)
+    return v.index
