@@ -73,7 +73,7 @@ def test_gbdt_fits_a_synthetic_function() -> None:
         GBDT().fit(np.zeros((3, 2)), np.zeros(4))
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # the learned model on synthetic records; on measured ones in CI's run
 def test_learned_model_ranks_held_out_records(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     tasks = [gemm(4096, 4096, 1, "decode"), gemm(4096, 6144, 16, "decode", "kv_write+rope"),
              gemm(4096, 4096, 4096, "prefill"), gemm(14336, 4096, 256, "prefill")]

@@ -75,7 +75,8 @@ def measurements_to_95(task: Task, records: list[Record], guided: bool, seed: in
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", [gemm(4096, 6144, 16, "decode", "kv_write+rope"), gemm(4096, 4096, 4096, "prefill")],
+@pytest.mark.parametrize("task", [gemm(4096, 6144, 16, "decode", "kv_write+rope"),
+                                  pytest.param(gemm(4096, 4096, 4096, "prefill"), marks=pytest.mark.thorough)],
                          ids=["decode16", "prefill4096"])
 def test_guided_search_needs_far_fewer_measurements_than_random(task: Task, landscape_of: LandscapeOf) -> None:
     """Over three seeds each, random search takes at least 3x the measurements guided search does
@@ -283,7 +284,7 @@ def _tiny_with_replay(tmp_path: Path, recorded: int, landscape_of: LandscapeOf) 
     return model, ex, replay
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # the CLI with the replay runner: test_tune_cli_only_narrows_the_tasks in CI's run
 def test_tune_cli_with_the_replay_runner(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     model, ex, replay = _tiny_with_replay(tmp_path, 4, landscape_of)
     out = tmp_path / "logs"

@@ -73,7 +73,7 @@ def test_launch_plan_has_per_bucket_variants(compiled) -> None:
     assert {kernels[v[1][1]]["constexprs"]["BM"] for v in variants} == {16}
 
 
-@pytest.mark.parametrize("batch", [1, pytest.param(3, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("batch", [1, pytest.param(3, marks=pytest.mark.thorough)])
 def test_graph_replay_matches_plain_launches_and_hf(compiled, batch: int) -> None:
     model, art = compiled
     replayed, plain = _session(art), _session(art, graphs=False)

@@ -77,11 +77,11 @@ THOROUGH = (pytest.mark.slow, pytest.mark.thorough)  # a further variant: not in
 CASES = [  # family, schedules, intermediate size, options (the fast tier: both fusions, the GPU's schedules)
     pytest.param("llama", "cpu", 40, ("fuse_mlp",), marks=THOROUGH),
     pytest.param("llama", "sm_90", 40, ("fuse_mlp",), marks=SLOW),
-    pytest.param("phi3", "sm_90", 72, ("fuse_mlp",), marks=SLOW),
+    pytest.param("phi3", "sm_90", 72, ("fuse_mlp",), marks=THOROUGH),
     pytest.param("qwen2", "cpu", 48, ("fuse_mlp",), marks=THOROUGH),
     pytest.param("llama", "cpu", 40, ("fuse_attention_o",), marks=THOROUGH),
     pytest.param("mistral", "sm_90", 40, ("fuse_attention_o",), marks=SLOW),
-    pytest.param("phi3", "cpu", 40, BOTH, marks=SLOW),
+    pytest.param("phi3", "cpu", 40, BOTH, marks=THOROUGH),
     ("qwen2", "sm_90", 40, BOTH),
 ]
 

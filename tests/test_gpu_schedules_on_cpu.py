@@ -36,8 +36,8 @@ CASES = {
 OVERLAP = {"llama-mlp-bias", "phi3-window", "gpt2"}
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == "llama-gqa4" else pytest.mark.slow)
-                                  for c in sorted(CASES)])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == "llama-gqa4" else pytest.mark.thorough
+                                               if c == "gpt2" else pytest.mark.slow) for c in sorted(CASES)])
 def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
     cfg_cls, model_cls, extra = CASES[case]
     torch.manual_seed(0)
@@ -163,7 +163,7 @@ def test_prefill_attention_skips_key_blocks_no_query_sees(family: str, tmp_path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("hidden,bn", [(32, 16), (64, 32)])
+@pytest.mark.parametrize("hidden,bn", [(32, 16), pytest.param(64, 32, marks=pytest.mark.thorough)])
 def test_rope_tiles_of_two_heads(hidden: int, bn: int, tmp_path: Path) -> None:
     """qkv GEMMs (RoPE in the epilogue) on tiles of two whole heads in their natural column order:
     a RoPE partner is the swap of its head's halves (the tile seen as BM x 2 rows of two halves),

@@ -414,7 +414,7 @@ def test_long_dim_expressions_are_refused_at_once() -> None:
     assert str(parse_dim("-" * 101 + "seq")) == "-seq"
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # scale, not a new path: outside CI's run
 def test_twenty_thousand_ops_parse_and_verify() -> None:
     """Linear in the ops (a quadratic step would take minutes at this size)."""
     lines = [f"func.func @f(%x: {T}) -> {T} {{"]

@@ -138,7 +138,7 @@ def test_capture_records_each_linear_input_once_per_window(model: T.LlamaForCaus
     np.testing.assert_allclose(q.sample[:19], normed, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # minutes on two cores: the real model's int4 acceptance, outside CI's run
 def test_smollm2_q4_1_kept_quantized_computes_what_its_dequantized_weights_do() -> None:
     """The real GGUF's 210 Q4_1 linears kept as int4 (codes and scales read from the file, no
     float round trip) against the same file imported as float32: cosine >= 0.9999 at every
