@@ -33,6 +33,7 @@ from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import TensorType
 
+
 @dataclass(frozen=True)
 class Fp8PromptInputs(ModulePass):
     name = "fp8-prompt-inputs"
@@ -99,6 +100,11 @@ def _rewrite(kernel: KernelOp, f: nn.Fp8LinearOp, norm: nn.RMSNormOp | nn.RMSNor
     body.erase_op(f)
     if norm is not None and not norm.results[0].uses:
         body.erase_op(norm)
+    unused = [a for a in body.args if not a.uses]  # x and the norm's operands, read by the quantize kernel now
+    keep = [v for v, a in zip(kernel.operands, body.args, strict=True) if a.uses]
+    for a in unused:
+        body.erase_arg(a)
+    kernel.operands = keep
 
 
 def _quantize_kernel(kernel: KernelOp, norm: nn.RMSNormOp | nn.RMSNormSumSquaresOp | None,
