@@ -233,7 +233,7 @@ def _compile_and_signal(model_dir: Path, out: Path, sig: signal.Signals) -> subp
             assert time.monotonic() < deadline, "the temporary never appeared"
             time.sleep(0.05)
         proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = proc.communicate(timeout=150)  # past the slowed copy (60 s) on a loaded machine
     finally:
         if proc.poll() is None:
             proc.kill()
