@@ -38,7 +38,7 @@ def test_spearman() -> None:
     assert spearman([1, 1, 1], [1, 2, 3]) == 0.0
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # the learned model on measured records stays in CI's run
 def test_roofline_ranks_schedules_sensibly(landscape_of: LandscapeOf) -> None:
     decode, prefill = gemm(4096, 4096, 1, "decode"), gemm(4096, 4096, 4096, "prefill")
     t = lambda task, s: roofline_ms(task, s)  # noqa: E731

@@ -315,7 +315,7 @@ def test_tune_cli_with_the_replay_runner(tmp_path: Path, landscape_of: Landscape
     assert res.exit_code == 0, res.output
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # the tune CLI: test_tune_cli_tunes_attention_and_inspect_shows_it in CI's run
 def test_tune_cli_only_narrows_the_tasks(tmp_path: Path, landscape_of: LandscapeOf) -> None:
     """``--only`` keeps the tasks whose line contains every given text (here the decode GEMMs
     with the RMSNorm prologue); a text no task has is refused with the task list."""

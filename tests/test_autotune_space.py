@@ -52,7 +52,7 @@ def test_invalid_schedules_are_pruned_with_their_reason(task: Task, changes: dic
     assert reason in (GemmSpace().why_invalid(task, {**S, **changes}) or "")
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # every valid schedule of four spaces: outside CI's run
 def test_valid_schedules_pass_and_the_template_accepts_every_one() -> None:
     space = GemmSpace()
     assert space.why_invalid(PREFILL, dict(bm=128, bn=128, bk=64, num_warps=8, num_stages=3)) is None

@@ -267,6 +267,7 @@ class FakeSession:
         self.closed = True
 
 
+@pytest.mark.thorough  # the bench's flow on the cpu: test_cli_on_cpu_writes_json in CI's run
 def test_run_flow_with_a_faked_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     session = FakeSession()
     compiled: list[Path] = []

@@ -88,6 +88,11 @@ def _params(names: list[str], fast: str, mark: Any = pytest.mark.slow) -> list[A
 # Tests that check one mechanism (padding, the last-token entry) on one family in CI's run; the
 # other families are further variants (their numerics: test_prefill_and_greedy_decode_match_hf)
 ONE_FAMILY = _params([c.name for c in CASES], FAST_FP32, pytest.mark.thorough)
+# One case of each family and of each RoPE scaling, window and tying in CI's run; the rest further variants
+CI_CASES = {FAST_FP32, "llama3-rope-gqa4-hd64", "llama2-dynamic-gqa2", "mistral-window4-hd64",
+            "qwen2-layer-types-window6-tied", "phi3-partial-rotary-gqa4", "gpt2-gelu-inner", "llama32-tied-gqa2"}
+SOME_FAMILIES = [pytest.param(c.name, id=c.name, marks=() if c.name == FAST_FP32 else pytest.mark.slow
+                              if c.name in CI_CASES else pytest.mark.thorough) for c in CASES]
 
 
 @pytest.fixture(scope="module", params=_params([c.name for c in CASES], FAST_FP32))
@@ -105,6 +110,7 @@ def fp16(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 # fp32 numerics against transformers ---------------------------------------------------------
 
 
+@pytest.mark.parametrize("fp32", SOME_FAMILIES, indirect=True)
 def test_prefill_and_greedy_decode_match_hf(fp32: Compiled) -> None:
     want_tokens, want_logits = fp32.greedy
     session = fp32.session

@@ -140,7 +140,7 @@ def test_inspect_shows_each_variant_with_its_bucket(compiled) -> None:
     assert {"decode@rows<=1"} in uses and {"decode@rows<=4"} in uses
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # a further variant: outside CI's run
 def test_torch_outputs_equal_numpy_outputs_and_generate_works(compiled) -> None:
     _, art = compiled
     a, b = _session(art), _session(art, outputs="torch")

@@ -108,7 +108,7 @@ def _reference(options: CompileOptions) -> Any:
     ("percentile", None, True),
     pytest.param("entropy", 0.5, False, marks=pytest.mark.thorough),  # further variants: not in CI's run
     pytest.param("minmax", None, False, marks=pytest.mark.thorough),
-    ("dynamic", 0.5, False),
+    pytest.param("dynamic", 0.5, False, marks=pytest.mark.thorough),
 ])
 def test_calibrated_fp8_artifacts_match_the_reference(activations: str, alpha: float | None, once: bool,
                                                       tmp_path: Path) -> None:

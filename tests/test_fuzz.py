@@ -32,7 +32,7 @@ def _line(r: Result) -> str:
     return f"{r.kind} seed {r.seed}: {r.detail}  [{'; '.join(r.notes)[:300]}]\n    repro: {r.repro()}"
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # minutes on two cores: outside CI's run
 def test_the_ci_set_ends_ok_or_in_clean_errors(tmp_path: Path) -> None:
     results = run_cases(ci_cases(), build(tmp_path / "bases").root, jobs=JOBS, deadline=DEADLINE)
     assert len(results) >= 2500

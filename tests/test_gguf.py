@@ -106,7 +106,7 @@ def test_tokenizer_is_built_on_first_use(path: Path) -> None:
     assert tok is not None and tok._tokenizer is None, "importing must not build the tokenizer"
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # sm_90 builds: tests/test_compile_sm90.py in CI's run
 def test_compiles_for_the_h200(path: Path, tmp_path: Path) -> None:
     """The file compiled as the GPU tier runs it (bf16, sm_90 cubins built here without a GPU):
     every kernel has its cubin, a decode step is 5 launches per layer and 2 more, and the compile

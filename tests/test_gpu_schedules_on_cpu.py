@@ -36,8 +36,8 @@ CASES = {
 OVERLAP = {"llama-mlp-bias", "phi3-window", "gpt2"}
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == "llama-gqa4" else pytest.mark.thorough
-                                               if c == "gpt2" else pytest.mark.slow) for c in sorted(CASES)])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == "llama-gqa4" else pytest.mark.thorough)
+                                  for c in sorted(CASES)])
 def test_gpu_schedules_match_hf(case: str, tmp_path: Path) -> None:
     cfg_cls, model_cls, extra = CASES[case]
     torch.manual_seed(0)
@@ -465,7 +465,7 @@ def test_short_prompts_take_their_own_prefill_gemms(tmp_path: Path) -> None:
         np.testing.assert_allclose(session.prefill(ids), want, atol=1e-4, err_msg=f"{seq} tokens; {repro}")
 
 
-@pytest.mark.slow
+@pytest.mark.thorough  # a further schedule knob in the interpreter: outside CI's run
 def test_tma_loads_from_the_tuning_database(tmp_path: Path) -> None:
     """Prefill GEMMs on TMA schedules from tuning records: x and W tiles through tensor
     descriptors, rows past M and N read as zeros; qkv on one-head tiles with RoPE and KV writes,
@@ -501,7 +501,8 @@ def test_tma_is_refused_where_tiles_gather_rows() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tma", [0, pytest.param(1, marks=pytest.mark.thorough)])
+@pytest.mark.parametrize("tma", [pytest.param(0, marks=pytest.mark.thorough),
+                                 pytest.param(1, marks=pytest.mark.thorough)])
 def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Prefill GEMMs on persistent schedules (every one, the gated split and the row statistics
     included; with and without TMA loads): two programs loop over all the tiles, so each program
@@ -519,7 +520,7 @@ def test_persistent_grids_from_the_tuning_database(tma: int, tmp_path: Path, mon
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [{"group_m": 1, "split_k": 2},
+@pytest.mark.parametrize("extra", [pytest.param({"group_m": 1, "split_k": 2}, marks=pytest.mark.thorough),
                                    pytest.param({"group_m": 4, "persistent": 1}, marks=pytest.mark.thorough)])
 def test_grouped_tile_orders_from_the_tuning_database(extra: dict, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:

@@ -116,7 +116,7 @@ def _reference(kw: dict[str, Any]) -> Any:
     return quantize_program_kv(program, amax).reference_session(max_batch=2, max_context=32)
 
 
-@pytest.mark.parametrize("quant", [None, "fp8"])
+@pytest.mark.parametrize("quant", [pytest.param(None, marks=pytest.mark.thorough), "fp8"])
 def test_fp8_kv_artifacts_match_the_reference(quant: str | None, tmp_path: Path) -> None:
     """kv_dtype fp8 (with float or FP8 linears): the manifest says f8e4m3, a scale per cache;
     the session's caches are bytes (a quarter of float32's); logits within 1e-4 of the largest

@@ -7,7 +7,8 @@ integer arithmetic; each helper emits both forms under ``ON_GPU`` (the module he
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from inferx.compiler.families.common.tile import Emitter
@@ -66,3 +67,56 @@ def emit_from_bytes(em: Emitter, b: str, out: str, dtype: str) -> None:
     emit_lines(em, DECODE, b=b, out=out)
     em.emit(f"{out} = {out}.to({dtype})")
     em.indent -= 1
+
+
+def emit_normed_rows(em: Emitter, x_ptr: str, k: int, norm: Any, g: Any, x_dtype: Any) -> Callable[[], None]:
+    """For a program's rows ``r`` (mask ``rm``) of x [rows, K] at ``x_ptr`` read in steps ``k0 +
+    kk``: with an RMSNorm ``norm``, emits its rows' ``rstd`` (the sums of squares loaded where
+    norm-stats made it ``ix.rmsnorm_ss``, else a pass over K); returns the emitter of ``a``, the
+    step at ``k0`` as an FP8 linear quantizes it (the norm's output, times its weight ``g``,
+    rounded to x's dtype), in fp32."""
+    from inferx.compiler.families.common.tile import TL_DTYPE
+    from inferx.compiler.ir import ops_nn as nn
+    from inferx.compiler.ir.ops_base import get_float
+    from inferx.compiler.ir.types import DType
+
+    e = em.emit
+    load_x = f"tl.load({x_ptr} + r[:, None] * {k} + (k0 + kk)[None, :], mask=rm[:, None], other=0).to(tl.float32)"
+    if isinstance(norm, nn.RMSNormSumSquaresOp):  # the rows' sums of squares: from the producer
+        e(f"ss = tl.load(in{norm.sumsq.index} + r, mask=rm, other=0)")  # type: ignore[attr-defined]
+        e(f"rstd = tl.sqrt(ss / {k} + {get_float(norm.attributes, 'eps')!r})")
+    elif norm is not None:  # the rows' sums of squares, for the norm's scale
+        e("ss = tl.zeros((BM,), dtype=tl.float32)")
+        e(f"for k0 in range(0, {k}, BK):")
+        e(f"    a = {load_x}")
+        e("    ss += tl.sum(a * a, 1)")
+        e(f"rstd = tl.sqrt(ss / {k} + {get_float(norm.attributes, 'eps')!r})")
+
+    def value() -> None:
+        e(f"a = {load_x}")
+        if norm is not None:
+            e("a = a / rstd[:, None]")
+            if g is not None:
+                e(f"a = a * tl.load(in{g.index} + k0 + kk).to(tl.float32)[None, :]")
+            if x_dtype is not DType.f32:
+                e(f"a = a.to({TL_DTYPE[x_dtype]}).to(tl.float32)")
+
+    return value
+
+
+def emit_row_scales(em: Emitter, value: Callable[[], None], k: int, x_scale: str | None) -> None:
+    """``sx`` [BM]: the static scale loaded from ``x_scale`` (a pointer expression), or each row's
+    largest magnitude of ``value``'s steps over 448 (1 for a row of zeros), a pass over K."""
+    from inferx.compiler.ir.fp8 import FP8_MAX
+
+    e = em.emit
+    if x_scale is not None:
+        e(f"sx = tl.zeros((BM,), dtype=tl.float32) + tl.load({x_scale})")
+        return
+    e("amax = tl.zeros((BM,), dtype=tl.float32)")
+    e(f"for k0 in range(0, {k}, BK):")
+    em.indent += 1
+    value()
+    e("amax = tl.maximum(amax, tl.max(tl.abs(a), 1))")
+    em.indent -= 1
+    e(f"sx = tl.where(amax > 0, amax / {FP8_MAX!r}, 1.0)")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from inferx.compiler.families.common.e4m3 import DECODE, ROUND
+from inferx.compiler.families.common.e4m3 import DECODE, ROUND, emit_normed_rows, emit_row_scales
 from inferx.compiler.families.common.linear_tile import (
     bind_tile_results,
     emit_tile_columns,
@@ -44,14 +44,13 @@ from inferx.compiler.families.common.linear_tile import (
 from inferx.compiler.families.common.partials import row_sum_squares
 from inferx.compiler.families.common.rows import norm_scale
 from inferx.compiler.families.common.source import module_source
-from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
+from inferx.compiler.families.common.tile import Emitter
 from inferx.compiler.families.interface import ScheduleError, check_warps_stages, pow2
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.fp8 import FP8_MAX
-from inferx.compiler.ir.ops_base import get_float
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
-from inferx.compiler.ir.types import DType, TensorType
+from inferx.compiler.ir.types import TensorType
 from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 
 TEMPLATE = "fp8gemm"
@@ -196,42 +195,13 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
     e = em.emit
     pairs = emit_tile_columns(em, layout, rows)
     e("kk = tl.arange(0, BK)")
-    load_x = f"tl.load({x_ptr} + r[:, None] * {k_dim} + (k0 + kk)[None, :], mask=rm[:, None], other=0).to(tl.float32)"
-    if isinstance(norm, nn.RMSNormSumSquaresOp):  # 1. the rows' sums of squares: from the producer
-        e(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
-        e(f"rstd = tl.sqrt(ss / {k_dim} + {get_float(norm.attributes, 'eps')!r})")
-    elif norm is not None:  # 1. the rows' sums of squares, for the norm's scale
-        e("ss = tl.zeros((BM,), dtype=tl.float32)")
-        e(f"for k0 in range(0, {k_dim}, BK):")
-        e(f"    a = {load_x}")
-        e("    ss += tl.sum(a * a, 1)")
-        e(f"rstd = tl.sqrt(ss / {k_dim} + {get_float(norm.attributes, 'eps')!r})")
-
-    def linear_input() -> None:
-        """``a``: the linear's input at step k0 (the norm's output rounded to x's dtype)."""
-        e(f"a = {load_x}")
-        if norm is not None:
-            e("a = a / rstd[:, None]")
-            if g is not None:
-                e(f"a = a * tl.load(in{_idx(g)} + k0 + kk).to(tl.float32)[None, :]")
-            if x_t.dtype is not DType.f32:
-                e(f"a = a.to({TL_DTYPE[x_t.dtype]}).to(tl.float32)")
-
+    linear_input = emit_normed_rows(em, x_ptr, k_dim, norm, g, x_t.dtype)  # 1. the norm's row statistics
     if f.row_scales is not None:  # x already E4M3: a plain FP8 x FP8 product
         if norm is not None:
             raise em.error(f, "a quantized input takes no norm prologue (the kernel that quantized x applies it)")
         _quantized_loop(em, f, pairs, x_ptr, codes, k_dim)
-    # 2. the token scale: the static one, or each row's largest magnitude (a pass over x)
-    elif f.x_scale is not None:
-        e(f"sx = tl.zeros((BM,), dtype=tl.float32) + tl.load(in{_idx(f.x_scale)})")
-    else:
-        e("amax = tl.zeros((BM,), dtype=tl.float32)")
-        e(f"for k0 in range(0, {k_dim}, BK):")
-        em.indent += 1
-        linear_input()
-        e("amax = tl.maximum(amax, tl.max(tl.abs(a), 1))")
-        em.indent -= 1
-        e(f"sx = tl.where(amax > 0, amax / {FP8_MAX!r}, 1.0)")
+    else:  # 2. the token scale: the static one, or each row's largest magnitude (a pass over x)
+        emit_row_scales(em, linear_input, k_dim, f"in{_idx(f.x_scale)}" if f.x_scale is not None else None)
     if f.row_scales is None:
         # 3. the K loop on E4M3 operands
         for _, acc in pairs:

@@ -16,16 +16,15 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from inferx.compiler.families.common.e4m3 import emit_to_bytes
+from inferx.compiler.families.common.e4m3 import emit_normed_rows, emit_row_scales, emit_to_bytes
 from inferx.compiler.families.common.rows import norm_scale
 from inferx.compiler.families.common.source import module_source
-from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
+from inferx.compiler.families.common.tile import Emitter
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.fp8 import FP8_MAX
-from inferx.compiler.ir.ops_base import get_float
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.ir.types import DType, TensorType
+from inferx.compiler.ir.types import TensorType
 from inferx.runtime.kernel_source import KernelSource
 
 TEMPLATE = "fp8quant"
@@ -93,38 +92,9 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8QuantSchedule) -> KernelS
     e("r = tl.program_id(0) * BM + tl.arange(0, BM)")
     e(f"rm = r < {rows}")
     e("kk = tl.arange(0, BK)")
-    load_x = f"tl.load(in{_idx(x_v)} + r[:, None] * {k} + (k0 + kk)[None, :], mask=rm[:, None], other=0).to(tl.float32)"
     g = norm_scale(kernel, norm) if norm is not None else None
-    if isinstance(norm, nn.RMSNormSumSquaresOp):
-        e(f"ss = tl.load(in{_idx(norm.sumsq)} + r, mask=rm, other=0)")
-    elif norm is not None:
-        e("ss = tl.zeros((BM,), dtype=tl.float32)")
-        e(f"for k0 in range(0, {k}, BK):")
-        e(f"    a = {load_x}")
-        e("    ss += tl.sum(a * a, 1)")
-    if norm is not None:
-        e(f"rstd = tl.sqrt(ss / {k} + {get_float(norm.attributes, 'eps')!r})")
-
-    def value() -> None:
-        """``a``: x's step at k0 as the quantize reads it (the norm's output rounded to x's dtype)."""
-        e(f"a = {load_x}")
-        if norm is not None:
-            e("a = a / rstd[:, None]")
-            if g is not None:
-                e(f"a = a * tl.load(in{_idx(g)} + k0 + kk).to(tl.float32)[None, :]")
-            if x_t.dtype is not DType.f32:
-                e(f"a = a.to({TL_DTYPE[x_t.dtype]}).to(tl.float32)")
-
-    if q.x_scale is not None:
-        e(f"sx = tl.zeros((BM,), dtype=tl.float32) + tl.load(in{_idx(q.x_scale)})")
-    else:
-        e("amax = tl.zeros((BM,), dtype=tl.float32)")
-        e(f"for k0 in range(0, {k}, BK):")
-        em.indent += 1
-        value()
-        e("amax = tl.maximum(amax, tl.max(tl.abs(a), 1))")
-        em.indent -= 1
-        e(f"sx = tl.where(amax > 0, amax / {FP8_MAX!r}, 1.0)")
+    value = emit_normed_rows(em, f"in{_idx(x_v)}", k, norm, g, x_t.dtype)
+    emit_row_scales(em, value, k, f"in{_idx(q.x_scale)}" if q.x_scale is not None else None)
     e("tl.store(out1 + r, sx, mask=rm)")
     e(f"for k0 in range(0, {k}, BK):")
     em.indent += 1
