@@ -8,10 +8,16 @@ integer arithmetic; each helper emits both forms under ``ON_GPU`` (the module he
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from inferx.compiler.families.common.tile import Emitter
+
+class Emitter(Protocol):
+    """What these helpers write into (``tile.Emitter``, which imports this module): lines at an
+    indent."""
+
+    indent: int
+
+    def emit(self, line: str) -> None: ...
 
 # fp32 x (|x| <= 448) rounded to the nearest E4M3 value, ties to even, in fp32 arithmetic: a
 # normal keeps 3 fraction bits (integer rounding of its bits), a subnormal (below 2^-6) is a
@@ -69,16 +75,14 @@ def emit_from_bytes(em: Emitter, b: str, out: str, dtype: str) -> None:
     em.indent -= 1
 
 
-def emit_normed_rows(em: Emitter, x_ptr: str, k: int, norm: Any, g: Any, x_dtype: Any) -> Callable[[], None]:
+def emit_normed_rows(em: Emitter, x_ptr: str, k: int, norm: Any, g: Any, x_tl: str | None) -> Callable[[], None]:
     """For a program's rows ``r`` (mask ``rm``) of x [rows, K] at ``x_ptr`` read in steps ``k0 +
     kk``: with an RMSNorm ``norm``, emits its rows' ``rstd`` (the sums of squares loaded where
     norm-stats made it ``ix.rmsnorm_ss``, else a pass over K); returns the emitter of ``a``, the
     step at ``k0`` as an FP8 linear quantizes it (the norm's output, times its weight ``g``,
-    rounded to x's dtype), in fp32."""
-    from inferx.compiler.families.common.tile import TL_DTYPE
+    rounded to x's Triton type ``x_tl``, None for fp32), in fp32."""
     from inferx.compiler.ir import ops_nn as nn
     from inferx.compiler.ir.ops_base import get_float
-    from inferx.compiler.ir.types import DType
 
     e = em.emit
     load_x = f"tl.load({x_ptr} + r[:, None] * {k} + (k0 + kk)[None, :], mask=rm[:, None], other=0).to(tl.float32)"
@@ -98,8 +102,8 @@ def emit_normed_rows(em: Emitter, x_ptr: str, k: int, norm: Any, g: Any, x_dtype
             e("a = a / rstd[:, None]")
             if g is not None:
                 e(f"a = a * tl.load(in{g.index} + k0 + kk).to(tl.float32)[None, :]")
-            if x_dtype is not DType.f32:
-                e(f"a = a.to({TL_DTYPE[x_dtype]}).to(tl.float32)")
+            if x_tl is not None:
+                e(f"a = a.to({x_tl}).to(tl.float32)")
 
     return value
 

@@ -44,13 +44,13 @@ from inferx.compiler.families.common.linear_tile import (
 from inferx.compiler.families.common.partials import row_sum_squares
 from inferx.compiler.families.common.rows import norm_scale
 from inferx.compiler.families.common.source import module_source
-from inferx.compiler.families.common.tile import Emitter
+from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
 from inferx.compiler.families.interface import ScheduleError, check_warps_stages, pow2
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.fp8 import FP8_MAX
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
-from inferx.compiler.ir.types import TensorType
+from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 
 TEMPLATE = "fp8gemm"
@@ -195,7 +195,8 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
     e = em.emit
     pairs = emit_tile_columns(em, layout, rows)
     e("kk = tl.arange(0, BK)")
-    linear_input = emit_normed_rows(em, x_ptr, k_dim, norm, g, x_t.dtype)  # 1. the norm's row statistics
+    x_tl = None if x_t.dtype is DType.f32 else TL_DTYPE[x_t.dtype]
+    linear_input = emit_normed_rows(em, x_ptr, k_dim, norm, g, x_tl)  # 1. the norm's row statistics
     if f.row_scales is not None:  # x already E4M3: a plain FP8 x FP8 product
         if norm is not None:
             raise em.error(f, "a quantized input takes no norm prologue (the kernel that quantized x applies it)")

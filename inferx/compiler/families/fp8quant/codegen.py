@@ -19,12 +19,12 @@ from xdsl.ir import BlockArgument, SSAValue
 from inferx.compiler.families.common.e4m3 import emit_normed_rows, emit_row_scales, emit_to_bytes
 from inferx.compiler.families.common.rows import norm_scale
 from inferx.compiler.families.common.source import module_source
-from inferx.compiler.families.common.tile import Emitter
+from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.fp8 import FP8_MAX
 from inferx.compiler.ir.ops_kernel import KernelOp
-from inferx.compiler.ir.types import TensorType
+from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource
 
 TEMPLATE = "fp8quant"
@@ -93,7 +93,8 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8QuantSchedule) -> KernelS
     e(f"rm = r < {rows}")
     e("kk = tl.arange(0, BK)")
     g = norm_scale(kernel, norm) if norm is not None else None
-    value = emit_normed_rows(em, f"in{_idx(x_v)}", k, norm, g, x_t.dtype)
+    value = emit_normed_rows(em, f"in{_idx(x_v)}", k, norm, g,
+                             None if x_t.dtype is DType.f32 else TL_DTYPE[x_t.dtype])
     emit_row_scales(em, value, k, f"in{_idx(q.x_scale)}" if q.x_scale is not None else None)
     e("tl.store(out1 + r, sx, mask=rm)")
     e(f"for k0 in range(0, {k}, BK):")
