@@ -36,14 +36,6 @@ def kv_scale_name(cache: str) -> str:
     return f"{KV_PREFIX}{cache}.scale"
 
 
-def parse_kv_scale_name(name: str) -> str | None:
-    """The cache argument a name ``kv_scale_name`` made names, else None."""
-    if name.startswith(KV_PREFIX) and name.endswith(".scale"):
-        cache = name[len(KV_PREFIX) : -len(".scale")]
-        return cache or None
-    return None
-
-
 class KVQuantError(ValueError):
     """A function whose caches cannot all be FP8."""
 

@@ -23,7 +23,7 @@ from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir.fp8 import kv_scales
 from inferx.passes.dce import DCE
 from inferx.passes.pipeline import PassManager
-from inferx.passes.quantize_kv import QuantizeKV, kv_scale_name, parse_kv_scale_name
+from inferx.passes.quantize_kv import QuantizeKV, kv_scale_name
 from inferx.program import Program
 
 FP8 = "f8e4m3"
@@ -93,4 +93,4 @@ def quantize_program_kv(program: Program, amax: Mapping[str, np.ndarray]) -> Pro
     return program
 
 
-__all__ = ["FP8", "KVScales", "cache_name", "observe_kv", "parse_kv_scale_name", "quantize_program_kv"]
+__all__ = ["FP8", "KVScales", "cache_name", "observe_kv", "quantize_program_kv"]
