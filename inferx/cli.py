@@ -512,9 +512,10 @@ def compile_main() -> None:
     "cap allows, as in a long prefill. Its records then rank the task's schedules alone.",
 )
 @click.option("--quant", default=None, metavar="SCHEME",
-              help="Tune the int4 kernels (qgemm) of MODEL compiled with --quant SCHEME, e.g. int4-g128.")
+              help="Tune the quantized kernels of MODEL compiled with --quant SCHEME: int4-g128 etc. (qgemm), "
+              "fp8 (fp8gemm).")
 @click.option("--quant-head/--no-quant-head", default=False, show_default=True,
-              help="With --quant, the LM head in int4 too.")
+              help="With --quant, the LM head quantized too.")
 def tune_command(
     model: str,
     target: str,

@@ -630,7 +630,7 @@ def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(
 
 def test_tune_cli_quant_tunes_the_int4_kernels(tmp_path: Path) -> None:
     """``--quant SCHEME`` tunes the int4 GEMMs (qgemm tasks) of the model as ``compile --quant``
-    makes them, from its config alone; an unknown scheme, or ``--quant-head`` without a scheme,
+    makes them, from its config alone, and ``--quant fp8`` the FP8 ones (fp8gemm tasks); an unknown scheme, or ``--quant-head`` without a scheme,
     is one error line."""
     model = _tiny_dir()
     (tmp_path / "r.jsonl").write_text("")
@@ -639,6 +639,8 @@ def test_tune_cli_quant_tunes_the_int4_kernels(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, [*base, "--quant", "int4-g32", "--only", "qgemm"])
     assert res.exit_code == 0, res.output
     assert "--only: " in res.output and "qgemm" in res.output
+    fp8 = CliRunner().invoke(main, [*base, "--quant", "fp8", "--only", "fp8gemm"])
+    assert fp8.exit_code == 0 and "fp8gemm" in fp8.output, fp8.output
     plain = CliRunner().invoke(main, [*base, "--only", "qgemm"])
     assert plain.exit_code == 1 and "no task's summary contains" in plain.output
     for extra, want in ((["--quant", "int8-g32"], "unknown quantization scheme 'int8-g32'"),

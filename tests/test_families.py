@@ -59,10 +59,10 @@ def test_unknown_family_is_refused_with_the_names() -> None:
 
 def test_tunable_families_are_the_scheduled_ones() -> None:
     """Every family with a schedule is tuned, except dequant, whose schedule only says whether its
-    row bucket's launch runs, and fp8gemm and fp8quant, whose kernels run their heuristic's
-    schedules until they have a task, a space and a cost model."""
+    row bucket's launch runs, and fp8quant, whose kernels run their heuristic's schedule until
+    it has a task, a space and a cost model."""
     scheduled = {f.name for f in families() if f.schedule_type is not None}
-    assert {f.name for f in tunable()} == scheduled - {"dequant", "fp8gemm", "fp8quant"}
+    assert {f.name for f in tunable()} == scheduled - {"dequant", "fp8quant"}
 
 
 @pytest.mark.parametrize("name", [f.name for f in families()])

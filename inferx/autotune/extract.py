@@ -91,8 +91,9 @@ def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
                  fuse_attention_o: bool = False, quant: str | None = None, quant_head: bool = False) -> ModuleOp:
     """The module after the driver's phases 1-4 (with ``fuse_mlp`` and ``fuse_attention_o``, the
     decode layers' fused kernels, as the compiler's options of those names make them; with
-    ``quant``, its linears made ``ix.qlinear`` under that scheme first, the LM head too with
-    ``quant_head``: the quantize pass alone, since tasks need shapes, not weights). ``src`` is an
+    ``quant``, its linears made ``ix.qlinear`` under that scheme (``ix.fp8_linear`` for "fp8")
+    first, the LM head too with ``quant_head``: the quantize pass alone, since tasks need shapes,
+    not weights). ``src`` is an
     ix module or Program (cloned, never changed), an HF model directory (read from its
     config.json alone), or anything ``inferx.compile`` imports."""
     from inferx.compiler.frontend.hf import with_dtype
@@ -120,8 +121,10 @@ def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
     if quant is not None:
         from inferx.passes.dce import DCE
         from inferx.passes.quantize import Quantize
+        from inferx.passes.quantize_fp8 import QuantizeFp8
 
-        PassManager([Quantize(scheme=quant, head=quant_head), DCE()]).run(module)
+        quantize = QuantizeFp8(head=quant_head) if quant == "fp8" else Quantize(scheme=quant, head=quant_head)
+        PassManager([quantize, DCE()]).run(module)
     options = CompileOptions(fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o)
     spec = ",".join(p for name, p in phases(options) if name != "plan-memory")
     PassManager(parse(spec, registry())).run(module)

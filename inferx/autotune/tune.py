@@ -71,7 +71,7 @@ class TuneOptions:
     fuse_mlp: bool = False  # the decode MLPs as the compiler's fuse_mlp makes them (mlp tasks)
     fuse_attention_o: bool = False  # the decode attentions as fuse_attention_o makes them
     sustain_ms: float = 0.0  # > 0: time after that long of back-to-back replays (sustained regime)
-    quant: str | None = None  # the linears in int4 under this scheme (qgemm tasks), as compile --quant
+    quant: str | None = None  # the linears quantized under this scheme (qgemm or fp8gemm tasks), as compile --quant
     quant_head: bool = False  # with quant, the LM head too
 
 

@@ -115,7 +115,7 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     """BK: the largest of 128, 64, 32 dividing K. The cpu target (Triton's interpreter, a Python
     step per program and K step): 16 x 64 tiles for decode, 64 x 64 for prompts. sm_90: 16 x 64
     tiles for decode rows on 4 warps, 4 stages; 128 x 128 tiles for prompts on 8 warps (two
-    warpgroups of FP8 wgmma), 3 stages. Untuned: first schedules, not measured yet."""
+    warpgroups of FP8 wgmma), 3 stages: the schedules of kernels without a tuning record."""
     op = linear_of(kernel)
     k = op.input.type.shape[-1]  # type: ignore[attr-defined]
     n = op.result.type.shape[-1]  # type: ignore[attr-defined]
