@@ -594,6 +594,15 @@ def tune_command(
     metavar="TEXT",
     help="Text, tokenized by the artifact's tokenizer; repeat for a batch.",
 )
+@click.option(
+    "--chat",
+    "chats",
+    multiple=True,
+    metavar="TEXT",
+    help="A user's message, put in the artifact's chat template with the assistant's turn to follow; "
+    "repeat for a batch.",
+)
+@click.option("--system", default=None, metavar="TEXT", help="With --chat, a system message first.")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -601,6 +610,8 @@ def run_command(
     artifact: str,
     prompt_ids: tuple[str, ...],
     prompts: tuple[str, ...],
+    chats: tuple[str, ...],
+    system: str | None,
     max_new_tokens: int,
     device: str,
     as_json: bool,
@@ -611,20 +622,25 @@ def run_command(
     from inferx.runtime.loaded import load
     from inferx.runtime.manifest import Manifest
 
-    if bool(prompt_ids) == bool(prompts):
-        raise UserError("give the prompt as --prompt-ids 1,2,3 or as --prompt TEXT (one of the two)")
+    if sum(map(bool, (prompt_ids, prompts, chats))) != 1:
+        raise UserError("give the prompt as --prompt-ids 1,2,3, as --prompt TEXT or as --chat TEXT (one of the three)")
+    if system is not None and not chats:
+        raise UserError("--system is the system message of a --chat prompt: give --chat TEXT")
     rows = [_token_ids(text) for text in prompt_ids]
     errors = _runtime_errors()
     clock = time.perf_counter()
     with _user_errors(errors):
         art = load_artifact(artifact, verify="structure")
         names = list(Manifest.from_sections(art.manifest, art.path).tokenizer.files)
-        if prompts and not names:
-            raise UserError(f"{artifact}: the artifact carries no tokenizer: give --prompt-ids instead of --prompt")
+        if (prompts or chats) and not names:
+            given = "--prompt" if prompts else "--chat"
+            raise UserError(f"{artifact}: the artifact carries no tokenizer: give --prompt-ids instead of {given}")
         session = load(artifact, device)  # before transformers can import Triton (see runtime.loaded)
         tokenizer = _load_tokenizer(art, names) if names else None
         if tokenizer is not None and prompts:
             rows = [list(tokenizer(text)["input_ids"]) for text in prompts]
+        if tokenizer is not None and chats:
+            rows = [_chat_ids(tokenizer, text, system, artifact) for text in chats]
         click.echo(f"loaded {artifact} ({device}) in {time.perf_counter() - clock:.1f} s", err=True)
         clock = time.perf_counter()
         generated = session.generate(rows, max_new_tokens)
@@ -647,6 +663,21 @@ def run_command(
         click.echo(f"{tag}tokens: {' '.join(map(str, r['tokens']))}")
         if "text" in r:
             click.echo(f"{tag}text: {r['text']!r}")
+
+
+def _chat_ids(tokenizer: Any, text: str, system: str | None, artifact: str) -> list[int]:
+    """The token ids of a conversation of ``system`` (where given) and the user's ``text``, with
+    the assistant's turn opened, by the tokenizer's chat template (a Jinja template, which
+    ``transformers`` renders in a sandbox)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise UserError(f"{artifact}: its tokenizer has no chat template: give --prompt TEXT instead of --chat")
+    messages = ([{"role": "system", "content": system}] if system is not None else []) + [
+        {"role": "user", "content": text}]
+    try:
+        rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    except Exception as e:  # a template's own error (raise_exception in it, an undefined name)
+        raise UserError(f"{artifact}: its chat template fails on these messages: {_one_line(e)}") from None
+    return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
 
 
 def _token_ids(text: str) -> list[int]:

@@ -630,8 +630,8 @@ def test_knob_sweep_appends_the_valid_neighbours_of_the_best_records(
 
 def test_tune_cli_quant_tunes_the_int4_kernels(tmp_path: Path) -> None:
     """``--quant SCHEME`` tunes the int4 GEMMs (qgemm tasks) of the model as ``compile --quant``
-    makes them, from its config alone, and ``--quant fp8`` the FP8 ones (fp8gemm tasks); an unknown scheme, or ``--quant-head`` without a scheme,
-    is one error line."""
+    makes them, from its config alone, and ``--quant fp8`` the FP8 ones (fp8gemm tasks); an
+    unknown scheme, or ``--quant-head`` without a scheme, is one error line."""
     model = _tiny_dir()
     (tmp_path / "r.jsonl").write_text("")
     base = ["tune", str(model), "--runner", "replay", "--replay", str(tmp_path / "r.jsonl"), "--trials", "4",

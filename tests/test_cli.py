@@ -47,13 +47,10 @@ def compiled(model_dir: Path) -> tuple[Path, Result]:
 
 @pytest.fixture(scope="module")
 def with_tokenizer(model_dir: Path) -> Path:
-    """An artifact compiled from a Program that carries a word-level tokenizer (w0 ... w95)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    tok = Tokenizer(models.WordLevel(vocab={f"w{i}": i for i in range(VOCAB)}, unk_token="w0"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    """An artifact compiled from a Program that carries a word-level tokenizer (w0 ... w95), no
+    chat template."""
     program = inferx.import_model(model_dir)
-    program.tokenizer = T.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="w0", eos_token="w2")
+    program.tokenizer = _word_tokenizer(chat=False)
     return inferx.compile(program, target="cpu", output=model_dir.parent / "tok.ixa", dtype="fp32",
                           max_seq_len=32, max_batch=2)
 
@@ -253,6 +250,81 @@ def test_run_with_the_artifacts_tokenizer(with_tokenizer: Path) -> None:
 def test_tokenizer_files_are_in_the_artifact(with_tokenizer: Path) -> None:
     summary = json.loads(invoke(["inspect", str(with_tokenizer), "--json"]).stdout)
     assert summary["tokenizer"] == ["tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json"]
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}{{ 'w3' if m['role'] == 'system' else 'w4' }} {{ m['content'] }} w5 "
+                 "{% endfor %}{% if add_generation_prompt %}w6{% endif %}")
+
+
+def _word_tokenizer(chat: bool) -> Any:
+    """A word-level tokenizer of the tiny model's vocabulary (w0 ... w95), with a chat template
+    where ``chat``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab={f"w{i}": i for i in range(VOCAB)}, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = T.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="w0", eos_token="w2")
+    if chat:
+        fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+@pytest.fixture(scope="module")
+def hf_dir_with_tokenizer(model_dir: Path) -> Path:
+    """The tiny checkpoint directory with a tokenizer and chat template saved beside its weights,
+    compiled by the CLI."""
+    import shutil
+
+    path = model_dir.parent / "tiny-llama-tok"
+    shutil.copytree(model_dir, path)
+    _word_tokenizer(chat=True).save_pretrained(path)
+    out = model_dir.parent / "tiny-tok.ixa"
+    result = invoke(["compile", str(path), "-o", str(out), *CPU_FLAGS])
+    assert result.exit_code == 0, result.output
+    assert "tokenizer: " in result.stderr + result.stdout
+    return out
+
+
+@pytest.mark.slow
+def test_an_hf_directorys_tokenizer_and_chat_template_travel_with_the_artifact(hf_dir_with_tokenizer: Path) -> None:
+    """Compiled from an HF directory, the artifact carries its tokenizer and chat template:
+    ``--prompt`` tokenizes with it, ``--chat`` (with ``--system``) renders the template with the
+    assistant's turn opened, and the ids are those of the template's text."""
+    summary = json.loads(invoke(["inspect", str(hf_dir_with_tokenizer), "--json"]).stdout)
+    assert "tokenizer/tokenizer.json" in summary["tokenizer"], summary["tokenizer"]
+    plain = json.loads(invoke(["run", str(hf_dir_with_tokenizer), "--prompt", "w1 w7", "--max-new-tokens", "2",
+                               "--json"]).stdout)
+    assert plain[0]["prompt_ids"] == [1, 7]
+    chat = invoke(["run", str(hf_dir_with_tokenizer), "--chat", "w9 w8", "--chat", "w1", "--system", "w7",
+                   "--max-new-tokens", "2", "--json"])
+    assert chat.exit_code == 0, chat.output
+    rows = json.loads(chat.stdout)
+    assert [r["prompt_ids"] for r in rows] == [[3, 7, 5, 4, 9, 8, 5, 6], [3, 7, 5, 4, 1, 5, 6]]
+    by_ids = json.loads(invoke(["run", str(hf_dir_with_tokenizer), "--prompt-ids", "4,9,8,5,6",
+                                "--max-new-tokens", "2", "--json"]).stdout)
+    alone = json.loads(invoke(["run", str(hf_dir_with_tokenizer), "--chat", "w9 w8", "--max-new-tokens", "2",
+                               "--json"]).stdout)
+    assert alone[0]["prompt_ids"] == [4, 9, 8, 5, 6] and alone[0]["tokens"] == by_ids[0]["tokens"]
+
+
+def test_a_checkpoints_broken_tokenizer_is_one_error_line(model_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    path = tmp_path / "broken"
+    shutil.copytree(model_dir, path)
+    (path / "tokenizer.json").write_text('{"model": ')
+    result = invoke(["compile", str(path), "-o", str(tmp_path / "out.ixa"), *CPU_FLAGS])
+    assert_user_error(result, str(path), "tokenizer cannot be read")
+    assert not (tmp_path / "out.ixa").exists()
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--chat", "w1"], ["no chat template", "--prompt"]),
+    (["--prompt", "w1", "--system", "w2"], ["--system", "--chat"]),
+    (["--prompt", "w1", "--chat", "w2"], ["one of the three"]),
+])
+def test_chat_user_errors(with_tokenizer: Path, args: list[str], names: list[str]) -> None:
+    assert_user_error(invoke(["run", str(with_tokenizer), *args]), *names)
 
 
 @pytest.mark.parametrize("args, names", [

@@ -352,12 +352,16 @@ def _tokenizer_files(program: Program, say: Callable[[str], None]) -> dict[str, 
     (read back with ``transformers.AutoTokenizer``); nothing, with a note, when it has none."""
     import tempfile
 
+    from inferx.compiler.frontend.tokenizer import TokenizerError
+
     if program.tokenizer is None:
         say("        no tokenizer: the artifact takes token ids only")
         return {}
     with tempfile.TemporaryDirectory(prefix="inferx-tokenizer-") as tmp:
         try:
             program.tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
+        except TokenizerError as e:  # the checkpoint's, built on first use: its message names it
+            raise CompileError(str(e)) from None
         except Exception as e:  # a third-party tokenizer: name what failed, whatever it raised
             raise CompileError(f"cannot save the model's tokenizer: {type(e).__name__}: {e}") from None
         root = Path(tmp)

@@ -327,9 +327,11 @@ def calibration_windows(program: Program, options: CompileOptions, source: Any =
     windows of CALIBRATION_WINDOW tokens, or of the model's context where that is shorter (fewer
     windows where the text is short, at least one).
     CompileError without a tokenizer (naming ``purpose``, what calibrates) or text enough."""
+    from inferx.compiler.frontend.tokenizer import TokenizerError, hf_dir_tokenizer
+
     tokenizer = program.tokenizer
     if tokenizer is None and isinstance(source, (str, Path)) and Path(source).is_dir():
-        tokenizer = _checkpoint_tokenizer(Path(source))
+        tokenizer = hf_dir_tokenizer(Path(source))
     if tokenizer is None:
         what = purpose or f"quant method {options.quant_method}"
         raise CompileError(f"{what} calibrates on text: the model has no tokenizer")
@@ -342,24 +344,14 @@ def calibration_windows(program: Program, options: CompileOptions, source: Any =
             text = Path(options.calibration).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise CompileError(f"calibration {options.calibration}: cannot be read as UTF-8 text ({e})") from None
-    ids = list(tokenizer(text)["input_ids"])  # type: ignore[operator]
+    try:
+        ids = list(tokenizer(text)["input_ids"])  # type: ignore[operator]
+    except TokenizerError as e:
+        raise CompileError(str(e)) from None
     step = min(CALIBRATION_WINDOW, program.info.max_context) if program.info is not None else CALIBRATION_WINDOW
     if len(ids) < step:
         raise CompileError(f"calibration {options.calibration}: {len(ids)} tokens, fewer than one window of {step}")
     return [ids[i : i + step] for i in range(0, len(ids) - step + 1, step)][:CALIBRATION_WINDOWS]
-
-
-def _checkpoint_tokenizer(path: Path) -> Any:
-    """The tokenizer an HF checkpoint directory holds (tokenizer.json or the files of a slow
-    tokenizer), read from disk alone; None where it holds none."""
-    if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer.model", "vocab.json")):
-        return None
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
-    except (OSError, ValueError) as e:
-        raise CompileError(f"{path}: its tokenizer cannot be read ({' '.join(str(e).split())[:200]})") from None
 
 
 def dump(options: CompileOptions, name: str, program: Program) -> None:

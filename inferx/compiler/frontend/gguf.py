@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from inferx.compiler.frontend.hf import decoder_program, with_dtype
+from inferx.compiler.frontend.tokenizer import LazyTokenizer, has_transformers
 from inferx.compiler.frontend.weights import WeightError
 from inferx.models.config import LIMITS, MAX_TOKEN_ID, ConfigError, DecoderConfig, RopeConfig, WeightNames
 from inferx.program import Program
@@ -63,8 +64,8 @@ def import_gguf(path: str | Path, *, dtype: str | None = None) -> Program:
     header = read_gguf(path)
     cfg = with_dtype(llama_config(header), dtype)
     program = decoder_program(cfg, GGUFStore(header), str(path))
-    if "tokenizer.ggml.tokens" in header.metadata and _has_transformers():
-        program.tokenizer = GGUFTokenizer(path)
+    if "tokenizer.ggml.tokens" in header.metadata and has_transformers():
+        program.tokenizer = LazyTokenizer(path, gguf=True)
     return program
 
 
@@ -425,43 +426,3 @@ def _llama3_rope(header: GGUFHeader, base: RopeConfig, orig: int) -> RopeConfig:
                           f"(factor {factor}, low 1, high 4, original context {orig}); not supported")
     return replace(base, scaling="llama3", factor=factor, low_freq_factor=low, high_freq_factor=high,
                    original_max_position=orig)
-
-
-# -- the tokenizer --------------------------------------------------------------------------
-
-
-def _has_transformers() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("transformers") is not None
-
-
-class GGUFTokenizer:
-    """The file's tokenizer as ``transformers`` builds it from the GGUF vocabulary, built on first
-    use: that costs about 12 s for SmolLM2 (importing torch and transformers, and their
-    ``GGUFReader`` parsing the 49k-token vocabulary), which importing should not pay.
-
-    Calls and attributes go to the built tokenizer; ``load()`` returns it."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._tokenizer: Any = None
-
-    def load(self) -> Any:
-        if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            self._tokenizer = AutoTokenizer.from_pretrained(str(self.path.parent), gguf_file=self.path.name)
-        return self._tokenizer
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.load()(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.load(), name)
-
-    def __repr__(self) -> str:
-        state = "loaded" if self._tokenizer is not None else "not loaded yet"
-        return f"GGUFTokenizer({str(self.path)!r}, {state})"

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from inferx.compiler.frontend.tokenizer import hf_dir_tokenizer
 from inferx.compiler.frontend.weights import CastStore, SafetensorsStore, WeightError
 from inferx.compiler.ir.ops_tensor import WeightOp
 from inferx.compiler.ir.types import TensorType
@@ -41,7 +42,9 @@ def import_hf_dir(path: Path, *, dtype: str | None = None) -> Program:
         raise ModelImportError(f"{path}: no config.json (is this a HuggingFace model directory?)")
     raw = read_json_object(config_path)
     cfg = with_dtype(decoder_config(raw, str(config_path)), dtype)
-    return decoder_program(cfg, checkpoint_store(path, raw), str(path))
+    program = decoder_program(cfg, checkpoint_store(path, raw), str(path))
+    program.tokenizer = hf_dir_tokenizer(path)
+    return program
 
 
 def checkpoint_store(path: Path, raw: Mapping[str, Any]) -> Mapping[str, np.ndarray]:
