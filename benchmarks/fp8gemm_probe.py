@@ -11,7 +11,8 @@ quantized per token by torch and the E4M3 weight dequantized (fp32 matmul). The 
 best, the heuristic's, the peers, the byte roofline (``--copy-rate``) and the FP8 FLOP floor
 (``--fp8-flops``). At prompt rows it also times x quantized once by a kernel of its own (one
 program a row) and the GEMM on E4M3 x (``row_scales``, operands loaded as E4M3 straight into
-the dot), the form a producer that writes x quantized would give every FP8 GEMM.
+the dot, by pointers and by TMA descriptors), the form a producer that writes x quantized would
+give every FP8 GEMM.
 
     python benchmarks/fp8gemm_probe.py --json benchmarks/results/fp8gemm_probe_h200_DATE.json
 """
@@ -208,7 +209,7 @@ def pre_row(row: dict, n: int, k: int, m: int, x: torch.Tensor, codes: list, sca
     y = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
     op = quantized_input_op(m, k, n)
     row["pre_schedules"] = []
-    for s in [Fp8GemmSchedule(*v) for v in SWEEP_PREFILL]:
+    for s in [Fp8GemmSchedule(*v, tma=t) for v in SWEEP_PREFILL for t in (1, 0)]:  # type: ignore[misc]
         if time.time() - start > 2 * per_row_s:
             row["pre_note"] = "sweep cut short by --budget-s"
             break

@@ -176,46 +176,67 @@ def test_fp8gemm_matches_the_interpreter(case: tuple[Any, ...]) -> None:
     assert err <= tol, f"max abs error {err:.3g} > {tol:.3g}\n{repro}"
 
 
-def _quantized_input_kernel(m: int, k: int, n: int, dtype: str) -> KernelOp:
-    """An fp8gemm kernel whose x arrives E4M3 with a scale a row (``row_scales``)."""
+def _quantized_input_kernel(m: int, k: int, n: int, dtype: str, gated: str = "") -> KernelOp:
+    """An fp8gemm kernel whose x arrives E4M3 with a scale a row (``row_scales``); with ``gated``
+    "split" or "pairs", silu(gate) * up of its halves (split in two, or as even and odd columns,
+    as interleave-pairs stores gate|up)."""
     x, rs, c, s = (f"!ix.tensor<[{m}, {k}], f8e4m3>", f"!ix.tensor<[{m}], f32>", f"!ix.tensor<[{n}, {k}], f8e4m3>",
                    f"!ix.tensor<[{n}], f32>")
     y = f"!ix.tensor<[{m}, {n}], {dtype}>"
+    out = f"!ix.tensor<[{m}, {n // 2}], {dtype}>" if gated else y
+    body = [f"%q = ix.fp8_linear %a0, %a1, %a2 row_scales %a3 {{out_dtype = \"{dtype}\"}} : {x}, {c}, {s} "
+            f"row_scales {rs} -> {y}"]
+    if gated == "split":
+        body.append(f"%gt, %up = ix.split %q {{dim = -1 : i64}} : ({y}) -> ({out}, {out})")
+    elif gated == "pairs":
+        body += [f"%gt = ix.slice %q {{dim = -1 : i64, start = #ix.dim<{i}>, end = #ix.dim<{n}>, step = 2 : i64}} : "
+                 f"({y}) -> {out}".replace("%gt", name) for i, name in ((0, "%gt"), (1, "%up"))]
+    if gated:
+        body += [f"%g = ix.silu %gt : ({out}) -> {out}", f"%r = ix.mul %g, %up : ({out}, {out}) -> {out}"]
+    lines = "\n        ".join(body)
     text = f"""
-    func.func @f(%x0: {x}, %x1: {c}, %x2: {s}, %x3: {rs}) -> {y} {{
-      %y = ix.kernel "fp8gemm"(%x0, %x1, %x2, %x3) {{name = "k0"}} : ({x}, {c}, {s}, {rs}) -> {y} {{
+    func.func @f(%x0: {x}, %x1: {c}, %x2: {s}, %x3: {rs}) -> {out} {{
+      %y = ix.kernel "fp8gemm"(%x0, %x1, %x2, %x3) {{name = "k0"}} : ({x}, {c}, {s}, {rs}) -> {out} {{
       ^bb0(%a0: {x}, %a1: {c}, %a2: {s}, %a3: {rs}):
-        %q = ix.fp8_linear %a0, %a1, %a2 row_scales %a3 {{out_dtype = "{dtype}"}} : {x}, {c}, {s} row_scales {rs} -> {y}
-        ix.yield %q : {y}
+        {lines}
+        ix.yield {"%r" if gated else "%q"} : {out}
       }}
-      func.return %y : {y}
+      func.return %y : {out}
     }}
     """
     module, _ = parse_module(text)
     return next(o for o in module.walk() if isinstance(o, KernelOp))
 
 
-@pytest.mark.parametrize("m, k, n, dtype", [(5, 64, 40, "f32"), (33, 128, 48, "f16")])
-def test_an_input_already_e4m3_matches_the_interpreter(m: int, k: int, n: int, dtype: str) -> None:
+@pytest.mark.parametrize("m, k, n, dtype, gated, tma", [
+    (5, 64, 40, "f32", "", 0), (33, 128, 48, "f16", "", 0),
+    (5, 64, 40, "f32", "", 1), (33, 64, 48, "f32", "split", 1), (18, 64, 64, "f32", "pairs", 1),
+])
+def test_an_input_already_e4m3_matches_the_interpreter(m: int, k: int, n: int, dtype: str, gated: str,
+                                                       tma: int) -> None:
     """x handed on as E4M3 bytes with a scale a row (what a kernel that quantizes x once would
     write): the plain FP8 product in Triton's interpreter against the interpreter's op, and the
-    same values as the kernel that quantizes x itself."""
-    kernel = _quantized_input_kernel(m, k, n, dtype)
-    ks = codegen.generate(kernel, "kernel", Fp8GemmSchedule(16, 16, 32))
+    same values as the kernel that quantizes x itself; with ``tma``, the tiles through tensor
+    descriptors (plain, a gated split's two boxes, gate|up pairs as one box of 2 x BN rows)."""
+    kernel = _quantized_input_kernel(m, k, n, dtype, gated)
+    ks = codegen.generate(kernel, "kernel", Fp8GemmSchedule(16, 16, 32, tma=tma))
+    assert ("x_desc.load" in ks.source) == bool(tma)
     np_dtype = np.float32 if dtype == "f32" else np.float16
     rng = np.random.default_rng(m + k + n)
     xf = rng.standard_normal((m, k)).astype(np.float32)
     xq, sx = fp8.quantize_rows(xf)
     codes, scales = fp8.quantize_weight(rng.standard_normal((n, k)).astype(np.float32) * 0.1)
     want = _reference(kernel, [xq, codes, scales, sx]).astype(np.float32)
-    np.testing.assert_allclose(want, fp8.fp8_matmul(xf, codes, scales).astype(np_dtype), rtol=2e-3, atol=2e-3)
+    if not gated:
+        np.testing.assert_allclose(want, fp8.fp8_matmul(xf, codes, scales).astype(np_dtype), rtol=2e-3, atol=2e-3)
     out = torch.empty(want.shape, dtype=torch.float32 if dtype == "f32" else torch.float16)
     tensors = [torch.from_numpy(a) for a in (fp8.encode_e4m3(xq), fp8.encode_e4m3(codes), scales, sx)]
     fn = load_kernel(ks, interpret=True)
     fn[grid(ks, {})](*tensors, out, **ks.constexprs, num_warps=ks.num_warps, num_stages=ks.num_stages)
     err = float(np.abs(out.float().numpy() - want).max())
     tol = (1e-4 if dtype == "f32" else 2e-3) * max(1.0, float(np.abs(want).max()))
-    assert err <= tol, f"max abs error {err:.3g} > {tol:.3g}\nrepro: pytest tests/test_fp8_kernels.py -k e4m3"
+    repro = f"repro: pytest tests/test_fp8_kernels.py -k 'e4m3 and {m}-{k}-{n}-{dtype}-{gated}-{tma}'"
+    assert err <= tol, f"max abs error {err:.3g} > {tol:.3g}\n{repro}"
 
 
 # --- models compiled with quant="fp8" ---------------------------------------------------------
@@ -308,7 +329,8 @@ def _close(got: np.ndarray, want: np.ndarray, dtype: str, what: str, repro: str)
 def test_the_gpu_kernels_build_for_sm_90() -> None:
     """A decode tile (16 rows: E4M3 unpacked to f16 for mma), a prompt tile (128 x 128 on FP8
     wgmma, QGMMA in the SASS), each with its norm prologue, and a prompt tile whose x arrives
-    E4M3 assemble for sm_90 (Triton's ptxas in a build worker, no GPU needed)."""
+    E4M3 assemble for sm_90 (Triton's ptxas in a build worker, no GPU needed), also through
+    TMA descriptors (gate|up pairs in one box)."""
     import subprocess
 
     import triton
@@ -320,12 +342,14 @@ def test_the_gpu_kernels_build_for_sm_90() -> None:
           "pre": codegen.generate(_kernel(256, 512, 512, "bf16", True, True), "pre",
                                   Fp8GemmSchedule(128, 128, 128, 8, 3)),
           "e4m3": codegen.generate(_quantized_input_kernel(256, 512, 512, "bf16"), "e4m3",
-                                   Fp8GemmSchedule(128, 128, 128, 8, 3))}
+                                   Fp8GemmSchedule(128, 128, 128, 8, 3)),
+          "tma": codegen.generate(_quantized_input_kernel(256, 512, 512, "bf16", "pairs"), "tma",
+                                  Fp8GemmSchedule(128, 128, 128, 8, 3, tma=1))}
     assert all("tl.float8e4nv" in k.source for k in ks.values())
     built = build_cubins(ks, "sm_90", 2, lambda _: None)
     assert all(len(b["cubin"]) > 1000 for b in built.values())
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    for name in ("pre", "e4m3"):
+    for name in ("pre", "e4m3", "tma"):
         cubin = Path(__file__).parent / f".fp8_{name}.cubin"
         try:
             cubin.write_bytes(built[name]["cubin"])
@@ -334,6 +358,7 @@ def test_the_gpu_kernels_build_for_sm_90() -> None:
         finally:
             cubin.unlink(missing_ok=True)
         assert "QGMMA" in sass and "E4M3.E4M3" in sass, name
+        assert ("UTMALDG" in sass) == (name == "tma"), name
 
 
 @pytest.mark.parametrize("include, exclude", [

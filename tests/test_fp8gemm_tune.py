@@ -80,6 +80,9 @@ def test_every_schedule_of_the_space_passes_the_templates_rules(task: Fp8GemmTas
         assert task.k % sched.bk == 0 and FP8.smem_bytes(task, s) <= H200.smem_per_block, s
     bms = {s["bm"] for s in valid}
     assert bms == ({16, 32, 64, 128, 256} if task.shape == "prefill" else {16}), bms
+    # TMA loads for an x that arrives E4M3 only (off: left out of the schedule)
+    assert {s.get("tma", 0) for s in valid} == ({0, 1} if task.x_scale == "given" else {0})
+    assert "tma" not in space.emit({**valid[0], "tma": 0})
     # a gate|up tile holds two accumulators: its largest tiles are refused for registers
     assert all(s["bm"] * s["bn"] * (2 if task.gated else 1) <= 128 * 32 * s["num_warps"] for s in valid)
     rng = random.Random(0)
@@ -110,6 +113,9 @@ def test_the_heuristics_schedules_are_in_the_space() -> None:
     why = space.why_invalid(_task_8b("prefill", 2048), {"bm": 256, "bn": 256, "bk": 256, "num_warps": 4,
                                                         "num_stages": 5})
     assert "registers" in str(why) or "shared memory" in str(why), why
+    tma = {"bm": 128, "bn": 128, "bk": 128, "num_warps": 8, "num_stages": 3, "tma": 1}
+    assert "take an x that arrives E4M3" in str(space.why_invalid(_task_8b("prefill", 2048, gated=False), tma))
+    assert space.why_invalid(_task_8b("prefill", 4096, gated=False, x_scale="given"), tma) is None
     assert "does not divide K" in str(space.why_invalid(replace(_task_8b("decode", 1), k=4096 + 64),
                                                           {"bm": 16, "bn": 64, "bk": 128, "num_warps": 4,
                                                            "num_stages": 4}))

@@ -27,6 +27,7 @@ class Fp8GemmFamily(KernelFamily):
     name = codegen.TEMPLATE
     anchors = (nn.Fp8LinearOp,)
     schedule_type = codegen.Fp8GemmSchedule
+    optional_knobs = codegen.OPTIONAL
     feature_names = cost.FEATURES
 
     def applies(self, kernel: KernelOp) -> str | None:

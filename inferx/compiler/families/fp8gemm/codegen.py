@@ -34,6 +34,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from inferx.compiler.families.common.e4m3 import DECODE, ROUND, emit_normed_rows, emit_row_scales
 from inferx.compiler.families.common.linear_tile import (
+    TileLayout,
     bind_tile_results,
     emit_tile_columns,
     linear_applies,
@@ -55,33 +56,43 @@ from inferx.runtime.kernel_source import KernelSource, Param, Scratch
 
 TEMPLATE = "fp8gemm"
 FIELDS = ("bm", "bn", "bk", "num_warps", "num_stages")
+# Knobs a schedule may leave out, with the value that means off
+OPTIONAL = {"tma": 0}
 
 
 @dataclass(frozen=True)
 class Fp8GemmSchedule:
-    """A BM x BN output tile per program, K in steps of BK (BK divides K)."""
+    """A BM x BN output tile per program, K in steps of BK (BK divides K). ``tma``: x and W tiles
+    through tensor descriptors (TMA on sm_90), for an x that arrives E4M3 (``row_scales``)."""
 
     bm: int
     bn: int
     bk: int
     num_warps: int = 4
     num_stages: int = 3
+    tma: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {f: getattr(self, f) for f in FIELDS}
+        d = {f: getattr(self, f) for f in FIELDS}
+        d.update({k: getattr(self, k) for k, off in OPTIONAL.items() if getattr(self, k) != off})
+        return d
 
 
 def fp8gemm_schedule(d: dict[str, int]) -> Fp8GemmSchedule:
-    """The schedule a dict names; ScheduleError naming the rule it breaks: exactly FIELDS; bm, bn,
-    bk powers of two, bm and bn 16..256 (tl.dot's least M and N; a TMA box's most), bk 32..256
-    (FP8 wgmma steps K by 32); 1, 2, 4, 8 or 16 warps; 1 to 8 stages."""
-    if set(d) != set(FIELDS):
-        raise ScheduleError(f"fp8gemm schedule fields must be {list(FIELDS)}, got {sorted(d)}")
-    s = Fp8GemmSchedule(**{k: d[k] for k in FIELDS})
+    """The schedule a dict names; ScheduleError naming the rule it breaks: FIELDS, and of
+    OPTIONAL any; bm, bn, bk powers of two, bm and bn 16..256 (tl.dot's least M and N; a TMA
+    box's most), bk 32..256 (FP8 wgmma steps K by 32); 1, 2, 4, 8 or 16 warps; 1 to 8 stages;
+    tma 0 or 1."""
+    if not set(FIELDS) <= set(d) <= set(FIELDS) | set(OPTIONAL):
+        raise ScheduleError(f"fp8gemm schedule fields must be {list(FIELDS)} and of {sorted(OPTIONAL)} any, "
+                            f"got {sorted(d)}")
+    s = Fp8GemmSchedule(**{k: d[k] for k in FIELDS}, **{k: d.get(k, off) for k, off in OPTIONAL.items()})
     if not all(pow2(v) for v in (s.bm, s.bn, s.bk)):
         raise ScheduleError(f"bm, bn and bk must be powers of two: {s}")
     if not (16 <= s.bm <= 256 and 16 <= s.bn <= 256 and 32 <= s.bk <= 256):
         raise ScheduleError(f"bm and bn must be 16..256, bk 32..256: {s}")
+    if s.tma not in (0, 1):
+        raise ScheduleError(f"tma must be 0 or 1: {s}")
     check_warps_stages(s)
     return s
 
@@ -129,14 +140,35 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     return Fp8GemmSchedule(128, 128 if isinstance(n, int) and n >= 128 else bn, bk, num_warps=8, num_stages=3)
 
 
+def tma_applies(layout: TileLayout, k_dim: int, given: bool) -> str | None:
+    """Why TMA loads cannot feed this kernel's dot, or None: x must arrive E4M3 (a quantizing
+    K loop converts x in registers), each W row set of a tile must be a run of rows (plain, a
+    gated split's halves, or gate|up pairs as one box of 2*BN rows; not RoPE partners gathered
+    apart or a tile of permuted columns), and rows 16-byte aligned."""
+    if not given:
+        return "TMA loads take an x that arrives E4M3 (row_scales); this kernel quantizes x itself"
+    if layout.partner and layout.paired != "t":
+        return "TMA loads need each tile's W rows in one run: this RoPE tile gathers its partner rows"
+    if k_dim % 16:
+        return f"TMA needs 16-byte aligned rows: K={k_dim} is not"
+    return None
+
+
 def _quantized_loop(em: Emitter, f: nn.Fp8LinearOp, pairs: Sequence[tuple[str, str]], x_ptr: str, codes: str,
-                    k_dim: int) -> None:
+                    k_dim: int, layout: TileLayout, sched: Fp8GemmSchedule, rows: str) -> None:
     """The K loop of an input already E4M3 (``row_scales``): its bytes and W's straight into
     ``tl.dot``. On the GPU both pointers are cast to E4M3 so the loads feed the dot directly
-    (Triton pipelines those); ``sx`` is the rows' scales."""
+    (Triton pipelines those); ``sx`` is the rows' scales. With ``tma`` the tiles come through
+    tensor descriptors (in Triton's interpreter, descriptors over the bytes, decoded)."""
     e = em.emit
     assert f.row_scales is not None
     e(f"sx = tl.load(in{_idx(f.row_scales)} + r, mask=rm, other=1.0)")
+    if sched.tma:
+        why = tma_applies(layout, k_dim, True)
+        if why is not None:
+            raise em.error(f, f"TMA loads: {why} ({sched})")
+        _tma_loop(em, pairs, x_ptr, codes, k_dim, layout, rows)
+        return
     for _, acc in pairs:
         e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
     e("if ON_GPU:")
@@ -165,6 +197,52 @@ def _quantized_loop(em: Emitter, f: nn.Fp8LinearOp, pairs: Sequence[tuple[str, s
         e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
         em.indent -= 1
     em.indent -= 1
+
+
+def _tma_loop(em: Emitter, pairs: Sequence[tuple[str, str]], x_ptr: str, codes: str, k_dim: int,
+              layout: TileLayout, rows: str) -> None:
+    """The K loop of ``_quantized_loop`` on tensor descriptors: x's [BM, BK] box and each W row
+    set's [BN, BK] box (gate|up pairs: one [2 * BN, BK] box, its product split into the gate's
+    and the up's columns after the loop). Boxes past M, N or K read as zeros."""
+    e = em.emit
+    n_rows = 2 * layout.n_tile if layout.gated else layout.n_tile
+    interleaved = bool(layout.gated and layout.gated.pairs)
+    box = "2 * BN" if interleaved else "BN"
+    for dev, cast in (("if ON_GPU:", ".to(tl.pointer_type(tl.float8e4nv))"), ("else:", "")):
+        e(dev)
+        e(f"    x_desc = tl.make_tensor_descriptor({x_ptr}{cast}, shape=[{rows}, {k_dim}], strides=[{k_dim}, 1], "
+          "block_shape=[BM, BK])")
+        e(f"    w_desc = tl.make_tensor_descriptor({codes}{cast}, shape=[{n_rows}, {k_dim}], strides=[{k_dim}, 1], "
+          f"block_shape=[{box}, BK])")
+    # (W row start, accumulator) of each box
+    boxes = ([("pid_n * 2 * BN", "acc2")] if interleaved else
+             [("pid_n * BN", "acc")] + ([(f"{layout.n_tile} + pid_n * BN", "accp")] if len(pairs) > 1 else []))
+    for _, acc in boxes:
+        e(f"{acc} = tl.zeros((BM, {box}), dtype=tl.float32)" if acc == "acc2" else
+          f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
+    e(f"for k0 in range(0, {k_dim}, BK):")
+    em.indent += 1
+    e("ab = x_desc.load([pid_m * BM, k0])")
+    e("if ON_GPU:")
+    e("    aq = ab")
+    e("else:")
+    em.indent += 1
+    for line in DECODE.format(b="ab", out="aq").splitlines():
+        e(line)
+    em.indent -= 1
+    for start, acc in boxes:
+        e(f"wb = w_desc.load([{start}, k0])")
+        e("if ON_GPU:")
+        e(f"    {acc} = tl.dot(aq, wb.T, {acc})")
+        e("else:")
+        em.indent += 1
+        for line in DECODE.format(b="wb", out="wf").splitlines():
+            e(line)
+        e(f"{acc} = tl.dot(aq, wf.T, {acc}, input_precision=\"ieee\")")
+        em.indent -= 1
+    em.indent -= 1
+    if interleaved:  # columns 2j and 2j + 1 of the box: gate j and up j
+        e("acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))")
 
 
 def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSource:
@@ -200,8 +278,10 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
     if f.row_scales is not None:  # x already E4M3: a plain FP8 x FP8 product
         if norm is not None:
             raise em.error(f, "a quantized input takes no norm prologue (the kernel that quantized x applies it)")
-        _quantized_loop(em, f, pairs, x_ptr, codes, k_dim)
+        _quantized_loop(em, f, pairs, x_ptr, codes, k_dim, layout, sched, rows)
     else:  # 2. the token scale: the static one, or each row's largest magnitude (a pass over x)
+        if sched.tma:
+            raise em.error(f, f"TMA loads: {tma_applies(layout, k_dim, False)} ({sched})")
         emit_row_scales(em, linear_input, k_dim, f"in{_idx(f.x_scale)}" if f.x_scale is not None else None)
     if f.row_scales is None:
         # 3. the K loop on E4M3 operands

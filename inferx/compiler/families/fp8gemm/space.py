@@ -1,7 +1,8 @@
 """The fp8gemm template's schedule space: its geometry (shared by the constraints and the cost
 model), its constraints, its knobs and ``Fp8GemmSpace``.
 
-The knobs are the schedule's own fields (bm, bn, bk, num_warps, num_stages); validity is
+The knobs are the schedule's own fields (bm, bn, bk, num_warps, num_stages, and for prefill
+tasks ``tma``, left out of stored schedules where off); validity is
 ``codegen.fp8gemm_schedule`` first (the one statement of it), then the constraints here, which
 prune what would run but cannot be good on Hopper. The geometry is the gemm template's on the
 same tiles with a byte a weight (and a byte an element of x where it arrives E4M3), plus, where
@@ -14,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from inferx.compiler.families.common.hardware import H200, Hopper
-from inferx.compiler.families.common.space import Knob, WholeSchedule, first_broken_rule, p2
-from inferx.compiler.families.fp8gemm.codegen import fp8gemm_schedule
+from inferx.compiler.families.common.space import Knob, Schedule, WholeSchedule, first_broken_rule, p2
+from inferx.compiler.families.fp8gemm.codegen import OPTIONAL, fp8gemm_schedule
 from inferx.compiler.families.fp8gemm.task import Fp8GemmTask
 from inferx.compiler.families.gemm import space as gemm_space
 from inferx.compiler.families.gemm.task import Task
@@ -101,6 +102,28 @@ def rope_tiles_hold_whole_heads(task: Fp8GemmTask, s: Mapping[str, int], hw: Hop
     return gemm_space.rope_tiles_hold_whole_heads(as_gemm(task), s, hw)
 
 
+def tma_fits(task: Fp8GemmTask, s: Mapping[str, int], hw: Hopper) -> str | None:
+    """TMA loads (``codegen.tma_applies``) take an x that arrives E4M3, rows of K 16-byte
+    aligned, tiles of gate|up pairs of at most 128 columns (one box of 2 x BN rows, at most 256),
+    RoPE tiles of whole heads (BN a multiple of the head dim; 64 or 128 where it is unknown)."""
+    if not s.get("tma", 0):
+        return None
+    if task.x_scale != "given":
+        return f"TMA loads take an x that arrives E4M3; this task's x is scaled by the kernel ({task.x_scale})"
+    if task.k % 16:
+        return f"TMA needs 16-byte aligned rows: K={task.k} is not"
+    tags = task.epilogue.split("+")
+    if "pairs" in tags and 2 * s["bn"] > 256:
+        return f"TMA loads of gate|up pairs take 2*BN rows per box, at most 256: BN={s['bn']}"
+    if "rope" in tags:
+        head = task.rope_head_dim
+        if head and s["bn"] % head:
+            return f"TMA loads of a RoPE GEMM need tiles of whole heads (BN a multiple of head_dim {head})"
+        if not head and s["bn"] not in (64, 128):
+            return "TMA loads of a RoPE GEMM need tiles of whole heads (head_dim unknown: BN 64 or 128)"
+    return None
+
+
 FP8GEMM_CONSTRAINTS: tuple[Fp8GemmConstraint, ...] = (
     bk_divides_k,
     tile_fits_problem,
@@ -108,6 +131,7 @@ FP8GEMM_CONSTRAINTS: tuple[Fp8GemmConstraint, ...] = (
     fits_registers,
     shared_memory_fits,
     rope_tiles_hold_whole_heads,
+    tma_fits,
 )
 
 # The first value of each knob is the default (the heuristic's).
@@ -124,6 +148,7 @@ PREFILL_KNOBS: tuple[Knob, ...] = (
     Knob("bk", (128, 32, 64, 256)),
     Knob("num_warps", (8, 4)),
     Knob("num_stages", (3, 2, 4, 5)),
+    Knob("tma", (0, 1)),
 )
 
 
@@ -149,6 +174,15 @@ class Fp8GemmSpace(WholeSchedule):
         if not isinstance(task, Fp8GemmTask):
             return f"the fp8gemm space does not schedule {task.template} tasks"
         return first_broken_rule(task, s, self.emit, lambda d: fp8gemm_schedule(dict(d)), self.constraints, self.hw)
+
+    def emit(self, s: Mapping[str, int]) -> Schedule:
+        """The template's schedule dict: the optional knobs (``codegen.OPTIONAL``) left out where
+        off, so a schedule and the same one with its knobs off spelled out are one."""
+        return {k: int(v) for k, v in s.items() if OPTIONAL.get(k) != v}
+
+    def complete(self, s: Mapping[str, int]) -> Schedule:
+        """A stored schedule as a point of the space: optional knobs it leaves out are off."""
+        return {**OPTIONAL, **self.emit(s)}
 
     def _ordered(self, knob: Knob) -> tuple[int, ...]:
         """The knob's values in order, not cached by name: decode and prefill knobs of one name
