@@ -604,6 +604,15 @@ def tune_command(
 )
 @click.option("--system", default=None, metavar="TEXT", help="With --chat, a system message first.")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="0: greedy; else sampled.")
+@click.option("--top-k", type=int, default=0, show_default=True, help="Sample among the k most likely (0: off).")
+@click.option("--top-p", type=float, default=1.0, show_default=True, help="Nucleus sampling (1: off).")
+@click.option("--min-p", type=float, default=0.0, show_default=True,
+              help="Drop tokens under this fraction of the most likely's probability (0: off).")
+@click.option("--repetition-penalty", type=float, default=1.0, show_default=True, help="1: off.")
+@click.option("--seed", type=int, default=None,
+              help="Seed of the draws (sequence i draws from seed + i); printed when not given.")
+@click.option("--logprobs", is_flag=True, help="Print each generated token's log-probability too.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def run_command(
@@ -613,14 +622,30 @@ def run_command(
     chats: tuple[str, ...],
     system: str | None,
     max_new_tokens: int,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    min_p: float,
+    repetition_penalty: float,
+    seed: int | None,
+    logprobs: bool,
     device: str,
     as_json: bool,
 ) -> None:
-    """Greedy generation from ARTIFACT: prints the generated token ids, and their text where the
-    artifact carries a tokenizer."""
+    """Generation from ARTIFACT (greedy unless --temperature is above 0): prints the generated
+    token ids, and their text where the artifact carries a tokenizer."""
     from inferx.runtime.artifact import load_artifact
     from inferx.runtime.loaded import load
     from inferx.runtime.manifest import Manifest
+    from inferx.runtime.sampling import SamplingError, SamplingParams
+
+    try:
+        sampling = SamplingParams(temperature, top_k, top_p, min_p, repetition_penalty, seed)
+    except SamplingError as e:
+        raise UserError(f"--{str(e).split()[0].replace('_', '-')}: {e}") from None
+    if not sampling.greedy and seed is None:
+        sampling = sampling.seeded()
+        click.echo(f"seed {sampling.seed} (--seed {sampling.seed} draws the same tokens again)", err=True)
 
     if sum(map(bool, (prompt_ids, prompts, chats))) != 1:
         raise UserError("give the prompt as --prompt-ids 1,2,3, as --prompt TEXT or as --chat TEXT (one of the three)")
@@ -643,12 +668,15 @@ def run_command(
             rows = [_chat_ids(tokenizer, text, system, artifact) for text in chats]
         click.echo(f"loaded {artifact} ({device}) in {time.perf_counter() - clock:.1f} s", err=True)
         clock = time.perf_counter()
-        generated = session.generate(rows, max_new_tokens)
+        out = session.generate(rows, max_new_tokens, sampling=sampling, logprobs=logprobs)
+    generated, lps = out if logprobs else (out, None)
     eos = set(session.info.eos_token_ids)
     results = []
-    for prompt, row in zip(rows, generated.tolist(), strict=True):
+    for i, (prompt, row) in enumerate(zip(rows, generated.tolist(), strict=True)):
         tokens = _until_eos(row, eos)
         entry: dict[str, Any] = {"prompt_ids": prompt, "tokens": tokens}
+        if lps is not None:
+            entry["logprobs"] = [round(float(v), 6) for v in lps[i, : len(tokens)]]
         if tokenizer is not None:
             entry["text"] = tokenizer.decode(tokens, skip_special_tokens=True)
         results.append(entry)
@@ -661,6 +689,8 @@ def run_command(
     for i, r in enumerate(results):
         tag = f"[{i}] " if len(results) > 1 else ""
         click.echo(f"{tag}tokens: {' '.join(map(str, r['tokens']))}")
+        if "logprobs" in r:
+            click.echo(f"{tag}logprobs: {' '.join(f'{v:.4f}' for v in r['logprobs'])}")
         if "text" in r:
             click.echo(f"{tag}text: {r['text']!r}")
 

@@ -233,6 +233,26 @@ def test_run_prints_the_sessions_tokens(compiled: tuple[Path, Result]) -> None:
     assert text.stdout == f"tokens: {' '.join(map(str, row['tokens']))}\n"
 
 
+def test_run_samples_with_a_seed(compiled: tuple[Path, Result]) -> None:
+    """--temperature above 0 samples: the seed is printed when not given, and giving it draws the
+    same tokens again, which are the session's for that seed; --logprobs prints the model's
+    log-probability of each token."""
+    from inferx.runtime.sampling import SamplingParams
+
+    out, _ = compiled
+    args = ["run", str(out), "--prompt-ids", "1,2,3", "--max-new-tokens", "4", "--temperature", "1.2",
+            "--top-k", "20", "--json", "--logprobs"]
+    first = invoke(args)
+    assert first.exit_code == 0, first.output
+    seed = int(re.search(r"seed (\d+)", first.stderr).group(1))  # type: ignore[union-attr]
+    again = invoke([*args, "--seed", str(seed)])
+    [a], [b] = json.loads(first.stdout), json.loads(again.stdout)
+    assert a == b and "seed" not in again.stderr
+    want = inferx.load(out).generate([[1, 2, 3]], 4, sampling=SamplingParams(1.2, 20, seed=seed))[0].tolist()
+    assert a["tokens"] == want[: len(a["tokens"])]
+    assert len(a["logprobs"]) == len(a["tokens"]) and all(v <= 0 for v in a["logprobs"])
+
+
 @pytest.mark.slow
 def test_run_with_the_artifacts_tokenizer(with_tokenizer: Path) -> None:
     result = invoke(["run", str(with_tokenizer), "--prompt", "w1 w5 w7", "--prompt", "w9 w3",
@@ -332,6 +352,8 @@ def test_chat_user_errors(with_tokenizer: Path, args: list[str], names: list[str
     (["--prompt-ids", "1,x"], ["'x'"]),
     (["--prompt-ids", "1,200"], ["200", "vocabulary"]),
     ([], ["--prompt-ids"]),
+    (["--prompt-ids", "1", "--top-p", "0"], ["--top-p", "(0.0, 1.0]"]),
+    (["--prompt-ids", "1", "--temperature", "-1"], ["--temperature"]),
 ])
 def test_run_user_errors(compiled: tuple[Path, Result], args: list[str], names: list[str]) -> None:
     out, _ = compiled

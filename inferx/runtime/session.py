@@ -1,5 +1,6 @@
 """The Session contract every backend answers (reference, CPU, CUDA, C), and the host-side
-logic they share: input checks, padding, positions, context lengths and greedy generation.
+logic they share: input checks, padding, positions, context lengths and generation (greedy, or
+drawn as ``inferx.runtime.sampling`` says).
 
 ``InputCheck`` is the one check of a session's inputs (token ids, lengths, batch, context) and
 ``check_model`` of the model facts a session relies on; both run before any state changes, any
@@ -25,6 +26,7 @@ import numpy as np
 
 from inferx.runtime.manifest import Manifest
 from inferx.runtime.model_info import ModelInfo
+from inferx.runtime.sampling import SamplingError, SamplingParams, per_row, sample_row
 
 
 class SessionError(ValueError):
@@ -304,17 +306,26 @@ class DecoderSession(ABC):
         return logits
 
     def generate(
-        self, input_ids: Any, max_new_tokens: int, *, stop_at_eos: bool = True, eos_token_ids: Any = None
-    ) -> np.ndarray:
-        """Greedy generation from fresh prompts (the session is reset): token ids
+        self, input_ids: Any, max_new_tokens: int, *, stop_at_eos: bool = True, eos_token_ids: Any = None,
+        sampling: SamplingParams | Sequence[SamplingParams] | None = None, logprobs: bool = False,
+    ) -> Any:
+        """Generation from fresh prompts (the session is reset): token ids
         [batch, <= max_new_tokens], int64. ``max_new_tokens`` of 0 returns [batch, 0] and runs
         nothing; each prompt plus ``max_new_tokens`` - 1 tokens must fit the context, checked
         before anything runs.
+
+        Greedy unless ``sampling`` (``inferx.runtime.sampling.SamplingParams``: one for every
+        sequence, each drawing from its seed plus its row, or one per sequence) says otherwise;
+        a seeded sequence draws the same tokens every time. With ``logprobs``, returns (token
+        ids, their log-probabilities under the model's distribution [batch, n], float64; 0 after
+        a sequence's EOS).
 
         With ``stop_at_eos``, a sequence that emits an EOS id (``eos_token_ids``, a token id or a
         list of them, else the model's) keeps emitting it, and generation ends once every sequence
         has (or the budget ends)."""
         budget = _count(max_new_tokens, "max_new_tokens", 0)
+        if not isinstance(logprobs, (bool, np.bool_)):
+            raise SessionError(f"logprobs must be True or False, got {_show(logprobs)}")
         if not isinstance(stop_at_eos, (bool, np.bool_)):
             raise SessionError(f"stop_at_eos must be True or False, got {_show(stop_at_eos)}")
         eos = (
@@ -325,18 +336,37 @@ class DecoderSession(ABC):
         if not stop_at_eos:
             eos = eos[:0]
         ids, n = self.inputs.prompts(input_ids, None)
+        try:
+            params = per_row(sampling, len(ids))
+        except SamplingError as e:
+            raise SessionError(str(e)) from None
         self.inputs.room(n, np.full_like(n, max(budget - 1, 0)), f"generate with max_new_tokens {budget}")
         self.reset()
         if budget == 0:
-            return np.zeros((len(ids), 0), dtype=np.int64)
-        nxt = _host(self.prefill(ids, n.tolist(), logits="last"))[:, 0].argmax(-1)
-        out = [nxt]
+            empty = np.zeros((len(ids), 0), dtype=np.int64)
+            return (empty, np.zeros((len(ids), 0))) if logprobs else empty
+        plain = not logprobs and all(p.greedy and p.repetition_penalty == 1.0 for p in params)
+        held = [list(row[:k]) for row, k in zip(ids.tolist(), n.tolist(), strict=True)]
+
+        def pick(logits: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
+            if plain:
+                return logits.argmax(-1), np.zeros(len(logits))
+            drawn = [sample_row(row, np.asarray(h, dtype=np.int64), p, step)
+                     for row, h, p in zip(logits, held, params, strict=True)]
+            return np.array([t for t, _ in drawn], dtype=np.int64), np.array([lp for _, lp in drawn])
+
+        nxt, lp = pick(_host(self.prefill(ids, n.tolist(), logits="last"))[:, 0], 0)
+        out, lps = [nxt], [lp]
         done = np.isin(nxt, eos)
-        for _ in range(budget - 1):
+        for step_index in range(1, budget):
             if eos.size and done.all():
                 break
-            step = _host(self.decode(nxt[:, None]))[:, 0].argmax(-1)
+            for h, t in zip(held, nxt.tolist(), strict=True):
+                h.append(t)
+            step, lp = pick(_host(self.decode(nxt[:, None]))[:, 0], step_index)
             nxt = np.where(done, nxt, step)
+            lps.append(np.where(done, 0.0, lp))
             done |= np.isin(nxt, eos)
             out.append(nxt)
-        return np.stack(out, axis=1).astype(np.int64)
+        tokens = np.stack(out, axis=1).astype(np.int64)
+        return (tokens, np.stack(lps, axis=1)) if logprobs else tokens
