@@ -56,3 +56,12 @@ def load(artifact: Any, device: str = "cpu", **options: Any):  # -> Session
     from inferx.runtime.loaded import load as _load
 
     return _load(artifact, device, **options)
+
+
+def __getattr__(name: str) -> Any:
+    """``inferx.SamplingParams`` (``inferx.runtime.sampling``), imported when first asked for."""
+    if name == "SamplingParams":
+        from inferx.runtime.sampling import SamplingParams
+
+        return SamplingParams
+    raise AttributeError(f"module 'inferx' has no attribute {name!r}")
