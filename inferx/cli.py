@@ -319,6 +319,9 @@ FUSE_ATTENTION_O_HELP = (
 @click.option("--kv-dtype", type=click.Choice(["auto", "fp8"]), default="auto", show_default=True,
               help="The KV cache's element type: the model's dtype, or fp8 (E4M3 keys and values with one scale "
               "per KV head and layer, calibrated on --calibration text; half the bytes attention reads).")
+@click.option("--kv-scale", type=float, default=None, metavar="S",
+              help="With --kv-dtype fp8: scale S for every KV head and layer instead of calibrating (values past "
+              "448 x S saturate).")
 @click.option("--precision-map", default=None, metavar="FILE",
               help="Each linear's precision (float, fp8 or an int4 scheme) from a JSON precision map, as "
               "--quant auto writes it (--write-precision-map) or as edited by hand; takes no --quant.")
@@ -370,6 +373,7 @@ def compile_command(
     fp8_activations: str,
     smoothquant: float | None,
     kv_dtype: str,
+    kv_scale: float | None,
     precision_map: str | None,
     write_precision_map: str | None,
 ) -> None:
@@ -418,13 +422,14 @@ def compile_command(
             fp8_activations=fp8_activations,
             smoothquant=smoothquant,
             kv_dtype=None if kv_dtype == "auto" else kv_dtype,
+            kv_scale=kv_scale,
             precision_map=Path(precision_map) if precision_map else None,
             write_precision_map=Path(write_precision_map) if write_precision_map else None,
         )
     except CompileError as e:  # an option's field, said as its flag
         raise UserError(
             re.sub(r"^(max_seq_len|max_batch|jobs|quant_head|quant_method|calibration|quant_overrides|"
-                   r"accuracy_budget|precision_map|fp8_activations|smoothquant|kv_dtype):? ",
+                   r"accuracy_budget|precision_map|fp8_activations|smoothquant|kv_dtype|kv_scale):? ",
                    lambda m: f"--{m[1].replace('_', '-').replace('overrides', 'override')} ", str(e))
         ) from None
     with _user_errors(_compile_errors()):
@@ -790,7 +795,11 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
     "FP8 (fp8), beside the bf16 one in the same process.",
 )
 @click.option("--quant-head/--no-quant-head", default=False, show_default=True,
-              help="With --quant, the int4 artifact's LM head in int4 too.")
+              help="With --quant, the quantized artifact's LM head quantized too.")
+@click.option("--kv-fp8/--no-kv-fp8", default=False, show_default=True,
+              help="With --quant, the quantized artifact's KV cache in FP8 (scale 1: random weights).")
+@click.option("--fp8-prompt-inputs/--no-fp8-prompt-inputs", default=False, show_default=True,
+              help="With --quant fp8, prompts' x quantized once by a kernel of its own for their FP8 GEMMs.")
 def bench_command(
     shape: str,
     batch: str,
@@ -810,6 +819,8 @@ def bench_command(
     prefill_last: bool,
     quant: str | None,
     quant_head: bool,
+    kv_fp8: bool,
+    fp8_prompt_inputs: bool,
 ) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
@@ -838,6 +849,8 @@ def bench_command(
             prefill_last=prefill_last,
             quant=quant,
             quant_head=quant_head,
+            kv_fp8=kv_fp8,
+            fp8_prompt_inputs=fp8_prompt_inputs,
         )
         bench(opts, Path(out) if out else None)
     except BenchError as e:

@@ -219,6 +219,18 @@ def test_fp8_rows_and_table() -> None:
     assert BenchOptions(quant="fp8").quant == "fp8"
     with pytest.raises(ValueError, match="and fp8"):
         BenchOptions(quant="fp16")
+    # --kv-fp8: the quantized artifact's roofline reads the KV cache at a byte an element
+    kv = report.QuantBytes(0, True, False, kind="fp8", kv_elem=1)
+    (row2048,) = report.config_rows([report.measurement("decode", 64, 1, 2048, "inferx", [9.0]),
+                                     report.measurement("decode", 64, 1, 2048, "inferx-fp8", [4.5])],
+                                    dims, Ceilings(4e12, 8e14), quant=kv)
+    want = decode_bytes(dims, 64, 2048, weights=w, kv_elem=1)["total"]
+    assert row2048["fp8_roofline_ms"] == pytest.approx(want / 4e9)
+    assert want < decode_bytes(dims, 64, 2048, weights=w)["total"] - 8e9  # 17 GB of bf16 cache halved
+    with pytest.raises(ValueError, match="--kv-fp8"):
+        BenchOptions(kv_fp8=True)
+    with pytest.raises(ValueError, match="--fp8-prompt-inputs"):
+        BenchOptions(quant="int4-g128", fp8_prompt_inputs=True)
 
 
 def test_tables_and_atomic_json(tmp_path: Path) -> None:
@@ -366,6 +378,8 @@ def test_option_errors() -> None:
     assert options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, quant="fp8", quant_head=True).quant_head
     assert compile_settings(options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None), "int4-g128") != \
         compile_settings(options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None))
+    fp8 = options("1b", "1", "512", "", "eager", "", 3, 1, "cuda", None, quant="fp8")
+    assert compile_settings(fp8, "fp8") != compile_settings(replace(fp8, kv_fp8=True), "fp8")
     with pytest.raises(BenchError, match="unknown peer 'vllm'"):
         options("1b", "1", "512", "", "vllm", "", 3, 1, "cuda", None)
     with pytest.raises(BenchError, match="--device cpu runs only --shape tiny"):

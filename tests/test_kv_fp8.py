@@ -172,6 +172,32 @@ def test_kv_fp8_needs_text_to_calibrate_on(tmp_path: Path) -> None:
         inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=32, max_batch=1, kv_dtype="int8")
 
 
+def test_a_given_kv_scale_needs_no_text(tmp_path: Path) -> None:
+    """kv_scale: every head of every cache takes the scale given, nothing calibrated (a model
+    without a tokenizer compiles); the artifact matches the reference with those scales; the
+    option's rules are errors naming it."""
+    from inferx.compiler.quant.kv import uniform_kv
+
+    program = inferx.import_model(_model("llama"), dtype="f32")  # no tokenizer
+    path = inferx.compile(program, target="cpu", output=tmp_path / "a", max_seq_len=32, max_batch=2, kv_dtype="fp8",
+                          kv_scale=0.05)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["model"]["kv_dtype"] == "f8e4m3"
+    ref_program = _program()
+    amax = uniform_kv(ref_program, 0.05)
+    assert sorted(amax) == ["k0", "k1", "v0", "v1"]
+    ref = quantize_program_kv(ref_program, amax)
+    np.testing.assert_allclose(ref.weights["kv.v1.scale"], [0.05, 0.05], rtol=1e-6)
+    _agree(inferx.load(path, device="cpu"), ref.reference_session(max_batch=2, max_context=32), "f32",
+           "repro: pytest tests/test_kv_fp8.py -k given_kv_scale", steps=2)
+    for kw, msg in ((dict(kv_scale=1.0), "give kv_dtype fp8 with it"), (dict(kv_dtype="fp8", kv_scale=0.0),
+                                                                          "kv_scale must be a positive number"),
+                    (dict(kv_dtype="fp8", kv_scale=1.0, calibration=tmp_path / "t.txt"), "calibration")):
+        with pytest.raises(CompileError, match=msg):
+            inferx.compile(program, target="cpu", output=tmp_path / "b", max_seq_len=32, max_batch=1, **kw)
+    assert not (tmp_path / "b").exists()
+
+
 def test_a_manifest_whose_caches_disagree_with_kv_dtype_is_refused(tmp_path: Path) -> None:
     """The manifest's model.kv_dtype is checked: an unknown type, and caches that are not of it."""
     path = inferx.compile(_program(), output=tmp_path / "a", **_options(tmp_path))

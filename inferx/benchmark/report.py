@@ -51,12 +51,14 @@ def quant_kind(quant: str | None) -> str:
 @dataclass(frozen=True)
 class QuantBytes:
     """What a quantized artifact's weights take: int4 (the scheme's group, whether it is
-    symmetric) or fp8 (``kind``), and whether its LM head is quantized too."""
+    symmetric) or fp8 (``kind``), whether its LM head is quantized too, and its KV cache's
+    element bytes where they are not the model's."""
 
     group: int
     symmetric: bool
     head: bool
     kind: str = "int4"
+    kv_elem: int | None = None  # bytes of a KV-cache element where not the model's (1: an FP8 cache)
 
 
 def measurement(entry: str, batch: int, seq: int, context: int, impl: str, samples_ms: Sequence[float] | None = None,
@@ -98,7 +100,7 @@ def config_rows(measurements: Iterable[Mapping[str, Any]], dims: Dims, ceilings:
         if quant is not None:
             w = (fp8_weight_bytes(dims, quant.head) if kind == "fp8"
                  else int4_weight_bytes(dims, quant.group, quant.symmetric, quant.head))
-            q_roof = (ceilings.decode_ms(dims, batch, context, weights=w) if entry == "decode"
+            q_roof = (ceilings.decode_ms(dims, batch, context, weights=w, kv_elem=quant.kv_elem) if entry == "decode"
                       else ceilings.prefill_ms(dims, batch, seq, entry == "prefill_last", weights=w))
         compiled = {impl: t for impl, t in ms.items() if impl.startswith("compile:") and t is not None}
         best = min(compiled, key=lambda k: compiled[k]) if compiled else None

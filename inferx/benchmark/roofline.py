@@ -86,10 +86,12 @@ def fp8_weight_bytes(dims: Dims, head: bool, elem: int = 2) -> int:
     return round(layers + 4 * rows + norms * elem + (lm_head + 4 * dims.vocab if head else lm_head * elem))
 
 
-def decode_bytes(dims: Dims, batch: int, context: int, elem: int = 2, weights: int | None = None) -> dict[str, int]:
+def decode_bytes(dims: Dims, batch: int, context: int, elem: int = 2, weights: int | None = None,
+                 kv_elem: int | None = None) -> dict[str, int]:
     """Bytes one decode step must move, by part (see the module docstring); ``total`` sums them.
-    ``weights``: the weights' bytes where they are not ``elem`` bytes each (``int4_weight_bytes``)."""
-    kv_row = dims.kv_heads * dims.head_dim * elem
+    ``weights``: the weights' bytes where they are not ``elem`` bytes each (``int4_weight_bytes``);
+    ``kv_elem``: a KV-cache element's bytes where not ``elem`` (1 for an FP8 cache)."""
+    kv_row = dims.kv_heads * dims.head_dim * (elem if kv_elem is None else kv_elem)
     parts = {
         "weights": dims.step_weight_params() * elem if weights is None else weights,
         "kv_read": 2 * dims.layers * batch * context * kv_row,
@@ -140,10 +142,12 @@ class Ceilings:
     copy_bytes_per_s: float
     matmul_flops_per_s: float
 
-    def decode_ms(self, dims: Dims, batch: int, context: int, weights: int | None = None) -> float:
+    def decode_ms(self, dims: Dims, batch: int, context: int, weights: int | None = None,
+                  kv_elem: int | None = None) -> float:
         """Decode's floor: its bytes over the copy rate (its FLOPs are far under the matmul ceiling,
-        and the larger of the two is taken anyway); ``weights`` as ``decode_bytes``'s."""
-        return max(decode_bytes(dims, batch, context, weights=weights)["total"] / self.copy_bytes_per_s,
+        and the larger of the two is taken anyway); ``weights`` and ``kv_elem`` as ``decode_bytes``'s."""
+        return max(decode_bytes(dims, batch, context, weights=weights, kv_elem=kv_elem)["total"]
+                   / self.copy_bytes_per_s,
                    decode_flops(dims, batch, context) / self.matmul_flops_per_s) * 1e3
 
     def prefill_ms(self, dims: Dims, batch: int, seq: int, last: bool = False, weights: int | None = None) -> float:

@@ -79,6 +79,8 @@ class BenchOptions:
     # or "inferx-fp8"
     quant: str | None = None
     quant_head: bool = False  # ... its LM head quantized too
+    kv_fp8: bool = False  # ... its KV cache in FP8 (scale 1 for every head: random weights, nothing to calibrate)
+    fp8_prompt_inputs: bool = False  # ... with quant fp8, prompts' x quantized once (fp8-prompt-inputs)
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -101,6 +103,10 @@ class BenchOptions:
                                  "int4-g32, each optionally with -sym, and fp8") from None
         if self.quant_head and self.quant is None:
             raise ValueError("--quant-head needs --quant SCHEME (or fp8)")
+        if self.kv_fp8 and self.quant is None:
+            raise ValueError("--kv-fp8 puts the quantized artifact's KV cache in FP8: give --quant SCHEME (or fp8)")
+        if self.fp8_prompt_inputs and self.quant != "fp8":
+            raise ValueError("--fp8-prompt-inputs applies to the FP8 artifact: give --quant fp8")
 
     @property
     def max_seq_len(self) -> int:
@@ -120,13 +126,16 @@ class Hooks:
 
 def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[str], None],
                     quant: str | None = None) -> Path:
-    """The bf16 artifact, or with ``quant`` the int4 one (``opts.quant_head``: its LM head too)."""
+    """The bf16 artifact, or with ``quant`` the quantized one (``opts.quant_head``: its LM head too;
+    ``opts.kv_fp8``: its KV cache in FP8; ``opts.fp8_prompt_inputs``: x quantized once)."""
     import inferx
 
     return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
                           max_batch=max(opts.batches), jobs=opts.jobs, overlap=opts.overlap,
                           fuse_mlp=opts.fuse_mlp, fuse_attention_o=opts.fuse_attention_o, quant=quant,
-                          quant_head=opts.quant_head and quant is not None, progress=lambda line: say(f"  {line}"))
+                          quant_head=opts.quant_head and quant is not None, progress=lambda line: say(f"  {line}"),
+                          **({"kv_dtype": "fp8", "kv_scale": 1.0} if opts.kv_fp8 and quant is not None else {}),
+                          **({"fp8_prompt_inputs": True} if opts.fp8_prompt_inputs and quant == "fp8" else {}))
 
 
 def _load_inferx(art: Path, device: str, pdl: bool) -> Any:
@@ -247,12 +256,13 @@ def run_shape(shape: str, opts: BenchOptions, ceilings: Ceilings, hooks: Hooks,
 def _quant_bytes(opts: BenchOptions) -> report.QuantBytes | None:
     if opts.quant is None:
         return None
+    kv_elem = 1 if opts.kv_fp8 else None
     if opts.quant == "fp8":
-        return report.QuantBytes(group=0, symmetric=True, head=opts.quant_head, kind="fp8")
+        return report.QuantBytes(group=0, symmetric=True, head=opts.quant_head, kind="fp8", kv_elem=kv_elem)
     from inferx.compiler.ir.quant import parse_scheme
 
     scheme = parse_scheme(opts.quant)
-    return report.QuantBytes(group=scheme.group, symmetric=scheme.symmetric, head=opts.quant_head)
+    return report.QuantBytes(group=scheme.group, symmetric=scheme.symmetric, head=opts.quant_head, kv_elem=kv_elem)
 
 
 def _configs(opts: BenchOptions) -> list[tuple[str, int, int, int]]:
@@ -270,7 +280,8 @@ def compile_settings(opts: BenchOptions, quant: str | None = None) -> str:
                                 "overlap": opts.overlap, "fuse_mlp": opts.fuse_mlp,
                                 "fuse_attention_o": opts.fuse_attention_o}
     if quant is not None:
-        settings.update(quant=quant, quant_head=opts.quant_head)
+        settings.update(quant=quant, quant_head=opts.quant_head, kv_fp8=opts.kv_fp8,
+                        fp8_prompt_inputs=opts.fp8_prompt_inputs)
     return json.dumps(settings, sort_keys=True) + "\n"
 
 

@@ -132,7 +132,12 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
             "--target cpu runs kernels in Triton's interpreter, where bf16 is wrong: use --dtype fp32 or fp16"
         )
     kv_amax = None
-    if options.kv_dtype == "fp8":  # observed on the float model, applied after the weights' quantization
+    if options.kv_dtype == "fp8" and options.kv_scale is not None:  # given: nothing to observe
+        from inferx.compiler.quant.kv import uniform_kv
+
+        kv_amax = uniform_kv(program, float(options.kv_scale))
+        say(f"        kv cache fp8: scale {options.kv_scale:g} for every head (given, not calibrated)")
+    elif options.kv_dtype == "fp8":  # observed on the float model, applied after the weights' quantization
         from inferx.compiler.quant.kv import observe_kv
 
         windows = pipeline.calibration_windows(program, options, src, purpose="kv_dtype fp8")

@@ -3,6 +3,7 @@ passed down), and the error a refused model or option raises."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,10 @@ class CompileOptions:
     # E4M3 with one static scale per KV head and layer, calibrated on ``calibration`` text
     # (``inferx.compiler.quant.kv``): half the bytes attention reads.
     kv_dtype: str | None = None
+    # With kv_dtype "fp8": one scale for every KV head and layer instead of calibrating (no text
+    # read): keys and values past 448 x kv_scale saturate. For models whose range is known, and
+    # for timing models with random weights.
+    kv_scale: float | None = None
     # Where to write the precision map the compile used (JSON; with quant "auto", the plan and what
     # the planner measured), once the artifact is written. None: not written.
     write_precision_map: Path | None = None
@@ -182,6 +187,12 @@ def _problem(o: CompileOptions) -> str | None:
         return f"accuracy_budget applies to quant auto (the precision planner), not to quant {o.quant}"
     if o.kv_dtype not in KV_DTYPES:
         return f"unknown kv_dtype {o.kv_dtype!r}: the choices are fp8, or None for the model's dtype"
+    if o.kv_scale is not None:
+        if o.kv_dtype is None:
+            return "kv_scale is the scale of an FP8 KV cache: give kv_dtype fp8 with it"
+        v = o.kv_scale
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+            return f"kv_scale must be a positive number, got {v!r}"
     if o.fp8_activations not in FP8_ACTIVATIONS:
         return f"unknown fp8_activations {o.fp8_activations!r}: the choices are {', '.join(FP8_ACTIVATIONS)}"
     if o.smoothquant is not None and (isinstance(o.smoothquant, bool) or not isinstance(o.smoothquant, (int, float))
@@ -198,8 +209,8 @@ def _problem(o: CompileOptions) -> str | None:
         ("quant_head", o.quant_head, scheme or o.quant in (FP8, AUTO), "an int4 scheme's quant, fp8 or auto"),
         ("calibration", o.calibration is not None,
          scheme or o.quant == AUTO or o.fp8_activations != "dynamic" or o.smoothquant is not None
-         or o.quant_method != "rtn" or o.kv_dtype is not None,
-         "an int4 scheme's quant, auto, static fp8 activations, smoothquant or an fp8 KV cache"),
+         or o.quant_method != "rtn" or (o.kv_dtype is not None and o.kv_scale is None),
+         "an int4 scheme's quant, auto, static fp8 activations, smoothquant or an fp8 KV cache without kv_scale"),
         ("quant_overrides", bool(o.quant_overrides), scheme or o.quant == FP8, "an int4 scheme's quant or fp8"),
     ):
         if on and not allowed:

@@ -20,7 +20,7 @@ from inferx.compiler.interpreter.attention import kv_write
 from inferx.compiler.interpreter.context import KernelContext
 from inferx.compiler.interpreter.kernels import KERNELS
 from inferx.compiler.ir import ops_nn as nn
-from inferx.compiler.ir.fp8 import kv_scales
+from inferx.compiler.ir.fp8 import FP8_MAX, kv_scales
 from inferx.passes.dce import DCE
 from inferx.passes.pipeline import PassManager
 from inferx.passes.quantize_kv import QuantizeKV, kv_scale_name
@@ -55,6 +55,17 @@ def observe_kv(program: Program, windows: Sequence[Sequence[int]]) -> dict[str, 
         return kv_write(op, ins, ctx)
 
     prefill_windows(program, windows, KERNELS[nn.LinearOp], kernels={nn.KVWriteOp: recording})
+    return out
+
+
+def uniform_kv(program: Program, scale: float) -> dict[str, np.ndarray]:
+    """{cache argument: the largest magnitude per KV head} that gives every head of every cache
+    ``scale`` (``ir.fp8.kv_scales``: 448 x scale), read from the program's cache writes alone."""
+    out: dict[str, np.ndarray] = {}
+    for op in program.module.walk():
+        if isinstance(op, nn.KVWriteOp) and (name := cache_name(op.cache)) is not None:
+            heads = op.new.type.shape[1]  # type: ignore[attr-defined]
+            out[name] = np.full(heads, FP8_MAX * scale, dtype=np.float32)
     return out
 
 
@@ -93,4 +104,4 @@ def quantize_program_kv(program: Program, amax: Mapping[str, np.ndarray]) -> Pro
     return program
 
 
-__all__ = ["FP8", "KVScales", "cache_name", "observe_kv", "quantize_program_kv"]
+__all__ = ["FP8", "KVScales", "cache_name", "observe_kv", "quantize_program_kv", "uniform_kv"]
