@@ -798,8 +798,9 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
               help="With --quant, the quantized artifact's LM head quantized too.")
 @click.option("--kv-fp8/--no-kv-fp8", default=False, show_default=True,
               help="With --quant, the quantized artifact's KV cache in FP8 (scale 1: random weights).")
-@click.option("--fp8-prompt-inputs/--no-fp8-prompt-inputs", default=False, show_default=True,
-              help="With --quant fp8, prompts' x quantized once by a kernel of its own for their FP8 GEMMs.")
+@click.option("--fp8-prompt-inputs/--no-fp8-prompt-inputs", default=True, show_default=True,
+              help="With --quant fp8, prompts' x quantized once by a kernel of its own for their FP8 GEMMs "
+              "(the compiler's default), or in each GEMM tile.")
 def bench_command(
     shape: str,
     batch: str,

@@ -156,6 +156,17 @@ def test_default_schedule_generates_todays_source_and_a_wrong_shape_is_refused()
         == [16, 16, 8, 2, 1, 1]
     cpu = attention.AttentionSchedule(bn=32, splits=attention.CPU_SPLITS)
     assert attention.heuristic_schedule(dec, "cpu", 64) == cpu
+    # an FP8 cache takes at least FP8_CACHE_SPLITS slices
+    import inferx
+    from inferx.compiler.quant.kv import quantize_program_kv, uniform_kv
+
+    program = inferx.import_model(llama(), dtype="f32")
+    fp8 = fused_module(quantize_program_kv(program, uniform_kv(program, 1.0)))
+    dec8 = next(k for f in fp8.ops for k in f.body.block.ops  # type: ignore[attr-defined]
+                if getattr(k, "template", None) is not None and k.template.data == "attention"
+                and attention.is_decode(k))
+    assert [attention.heuristic_schedule(dec8, "sm_90", rows).splits for rows in (1, 4, 16, 64, 128, 256)] \
+        == [16, 16, 8, 4, 4, 4]
     with pytest.raises(CodegenError, match="a prefill attention schedule"):
         generate(dec, "k", "sm_90", attention.AttentionSchedule(bm=64))
     with pytest.raises(CodegenError, match="cannot schedule a attention kernel"):

@@ -229,8 +229,6 @@ def test_fp8_rows_and_table() -> None:
     assert want < decode_bytes(dims, 64, 2048, weights=w)["total"] - 8e9  # 17 GB of bf16 cache halved
     with pytest.raises(ValueError, match="--kv-fp8"):
         BenchOptions(kv_fp8=True)
-    with pytest.raises(ValueError, match="--fp8-prompt-inputs"):
-        BenchOptions(quant="int4-g128", fp8_prompt_inputs=True)
 
 
 def test_tables_and_atomic_json(tmp_path: Path) -> None:

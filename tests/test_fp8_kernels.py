@@ -276,8 +276,8 @@ def _model(family: str) -> Any:
 @pytest.mark.parametrize("family, dtype, schedules", [("llama", "f32", "sm_90"), ("qwen2", "f16", None)])
 def test_fp8_artifacts_match_the_reference(family: str, dtype: str, schedules: str | None, tmp_path: Path) -> None:
     """A tiny model compiled with ``quant="fp8"`` (every layer linear on fp8gemm kernels, q|k|v and
-    gate|up merged, with the
-    cpu target's schedules or the GPU's in Triton's interpreter; Qwen2's q|k|v with biases)
+    gate|up merged, with the cpu target's schedules or the GPU's in Triton's interpreter; Llama's
+    prompts with x quantized once, Qwen2's quantized in each tile, its q|k|v with biases)
     against its reference session on the same E4M3 weights: prefill and two decode steps of two
     sequences. fp32: within 1e-4 of the largest logit. f16: the kernels and the reference differ
     by an f16 ulp here and there upstream of a linear (fused epilogues round once), and a token's
@@ -285,7 +285,7 @@ def test_fp8_artifacts_match_the_reference(family: str, dtype: str, schedules: s
     of the largest logit, and every position's logits at cosine >= 0.999."""
     program = inferx.import_model(_model(family), dtype=dtype)
     path = inferx.compile(program, target="cpu", schedules=schedules, output=tmp_path / "a", max_seq_len=32,
-                          max_batch=2, quant="fp8")
+                          max_batch=2, quant="fp8", fp8_prompt_inputs=family == "llama")
     names = [p.name for p in (path / "kernels").glob("*.py")]
     assert sum(n.startswith("fp8gemm_") for n in names) >= 4, names
     weights = json_weights(path)

@@ -37,7 +37,7 @@ def options(shape: str, batch: str, context: str, prefill: str, peers: str, comp
             warmup: int, device: str, workdir: str | None, kernels: bool = True, pdl: bool = True,
             overlap: bool = False, fuse_mlp: bool = False, fuse_attention_o: bool = False,
             prefill_last: bool = False, quant: str | None = None, quant_head: bool = False, kv_fp8: bool = False,
-            fp8_prompt_inputs: bool = False) -> BenchOptions:
+            fp8_prompt_inputs: bool = True) -> BenchOptions:
     """BenchOptions from the command line's text; BenchError on anything invalid."""
     try:
         return BenchOptions(shapes=name_list(shape), batches=int_list(batch, "--batch"),

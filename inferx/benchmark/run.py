@@ -80,7 +80,7 @@ class BenchOptions:
     quant: str | None = None
     quant_head: bool = False  # ... its LM head quantized too
     kv_fp8: bool = False  # ... its KV cache in FP8 (scale 1 for every head: random weights, nothing to calibrate)
-    fp8_prompt_inputs: bool = False  # ... with quant fp8, prompts' x quantized once (fp8-prompt-inputs)
+    fp8_prompt_inputs: bool = True  # ... with quant fp8, prompts' x quantized once (fp8-prompt-inputs)
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -105,8 +105,6 @@ class BenchOptions:
             raise ValueError("--quant-head needs --quant SCHEME (or fp8)")
         if self.kv_fp8 and self.quant is None:
             raise ValueError("--kv-fp8 puts the quantized artifact's KV cache in FP8: give --quant SCHEME (or fp8)")
-        if self.fp8_prompt_inputs and self.quant != "fp8":
-            raise ValueError("--fp8-prompt-inputs applies to the FP8 artifact: give --quant fp8")
 
     @property
     def max_seq_len(self) -> int:
@@ -135,7 +133,7 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
                           fuse_mlp=opts.fuse_mlp, fuse_attention_o=opts.fuse_attention_o, quant=quant,
                           quant_head=opts.quant_head and quant is not None, progress=lambda line: say(f"  {line}"),
                           **({"kv_dtype": "fp8", "kv_scale": 1.0} if opts.kv_fp8 and quant is not None else {}),
-                          **({"fp8_prompt_inputs": True} if opts.fp8_prompt_inputs and quant == "fp8" else {}))
+                          fp8_prompt_inputs=opts.fp8_prompt_inputs)
 
 
 def _load_inferx(art: Path, device: str, pdl: bool) -> Any:

@@ -75,6 +75,10 @@ class AttentionSchedule:
 DECODE_SPLITS = 16  # powers of two (the arrival test masks with SPLITS - 1)
 DECODE_PROGRAMS = 256
 CPU_SPLITS = 2
+# An FP8 cache's decode takes at least this many slices: decoding E4M3 adds work per byte, and
+# more programs in flight pay for it (batches 16 and 64 of the 8B shape's heads: 4 slices 1.2-1.3x
+# faster than the 1-2 a bf16 cache's rule gives, docs/performance.md)
+FP8_CACHE_SPLITS = 4
 
 
 def is_decode(kernel: KernelOp) -> bool:
@@ -89,7 +93,8 @@ def is_decode(kernel: KernelOp) -> bool:
 def decode_splits(kernel: KernelOp, rows: int | None) -> int:
     """Context slices per (sequence, KV head) for ``rows`` sequences: the largest power of two,
     at most ``DECODE_SPLITS``, that keeps rows x KV heads x slices within ``DECODE_PROGRAMS``
-    (one slice when the sequences and KV heads alone fill it)."""
+    (one slice when the sequences and KV heads alone fill it); at least ``FP8_CACHE_SPLITS`` for
+    an FP8 cache."""
     op = kernel.body.block.first_op
     assert isinstance(op, nn.AttentionOp)
     k_t = op.k.type
@@ -99,7 +104,7 @@ def decode_splits(kernel: KernelOp, rows: int | None) -> int:
     splits = 1
     while splits < DECODE_SPLITS and per_split * splits * 2 <= DECODE_PROGRAMS:
         splits *= 2
-    return splits
+    return max(splits, FP8_CACHE_SPLITS) if op.k_scale is not None else splits
 
 
 def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> AttentionSchedule:

@@ -43,7 +43,7 @@ from inferx.compiler.families.common.linear_tile import (
     tile_layout,
 )
 from inferx.compiler.families.common.partials import row_sum_squares
-from inferx.compiler.families.common.rows import norm_scale
+from inferx.compiler.families.common.rows import gated_split, norm_scale
 from inferx.compiler.families.common.source import module_source
 from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
 from inferx.compiler.families.interface import ScheduleError, check_warps_stages, pow2
@@ -126,7 +126,9 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     """BK: the largest of 128, 64, 32 dividing K. The cpu target (Triton's interpreter, a Python
     step per program and K step): 16 x 64 tiles for decode, 64 x 64 for prompts. sm_90: 16 x 64
     tiles for decode rows on 4 warps, 4 stages; 128 x 128 tiles for prompts on 8 warps (two
-    warpgroups of FP8 wgmma), 3 stages: the schedules of kernels without a tuning record."""
+    warpgroups of FP8 wgmma), 3 stages, and 128 x 256 where x arrives E4M3 and the columns are
+    plain (o, down: the best of the probe's sweep at 4096 rows, docs/performance.md); the
+    schedules of kernels without a tuning record."""
     op = linear_of(kernel)
     k = op.input.type.shape[-1]  # type: ignore[attr-defined]
     n = op.result.type.shape[-1]  # type: ignore[attr-defined]
@@ -137,7 +139,16 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
         return Fp8GemmSchedule(16 if decode else 64, bn, min(bk, 64) if k % 64 == 0 else bk)
     if decode:
         return Fp8GemmSchedule(16, bn, bk, num_warps=4, num_stages=4)
+    if op.row_scales is not None and isinstance(n, int) and n >= 256 and _plain_columns(kernel, op):
+        return Fp8GemmSchedule(128, 256, bk, num_warps=8, num_stages=3)
     return Fp8GemmSchedule(128, 128 if isinstance(n, int) and n >= 128 else bn, bk, num_warps=8, num_stages=3)
+
+
+def _plain_columns(kernel: KernelOp, op: nn.Fp8LinearOp) -> bool:
+    """The tile's columns need one accumulator and no partners: no gate|up split, no RoPE."""
+    ops = list(kernel.body.block.ops)
+    epilogue = ops[ops.index(op) + 1:]
+    return gated_split(op, epilogue) is None and not any(isinstance(o, nn.RopeOp) for o in epilogue)  # type: ignore[arg-type]
 
 
 def tma_applies(layout: TileLayout, k_dim: int, given: bool) -> str | None:
