@@ -12,6 +12,9 @@ records stop matching instead of matching wrongly.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from xdsl.ir import BlockArgument, Operation
 
 from inferx.compiler.ir import ops_tensor as t
@@ -50,3 +53,23 @@ def cost_tag(op: Operation) -> str:
         return "residual"
     return name
 
+
+
+class LinearTaskKey:
+    """What the tasks of the quantized GEMM families derive from their fields: the canonical
+    ``key`` (of ``to_json``) and whether the epilogue is a gate|up split."""
+
+    epilogue: str
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def gated(self) -> bool:
+        """A gate|up split: each tile reads the W rows of both halves of its columns."""
+        return bool({"gated", "pairs"} & set(self.epilogue.split("+")))
+
+    @property
+    def key(self) -> str:
+        """The canonical JSON text of the task: equal keys if and only if equal tasks."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))

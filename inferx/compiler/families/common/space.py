@@ -18,7 +18,7 @@ import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from inferx.compiler.families.common.hardware import Hopper
 from inferx.compiler.families.interface import AnyTask, Schedule, ScheduleError
@@ -158,6 +158,32 @@ class WholeSchedule(KnobSearch):
     def complete(self, s: Mapping[str, int]) -> Schedule:
         """A stored schedule as a point of the space: records name all their knobs."""
         return self.emit(s)
+
+
+class DecodePrefillKnobs(WholeSchedule):
+    """A one-template space whose decode tasks draw from ``decode_knobs`` and prefill tasks from
+    ``prefill_knobs`` (a knob of one name may take other values in each), and whose optional
+    knobs (``optional``: name to the value meaning off) are left out of a schedule where off, so
+    a schedule and the same one with its knobs off spelled out are one."""
+
+    decode_knobs: tuple[Knob, ...]
+    prefill_knobs: tuple[Knob, ...]
+    optional: ClassVar[Mapping[str, int]] = {}
+
+    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
+        return self.decode_knobs if task.shape == "decode" else self.prefill_knobs
+
+    def emit(self, s: Mapping[str, int]) -> Schedule:
+        return {k: int(v) for k, v in s.items() if self.optional.get(k) != v}
+
+    def complete(self, s: Mapping[str, int]) -> Schedule:
+        """A stored schedule as a point of the space: optional knobs it leaves out are off."""
+        return {**self.optional, **self.emit(s)}
+
+    def _ordered(self, knob: Knob) -> tuple[int, ...]:
+        """The knob's values in order, not cached by name (decode and prefill knobs of one name
+        take different values)."""
+        return tuple(sorted(knob.values))
 
 
 def complete(space: Space, s: Mapping[str, int]) -> Schedule:

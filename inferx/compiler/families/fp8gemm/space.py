@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from inferx.compiler.families.common.hardware import H200, Hopper
-from inferx.compiler.families.common.space import Knob, Schedule, WholeSchedule, first_broken_rule, p2
+from inferx.compiler.families.common.space import DecodePrefillKnobs, Knob, first_broken_rule, p2
 from inferx.compiler.families.fp8gemm.codegen import OPTIONAL, fp8gemm_schedule
 from inferx.compiler.families.fp8gemm.task import Fp8GemmTask
 from inferx.compiler.families.gemm import space as gemm_space
@@ -153,7 +153,7 @@ PREFILL_KNOBS: tuple[Knob, ...] = (
 
 
 @dataclass(frozen=True)
-class Fp8GemmSpace(WholeSchedule):
+class Fp8GemmSpace(DecodePrefillKnobs):
     """The schedules of the fp8gemm template for one target: decode tasks draw from
     ``decode_knobs``, prefill tasks from ``prefill_knobs``. Every schedule it returns is accepted
     by ``fp8gemm_schedule`` and passes ``constraints``."""
@@ -165,26 +165,10 @@ class Fp8GemmSpace(WholeSchedule):
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "fp8gemm"
-
-    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
-        return self.decode_knobs if task.shape == "decode" else self.prefill_knobs
+    optional = OPTIONAL
 
     def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
         """The first rule ``s`` breaks for ``task`` (the template's own checks first), or None."""
         if not isinstance(task, Fp8GemmTask):
             return f"the fp8gemm space does not schedule {task.template} tasks"
         return first_broken_rule(task, s, self.emit, lambda d: fp8gemm_schedule(dict(d)), self.constraints, self.hw)
-
-    def emit(self, s: Mapping[str, int]) -> Schedule:
-        """The template's schedule dict: the optional knobs (``codegen.OPTIONAL``) left out where
-        off, so a schedule and the same one with its knobs off spelled out are one."""
-        return {k: int(v) for k, v in s.items() if OPTIONAL.get(k) != v}
-
-    def complete(self, s: Mapping[str, int]) -> Schedule:
-        """A stored schedule as a point of the space: optional knobs it leaves out are off."""
-        return {**OPTIONAL, **self.emit(s)}
-
-    def _ordered(self, knob: Knob) -> tuple[int, ...]:
-        """The knob's values in order, not cached by name: decode and prefill knobs of one name
-        take different values."""
-        return tuple(sorted(knob.values))

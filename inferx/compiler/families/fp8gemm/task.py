@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferx.compiler.families.common.keys import LAYOUT_OPS, cost_tag, rows_bucket
+from inferx.compiler.families.common.keys import LAYOUT_OPS, LinearTaskKey, cost_tag, rows_bucket
 from inferx.compiler.families.common.rows import gated_split
 from inferx.compiler.families.fp8gemm.codegen import TEMPLATE, applies, decode_rows, linear_of, prologue_of
 from inferx.compiler.families.gemm.rope import rope_head_dim
@@ -22,7 +21,7 @@ X_SCALES = ("token", "static", "given")
 
 
 @dataclass(frozen=True)
-class Fp8GemmTask:
+class Fp8GemmTask(LinearTaskKey):
     """One tuning task of the fp8gemm template: what changes the best schedule of an FP8 GEMM.
 
     ``x_dtype`` is the dtype x arrives in (the norm's input where there is one; "f8e4m3" where it
@@ -76,16 +75,6 @@ class Fp8GemmTask:
                                d["x_scale"], bool(d["bias"]), d["prologue"], d["epilogue"], d["shape"], int(d["rows"]))
         except (KeyError, TypeError) as e:
             raise TaskError(f"not an fp8gemm task: missing or malformed field {e}") from None
-
-    @property
-    def gated(self) -> bool:
-        """A gate|up split: each tile reads the W rows of both halves of its columns."""
-        return bool({"gated", "pairs"} & set(self.epilogue.split("+")))
-
-    @property
-    def key(self) -> str:
-        """The canonical JSON text of the task: equal keys if and only if equal tasks."""
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
 
     def __str__(self) -> str:
         n = f"N={self.n}" + (f" (tiles over {self.tile_n})" if self.tile_n != self.n else "")

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 
 from inferx.compiler.families.common.hardware import DTYPE_BYTES, H200, Hopper
 from inferx.compiler.families.common.space import (
+    DecodePrefillKnobs,
     Knob,
-    Schedule,
-    WholeSchedule,
     first_broken_rule,
     p2,
     resident_programs,
@@ -191,7 +190,7 @@ PREFILL_KNOBS: tuple[Knob, ...] = (
 
 
 @dataclass(frozen=True)
-class QGemmSpace(WholeSchedule):
+class QGemmSpace(DecodePrefillKnobs):
     """The schedules of the qgemm template for one target: decode tasks draw from
     ``decode_knobs``, prefill tasks from ``prefill_knobs``. Every schedule it returns is accepted
     by ``qgemm_schedule``, fits the task's group (``check_fits``) and passes ``constraints``."""
@@ -203,26 +202,10 @@ class QGemmSpace(WholeSchedule):
     _sorted: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     template = "qgemm"
-
-    def knobs_for(self, task: AnyTask) -> tuple[Knob, ...]:
-        return self.decode_knobs if task.shape == "decode" else self.prefill_knobs
+    optional = OPTIONAL
 
     def why_invalid(self, task: AnyTask, s: Mapping[str, int]) -> str | None:
         """The first rule ``s`` breaks for ``task`` (the template's own checks first), or None."""
         if not isinstance(task, QGemmTask):
             return f"the qgemm space does not schedule {task.template} tasks"
         return first_broken_rule(task, s, self.emit, qgemm_schedule, self.constraints, self.hw)
-
-    def emit(self, s: Mapping[str, int]) -> Schedule:
-        """The template's schedule dict: the optional knobs (``schedule.OPTIONAL``) left out where
-        off, so a schedule and the same one with its knobs off spelled out are one."""
-        return {k: int(v) for k, v in s.items() if OPTIONAL.get(k) != v}
-
-    def complete(self, s: Mapping[str, int]) -> Schedule:
-        """A stored schedule as a point of the space: optional knobs it leaves out are off."""
-        return {**OPTIONAL, **self.emit(s)}
-
-    def _ordered(self, knob: Knob) -> tuple[int, ...]:
-        """The knob's values in order, not cached by name: decode and prefill knobs of one name
-        take different values."""
-        return tuple(sorted(knob.values))

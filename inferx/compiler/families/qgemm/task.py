@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from inferx.compiler.families.common.keys import LAYOUT_OPS, cost_tag, rows_bucket
+from inferx.compiler.families.common.keys import LAYOUT_OPS, LinearTaskKey, cost_tag, rows_bucket
 from inferx.compiler.families.common.rows import gated_split
 from inferx.compiler.families.interface import TaskError
 from inferx.compiler.families.qgemm.codegen import TEMPLATE, applies, prologue_of, qlinear_of
@@ -19,7 +18,7 @@ VERSION = 1  # the qgemm key's own version
 
 
 @dataclass(frozen=True)
-class QGemmTask:
+class QGemmTask(LinearTaskKey):
     """One tuning task of the qgemm template: what changes the best schedule of an int4 GEMM.
 
     ``shape`` is "decode" when the rows (all dims of x but the last) hold no ``seq`` and
@@ -80,16 +79,6 @@ class QGemmTask:
             )
         except (KeyError, TypeError) as e:
             raise TaskError(f"not a qgemm task: missing or malformed field {e}") from None
-
-    @property
-    def gated(self) -> bool:
-        """A gate|up split: each tile reads the W rows of both halves of its columns."""
-        return bool({"gated", "pairs"} & set(self.epilogue.split("+")))
-
-    @property
-    def key(self) -> str:
-        """The canonical JSON text of the task: equal keys if and only if equal tasks."""
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
 
     def __str__(self) -> str:
         dt = self.x_dtype if self.x_dtype == self.scales_dtype == self.out_dtype else (
