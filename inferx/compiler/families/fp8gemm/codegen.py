@@ -165,6 +165,23 @@ def tma_applies(layout: TileLayout, k_dim: int, given: bool) -> str | None:
     return None
 
 
+def _dot(em: Emitter, acc: str, gpu_w: str, load_bytes: str | None = None) -> None:
+    """``acc += aq . W^T`` of one K step: on the GPU W is ``gpu_w`` (E4M3 [BN, BK], taken
+    transposed); in Triton's interpreter the bytes ``wb`` (loaded by ``load_bytes`` where given)
+    decoded exactly to fp32 and an fp32 dot."""
+    e = em.emit
+    e("if ON_GPU:")
+    e(f"    {acc} = tl.dot(aq, tl.trans({gpu_w}), {acc})")
+    e("else:")
+    em.indent += 1
+    if load_bytes is not None:
+        e(f"wb = {load_bytes}")
+    for line in DECODE.format(b="wb", out="wf").splitlines():
+        e(line)
+    e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
+    em.indent -= 1
+
+
 def _quantized_loop(em: Emitter, f: nn.Fp8LinearOp, pairs: Sequence[tuple[str, str]], x_ptr: str, codes: str,
                     k_dim: int, layout: TileLayout, sched: Fp8GemmSchedule, rows: str) -> None:
     """The K loop of an input already E4M3 (``row_scales``): its bytes and W's straight into
@@ -198,15 +215,8 @@ def _quantized_loop(em: Emitter, f: nn.Fp8LinearOp, pairs: Sequence[tuple[str, s
     em.indent -= 1
     for cols, acc in pairs:
         w_offs = f"{cols}[:, None] * {k_dim} + (k0 + kk)[None, :]"
-        e("if ON_GPU:")
-        e(f"    {acc} = tl.dot(aq, tl.trans(tl.load(wp + {w_offs}, mask=cn[:, None])), {acc})")
-        e("else:")
-        em.indent += 1
-        e(f"wb = tl.load({codes} + {w_offs}, mask=cn[:, None], other=0)")
-        for line in DECODE.format(b="wb", out="wf").splitlines():
-            e(line)
-        e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
-        em.indent -= 1
+        _dot(em, acc, f"tl.load(wp + {w_offs}, mask=cn[:, None])",
+             f"tl.load({codes} + {w_offs}, mask=cn[:, None], other=0)")
     em.indent -= 1
 
 
@@ -243,14 +253,7 @@ def _tma_loop(em: Emitter, pairs: Sequence[tuple[str, str]], x_ptr: str, codes: 
     em.indent -= 1
     for start, acc in boxes:
         e(f"wb = w_desc.load([{start}, k0])")
-        e("if ON_GPU:")
-        e(f"    {acc} = tl.dot(aq, wb.T, {acc})")
-        e("else:")
-        em.indent += 1
-        for line in DECODE.format(b="wb", out="wf").splitlines():
-            e(line)
-        e(f"{acc} = tl.dot(aq, wf.T, {acc}, input_precision=\"ieee\")")
-        em.indent -= 1
+        _dot(em, acc, "wb")
     em.indent -= 1
     if interleaved:  # columns 2j and 2j + 1 of the box: gate j and up j
         e("acc, accp = tl.split(tl.reshape(acc2, (BM, BN, 2)))")
@@ -313,14 +316,7 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         em.indent -= 1
         for cols, acc in pairs:
             e(f"wb = tl.load({codes} + {cols}[:, None] * {k_dim} + (k0 + kk)[None, :], mask=cn[:, None], other=0)")
-            e("if ON_GPU:")
-            e(f"    {acc} = tl.dot(aq, tl.trans(wb.to(tl.float8e4nv, bitcast=True)), {acc})")
-            e("else:")
-            em.indent += 1
-            for line in DECODE.format(b="wb", out="wf").splitlines():
-                e(line)
-            e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
-            em.indent -= 1
+            _dot(em, acc, "wb.to(tl.float8e4nv, bitcast=True)")
         em.indent -= 1
     for cols, acc in pairs:
         e(f"{acc} = {acc} * sx[:, None] * tl.load({scales} + {cols}, mask=cn, other=0)[None, :]")
