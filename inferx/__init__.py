@@ -1,7 +1,7 @@
 """InferX: an LLM compiler for NVIDIA Hopper GPUs.
 
 Public API (design.md): ``import_model``; ``Program.reference_session()``; sessions with
-``prefill``, ``decode``, ``generate`` and ``reset``.
+``prefill``, ``decode``, ``generate`` (greedy, or as a ``SamplingParams`` says) and ``reset``.
 """
 
 from __future__ import annotations
