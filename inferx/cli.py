@@ -350,6 +350,9 @@ FUSE_ATTENTION_O_HELP = (
               help="With int4 weights: prompts past 128 rows read each weight dequantized once per prompt into "
               "a buffer the size of the largest int4 weight at two bytes an element, rather than unpacking it "
               "in every tile (faster for long prompts, that much memory per prompt bucket).")
+@click.option("--fp8-prompt-inputs/--no-fp8-prompt-inputs", default=True, show_default=True,
+              help="With FP8 linears: a prompt's FP8 GEMMs read x quantized once by a kernel of its own (one per "
+              "input), rather than quantizing it in every tile.")
 def compile_command(
     model: str,
     output: str,
@@ -369,6 +372,7 @@ def compile_command(
     quant_head: bool,
     quant_overrides: tuple[str, ...],
     dense_prompt_weights: bool,
+    fp8_prompt_inputs: bool,
     accuracy_budget: str | None,
     fp8_activations: str,
     smoothquant: float | None,
@@ -418,6 +422,7 @@ def compile_command(
             quant_head=quant_head,
             quant_overrides=quant_overrides,
             dense_prompt_weights=dense_prompt_weights,
+            fp8_prompt_inputs=fp8_prompt_inputs,
             accuracy_budget=budget,
             fp8_activations=fp8_activations,
             smoothquant=smoothquant,

@@ -163,8 +163,15 @@ def test_compile_quant_fp8_writes_e4m3_weights(model_dir: Path, tmp_path: Path) 
     codes = [n for n, w in art.manifest["weights"].items() if w["dtype"] == "f8e4m3"]
     assert codes and all(n.replace(".codes", ".scales") in art.manifest["weights"] for n in codes), codes
     assert any(k["template"] == "fp8gemm" for k in art.manifest["kernels"].values())
+    assert any(k["template"] == "fp8quant" for k in art.manifest["kernels"].values())  # prompts' x once
     shown = invoke(["inspect", str(out)])
     assert shown.exit_code == 0 and "fp8gemm" in shown.output, shown.output
+    tiles = tmp_path / "t.ixa"
+    result = invoke(["compile", str(model_dir), "-o", str(tiles), *CPU_FLAGS, "--quant", "fp8",
+                     "--no-fp8-prompt-inputs"])
+    assert result.exit_code == 0, result.output
+    kernels = inferx.runtime.artifact.load_artifact(tiles).manifest["kernels"].values()
+    assert not any(k["template"] == "fp8quant" for k in kernels)
 
 
 def test_kv_dtype_fp8_without_a_tokenizer_is_one_error_line(model_dir: Path, tmp_path: Path) -> None:
