@@ -165,21 +165,24 @@ def tma_applies(layout: TileLayout, k_dim: int, given: bool) -> str | None:
     return None
 
 
+def _on_gpu(em: Emitter, gpu: str, interpreted: Sequence[str]) -> None:
+    """``gpu`` on the GPU, the lines ``interpreted`` (FP8 emulated exactly) in Triton's interpreter."""
+    em.emit("if ON_GPU:")
+    em.emit(f"    {gpu}")
+    em.emit("else:")
+    em.indent += 1
+    for line in interpreted:
+        em.emit(line)
+    em.indent -= 1
+
+
 def _dot(em: Emitter, acc: str, gpu_w: str, load_bytes: str | None = None) -> None:
     """``acc += aq . W^T`` of one K step: on the GPU W is ``gpu_w`` (E4M3 [BN, BK], taken
     transposed); in Triton's interpreter the bytes ``wb`` (loaded by ``load_bytes`` where given)
     decoded exactly to fp32 and an fp32 dot."""
-    e = em.emit
-    e("if ON_GPU:")
-    e(f"    {acc} = tl.dot(aq, tl.trans({gpu_w}), {acc})")
-    e("else:")
-    em.indent += 1
-    if load_bytes is not None:
-        e(f"wb = {load_bytes}")
-    for line in DECODE.format(b="wb", out="wf").splitlines():
-        e(line)
-    e(f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")")
-    em.indent -= 1
+    _on_gpu(em, f"{acc} = tl.dot(aq, tl.trans({gpu_w}), {acc})",
+            ([f"wb = {load_bytes}"] if load_bytes is not None else []) + DECODE.format(b="wb", out="wf").splitlines()
+            + [f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")"])
 
 
 def _quantized_loop(em: Emitter, f: nn.Fp8LinearOp, pairs: Sequence[tuple[str, str]], x_ptr: str, codes: str,
@@ -205,14 +208,9 @@ def _quantized_loop(em: Emitter, f: nn.Fp8LinearOp, pairs: Sequence[tuple[str, s
     e(f"for k0 in range(0, {k_dim}, BK):")
     em.indent += 1
     a_offs = f"r[:, None] * {k_dim} + (k0 + kk)[None, :]"
-    e("if ON_GPU:")
-    e(f"    aq = tl.load(xp + {a_offs}, mask=rm[:, None])  # rows past M: never stored")
-    e("else:")
-    em.indent += 1
-    e(f"ab = tl.load({x_ptr} + {a_offs}, mask=rm[:, None], other=0)")
-    for line in DECODE.format(b="ab", out="aq").splitlines():
-        e(line)
-    em.indent -= 1
+    _on_gpu(em, f"aq = tl.load(xp + {a_offs}, mask=rm[:, None])  # rows past M: never stored",
+            [f"ab = tl.load({x_ptr} + {a_offs}, mask=rm[:, None], other=0)",
+             *DECODE.format(b="ab", out="aq").splitlines()])
     for cols, acc in pairs:
         w_offs = f"{cols}[:, None] * {k_dim} + (k0 + kk)[None, :]"
         _dot(em, acc, f"tl.load(wp + {w_offs}, mask=cn[:, None])",
@@ -244,13 +242,7 @@ def _tma_loop(em: Emitter, pairs: Sequence[tuple[str, str]], x_ptr: str, codes: 
     e(f"for k0 in range(0, {k_dim}, BK):")
     em.indent += 1
     e("ab = x_desc.load([pid_m * BM, k0])")
-    e("if ON_GPU:")
-    e("    aq = ab")
-    e("else:")
-    em.indent += 1
-    for line in DECODE.format(b="ab", out="aq").splitlines():
-        e(line)
-    em.indent -= 1
+    _on_gpu(em, "aq = ab", DECODE.format(b="ab", out="aq").splitlines())
     for start, acc in boxes:
         e(f"wb = w_desc.load([{start}, k0])")
         _dot(em, acc, "wb")
@@ -307,13 +299,7 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         e("a = a / sx[:, None]")
         if f.x_scale is not None:  # a static scale: values past its range saturate
             e(f"a = tl.minimum(tl.maximum(a, -{FP8_MAX!r}), {FP8_MAX!r})")
-        e("if ON_GPU:")
-        e("    aq = a.to(tl.float8e4nv)")
-        e("else:")
-        em.indent += 1
-        for line in ROUND.format(v="a", out="aq").splitlines():
-            e(line)
-        em.indent -= 1
+        _on_gpu(em, "aq = a.to(tl.float8e4nv)", ROUND.format(v="a", out="aq").splitlines())
         for cols, acc in pairs:
             e(f"wb = tl.load({codes} + {cols}[:, None] * {k_dim} + (k0 + kk)[None, :], mask=cn[:, None], other=0)")
             _dot(em, acc, "wb.to(tl.float8e4nv, bitcast=True)")
