@@ -12,7 +12,8 @@ the family). It answers, in one object:
 - ``generate``: the Triton source of a kernel under a schedule;
 - tuning: ``task`` (the key a record is a measurement of), ``task_from_json``, ``space`` (the
   schedules the tuner searches), ``neighbours`` (other row buckets whose records may stand in);
-- cost: ``bound_ms``, ``roofline_ms`` and ``features`` for the roofline and learned cost models;
+- cost: ``bound_ms``, ``roofline_ms`` and ``features`` for the roofline and learned cost models
+  (by default those of the module ``cost_model`` names);
   ``launch_cost``, the traits the runtime's byte and FLOP counts read from the manifest;
 - ``passes``: kernel-IR passes of its own (a fused decode kernel is made by one).
 
@@ -146,14 +147,24 @@ class KernelFamily:
         return []
 
     # --- cost ---------------------------------------------------------------------------------
+    # The module of the family's cost model: its ``bound_ms(task, hw)``, ``roofline_ms(task, s,
+    # hw)`` and ``features(task, s, hw)`` answer the three calls below (None: no cost model).
+    cost_model: ClassVar[Any] = None
+
     def bound_ms(self, task: AnyTask, hw: Hopper = H200) -> float:
-        raise ValueError(f"template {self.name} has no cost model")
+        if self.cost_model is None:
+            raise ValueError(f"template {self.name} has no cost model")
+        return float(self.cost_model.bound_ms(task, hw))
 
     def roofline_ms(self, task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
-        raise ValueError(f"template {self.name} has no cost model")
+        if self.cost_model is None:
+            raise ValueError(f"template {self.name} has no cost model")
+        return float(self.cost_model.roofline_ms(task, s, hw))
 
     def features(self, task: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
-        raise ValueError(f"template {self.name} has no cost features")
+        if self.cost_model is None:
+            raise ValueError(f"template {self.name} has no cost features")
+        return list(self.cost_model.features(task, s, hw))
 
     def smem_bytes(self, task: AnyTask, s: Mapping[str, int]) -> int:
         """Shared memory one program of schedule ``s`` takes."""

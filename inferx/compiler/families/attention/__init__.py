@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from inferx.compiler.families.attention import codegen, cost, schedule, space, task
 from inferx.compiler.families.common.hardware import H200, Hopper
@@ -21,6 +21,7 @@ class AttentionFamily(KernelFamily):
     anchors = (nn.AttentionOp,)
     schedule_type = codegen.AttentionSchedule
     feature_names = cost.FEATURES
+    cost_model: ClassVar[Any] = cost
 
     def applies(self, kernel: KernelOp) -> str | None:
         return codegen.applies(kernel)
@@ -55,15 +56,6 @@ class AttentionFamily(KernelFamily):
         if t.shape != "prefill":
             return []
         return [replace(t, rows=rows, ctx=max(1, t.ctx * rows // t.rows)), replace(t, rows=rows)]
-
-    def bound_ms(self, t: AnyTask, hw: Hopper = H200) -> float:
-        return cost.bound_ms(t, hw)  # type: ignore[arg-type]
-
-    def roofline_ms(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
-        return cost.roofline_ms(t, s, hw)  # type: ignore[arg-type]
-
-    def features(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
-        return cost.features(t, s, hw)  # type: ignore[arg-type]
 
     def smem_bytes(self, t: AnyTask, s: Mapping[str, int]) -> int:
         return space.attention_smem_bytes(t, s)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ rows, made by the ``fuse-decode-attention-o`` pass from the two kernels it repla
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from xdsl.passes import ModulePass
 
@@ -24,6 +24,7 @@ class AttentionOFamily(KernelFamily):
              "(inferx/compiler/families/attention_o/codegen.py)")
     schedule_type = codegen.AttentionOSchedule
     feature_names = cost.FEATURES
+    cost_model: ClassVar[Any] = cost
 
     def applies(self, kernel: KernelOp) -> str | None:
         return codegen.applies(kernel)
@@ -49,15 +50,6 @@ class AttentionOFamily(KernelFamily):
 
     def space(self, hw: Hopper = H200) -> Any:
         return space.AttentionOSpace(hw)
-
-    def bound_ms(self, t: AnyTask, hw: Hopper = H200) -> float:
-        return cost.bound_ms(t, hw)  # type: ignore[arg-type]
-
-    def roofline_ms(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
-        return cost.roofline_ms(t, s, hw)  # type: ignore[arg-type]
-
-    def features(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
-        return cost.features(t, s, hw)  # type: ignore[arg-type]
 
     def launch_cost(self) -> dict[str, Any]:
         return {"kv": "context", "per_row": False, "flops": "queries_by_context"}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from inferx.compiler.families.common.hardware import H200, Hopper
 from inferx.compiler.families.fp8gemm import codegen, cost, space, task
@@ -29,6 +29,7 @@ class Fp8GemmFamily(KernelFamily):
     schedule_type = codegen.Fp8GemmSchedule
     optional_knobs = codegen.OPTIONAL
     feature_names = cost.FEATURES
+    cost_model: ClassVar[Any] = cost
 
     def applies(self, kernel: KernelOp) -> str | None:
         return codegen.applies(kernel)
@@ -60,15 +61,6 @@ class Fp8GemmFamily(KernelFamily):
         over at either); none for decode."""
         assert isinstance(t, task.Fp8GemmTask)
         return [replace(t, rows=rows)] if t.shape == "prefill" else []
-
-    def bound_ms(self, t: AnyTask, hw: Hopper = H200) -> float:
-        return cost.bound_ms(t, hw)  # type: ignore[arg-type]
-
-    def roofline_ms(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
-        return cost.roofline_ms(t, s, hw)  # type: ignore[arg-type]
-
-    def features(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
-        return cost.features(t, s, hw)  # type: ignore[arg-type]
 
     def smem_bytes(self, t: AnyTask, s: Mapping[str, int]) -> int:
         return space.smem_bytes(t, s)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from inferx.compiler.families.common.hardware import H200, Hopper
 from inferx.compiler.families.common.keys import rows_bucket
@@ -24,6 +24,7 @@ class GemmFamily(KernelFamily):
     schedule_type = codegen.GemmSchedule
     optional_knobs = schedule.OPTIONAL_KNOBS
     feature_names = cost.FEATURES
+    cost_model: ClassVar[Any] = cost
 
     def applies(self, kernel: KernelOp) -> str | None:
         return codegen.applies(kernel)
@@ -66,15 +67,6 @@ class GemmFamily(KernelFamily):
     def neighbours(self, t: AnyTask, rows: int) -> list[AnyTask]:
         assert isinstance(t, task.Task)
         return [replace(t, rows=rows)] if t.shape == "prefill" else []
-
-    def bound_ms(self, t: AnyTask, hw: Hopper = H200) -> float:
-        return cost.bound_ms(t, hw)  # type: ignore[arg-type]
-
-    def roofline_ms(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
-        return cost.roofline_ms(t, s, hw)  # type: ignore[arg-type]
-
-    def features(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
-        return cost.features(t, s, hw)  # type: ignore[arg-type]
 
     def smem_bytes(self, t: AnyTask, s: Mapping[str, int]) -> int:
         return space.smem_bytes(t, s)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ down GEMV, residual) as one kernel for decode buckets of up to 8 rows, made by t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from xdsl.passes import ModulePass
 
@@ -24,6 +24,7 @@ class MlpFamily(KernelFamily):
              "(inferx/compiler/families/mlp/codegen.py)")
     schedule_type = codegen.MlpSchedule
     feature_names = cost.FEATURES
+    cost_model: ClassVar[Any] = cost
 
     def applies(self, kernel: KernelOp) -> str | None:
         return codegen.applies(kernel)
@@ -49,15 +50,6 @@ class MlpFamily(KernelFamily):
 
     def space(self, hw: Hopper = H200) -> Any:
         return space.MlpSpace(hw)
-
-    def bound_ms(self, t: AnyTask, hw: Hopper = H200) -> float:
-        return cost.bound_ms(t, hw)  # type: ignore[arg-type]
-
-    def roofline_ms(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> float:
-        return cost.roofline_ms(t, s, hw)  # type: ignore[arg-type]
-
-    def features(self, t: AnyTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
-        return cost.features(t, s, hw)  # type: ignore[arg-type]
 
     def smem_bytes(self, t: AnyTask, s: Mapping[str, int]) -> int:
         return space.mlp_smem_bytes(t, s)  # type: ignore[arg-type]
