@@ -652,7 +652,7 @@ def run_command(
     try:
         sampling = SamplingParams(temperature, top_k, top_p, min_p, repetition_penalty, seed)
     except SamplingError as e:
-        raise UserError(f"--{str(e).split()[0].replace('_', '-')}: {e}") from None
+        raise UserError(f"--{str(e.param).replace('_', '-')}: {e}") from None
     if not sampling.greedy and seed is None:
         sampling = sampling.seeded()
         click.echo(f"seed {sampling.seed} (--seed {sampling.seed} draws the same tokens again)", err=True)

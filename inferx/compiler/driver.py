@@ -140,7 +140,7 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
     elif options.kv_dtype == "fp8":  # observed on the float model, applied after the weights' quantization
         from inferx.compiler.quant.kv import observe_kv
 
-        windows = pipeline.calibration_windows(program, options, src, purpose="kv_dtype fp8")
+        windows = pipeline.calibration_windows(program, options, purpose="kv_dtype fp8")
         kv_amax = observe_kv(program, windows)
         say(f"        kv cache fp8: per-head scales observed on {len(windows)} windows of "
             f"{options.calibration or 'pydoc_data.topics'}")
@@ -149,7 +149,7 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
         from inferx.compiler.quant.planner import plan as plan_precisions
 
         try:
-            plan: pipeline.PrecisionPlan | None = plan_precisions(program, options, src)
+            plan: pipeline.PrecisionPlan | None = plan_precisions(program, options)
         except PlanError as e:
             raise CompileError(str(e)) from None
     else:

@@ -193,7 +193,7 @@ def apply_plan(program: Program, plan: PrecisionPlan, options: CompileOptions, s
 
     fp8 = [n for n, p in plan.layers.items() if p == pr.FP8]
     # observed on the float model (smoothing changes its store before anything is quantized)
-    x_scales, supplied = calibrate_fp8(program, set(fp8), options, source) if fp8 else (None, None)
+    x_scales, supplied = calibrate_fp8(program, set(fp8), options) if fp8 else (None, None)
     int4 = [p for p in plan.layers.values() if pr.is_int4(p)]
     if int4:
         rules = tuple(f"{n}={p if pr.is_int4(p) else pr.FLOAT}" for n, p in plan.layers.items())
@@ -208,7 +208,7 @@ def apply_plan(program: Program, plan: PrecisionPlan, options: CompileOptions, s
     return program
 
 
-def calibrate_fp8(program: Program, fp8: set[str], options: CompileOptions, source: Any = None
+def calibrate_fp8(program: Program, fp8: set[str], options: CompileOptions
                   ) -> tuple[dict[str, float] | None, dict[str, Any] | None]:
     """(static scales, GPTQ's weights) of the FP8 linears ``fp8`` of the float ``program``, on the
     calibration text: with ``options.smoothquant``, the inputs that FP8 linears alone read
@@ -221,7 +221,7 @@ def calibrate_fp8(program: Program, fp8: set[str], options: CompileOptions, sour
     if options.quant_method == "gptq":
         from inferx.compiler.quant.fp8 import gptq_fp8
 
-        windows = calibration_windows(program, options, source)
+        windows = calibration_windows(program, options)
         if options.smoothquant is None and options.fp8_activations == "dynamic":
             supplied = gptq_fp8(program, fp8, windows, damp=GPTQ_DAMP)
             _say_gptq(options, len(fp8), len(windows))
@@ -231,7 +231,7 @@ def calibrate_fp8(program: Program, fp8: set[str], options: CompileOptions, sour
     from inferx.compiler.quant.observers import observe, static_scales
     from inferx.compiler.quant.smooth import smooth
 
-    windows = calibration_windows(program, options, source)
+    windows = calibration_windows(program, options)
     say = options.progress or (lambda line: None)
     text = options.calibration or "pydoc_data.topics"
     ranges = observe(program, windows)
@@ -302,7 +302,7 @@ def quantize(program: Program, options: CompileOptions, source: Any = None) -> P
             return quantize_program(program, options.quant, head=options.quant_head, overrides=overrides)
         from inferx.compiler.quant.store import quantize_calibrated
 
-        windows = calibration_windows(program, options, source)
+        windows = calibration_windows(program, options)
         if options.progress is not None:
             options.progress(f"        calibrating {options.quant_method} on {len(windows)} windows of "
                              f"{len(windows[0])} tokens of {options.calibration or 'pydoc_data.topics'}")
@@ -319,19 +319,16 @@ CALIBRATION_WINDOWS = 32  # 8 overfit GPTQ to the calibration text (docs/perform
 GPTQ_DAMP = 0.1
 
 
-def calibration_windows(program: Program, options: CompileOptions, source: Any = None,
-                        purpose: str | None = None) -> list[list[int]]:
+def calibration_windows(program: Program, options: CompileOptions, purpose: str | None = None) -> list[list[int]]:
     """Windows of token ids the calibrated methods run through the float model: the text of
     ``options.calibration`` (CPython's documentation text when None) tokenized by the program's
-    tokenizer (or that of the HF checkpoint directory ``source``) and cut into CALIBRATION_WINDOWS
+    tokenizer (an HF directory's or a GGUF file's, attached on import) and cut into CALIBRATION_WINDOWS
     windows of CALIBRATION_WINDOW tokens, or of the model's context where that is shorter (fewer
     windows where the text is short, at least one).
     CompileError without a tokenizer (naming ``purpose``, what calibrates) or text enough."""
-    from inferx.compiler.frontend.tokenizer import TokenizerError, hf_dir_tokenizer
+    from inferx.compiler.frontend.tokenizer import TokenizerError
 
     tokenizer = program.tokenizer
-    if tokenizer is None and isinstance(source, (str, Path)) and Path(source).is_dir():
-        tokenizer = hf_dir_tokenizer(Path(source))
     if tokenizer is None:
         what = purpose or f"quant method {options.quant_method}"
         raise CompileError(f"{what} calibrates on text: the model has no tokenizer")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,12 @@ MAX_SEED = (1 << 64) - 1
 
 
 class SamplingError(ValueError):
-    """A sampling parameter out of its range; the message names it and the value."""
+    """A sampling parameter out of its range; the message names it and the value, ``param`` the
+    parameter (None for a set of parameters that does not fit the batch)."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)
@@ -53,20 +58,20 @@ class SamplingParams:
         def number(name: str, lo: float, hi: float, lo_open: bool = False) -> None:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
-                raise SamplingError(f"{name} must be a number, got {v!r}")
+                raise SamplingError(f"{name} must be a number, got {v!r}", name)
             if v < lo or v > hi or (lo_open and v == lo):
                 bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
-                raise SamplingError(f"{name} must be in {bound}, got {v!r}")
+                raise SamplingError(f"{name} must be in {bound}, got {v!r}", name)
 
         number("temperature", 0.0, 100.0)
         number("top_p", 0.0, 1.0, lo_open=True)
         number("min_p", 0.0, 1.0)
         number("repetition_penalty", 0.0, 100.0, lo_open=True)
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, (int, np.integer)) or self.top_k < 0:
-            raise SamplingError(f"top_k must be a whole number >= 0 (0: off), got {self.top_k!r}")
+            raise SamplingError(f"top_k must be a whole number >= 0 (0: off), got {self.top_k!r}", "top_k")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))
                                       or not 0 <= self.seed <= MAX_SEED):
-            raise SamplingError(f"seed must be a whole number in [0, 2^64 - 1] or None, got {self.seed!r}")
+            raise SamplingError(f"seed must be a whole number in [0, 2^64 - 1] or None, got {self.seed!r}", "seed")
 
     @property
     def greedy(self) -> bool:
@@ -74,10 +79,7 @@ class SamplingParams:
 
     def seeded(self) -> SamplingParams:
         """These parameters with a seed: its own, or one drawn from the operating system."""
-        if self.seed is not None:
-            return self
-        return SamplingParams(self.temperature, self.top_k, self.top_p, self.min_p, self.repetition_penalty,
-                              int.from_bytes(os.urandom(8), "little"))
+        return self if self.seed is not None else replace(self, seed=int.from_bytes(os.urandom(8), "little"))
 
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -148,10 +150,11 @@ def kept(scaled: np.ndarray, p: SamplingParams) -> np.ndarray:
     return keep
 
 
-def sample_row(logits: Any, held: np.ndarray, p: SamplingParams, step: int) -> tuple[int, float]:
+def sample_row(logits: Any, held: np.ndarray, p: SamplingParams, step: int,
+               logprob: bool = True) -> tuple[int, float]:
     """The next token of one sequence (``p`` seeded, or greedy) from its logits [vocab] and the
-    token ids it holds, at draw ``step``; and that token's log-probability under the model's own
-    distribution (log-softmax of the logits as given)."""
+    token ids it holds, at draw ``step``; and, with ``logprob`` (else 0), that token's
+    log-probability under the model's own distribution (log-softmax of the logits as given)."""
     raw = np.asarray(logits, dtype=np.float64)
     z = penalized(raw, held, p.repetition_penalty)
     if p.greedy:
@@ -163,9 +166,10 @@ def sample_row(logits: Any, held: np.ndarray, p: SamplingParams, step: int) -> t
         u = uniforms(p.seed, step, raw.size)
         score = np.where(keep, scaled - np.log(-np.log(u)), -np.inf)
         token = int(np.argmax(score))
+    if not logprob:
+        return token, 0.0
     top = raw.max()
-    logprob = float(raw[token] - top - np.log(np.exp(raw - top).sum()))
-    return token, logprob
+    return token, float(raw[token] - top - np.log(np.exp(raw - top).sum()))
 
 
 def per_row(params: SamplingParams | Sequence[SamplingParams] | None, batch: int) -> list[SamplingParams]:
@@ -177,8 +181,7 @@ def per_row(params: SamplingParams | Sequence[SamplingParams] | None, batch: int
     if isinstance(params, SamplingParams):
         base = params.seeded()
         assert base.seed is not None
-        return [SamplingParams(base.temperature, base.top_k, base.top_p, base.min_p, base.repetition_penalty,
-                               (base.seed + i) & MAX_SEED) for i in range(batch)]
+        return [replace(base, seed=(base.seed + i) & MAX_SEED) for i in range(batch)]
     rows = list(params)
     if len(rows) != batch:
         raise SamplingError(f"sampling gives {len(rows)} parameter sets for {batch} sequences")

@@ -345,13 +345,15 @@ class DecoderSession(ABC):
         if budget == 0:
             empty = np.zeros((len(ids), 0), dtype=np.int64)
             return (empty, np.zeros((len(ids), 0))) if logprobs else empty
-        plain = not logprobs and all(p.greedy and p.repetition_penalty == 1.0 for p in params)
-        held = [list(row[:k]) for row, k in zip(ids.tolist(), n.tolist(), strict=True)]
+        penalized = any(p.repetition_penalty != 1.0 for p in params)
+        plain = not logprobs and not penalized and all(p.greedy for p in params)
+        # the tokens each sequence holds, for the repetition penalty alone
+        held = [list(row[:k]) if penalized else [] for row, k in zip(ids.tolist(), n.tolist(), strict=True)]
 
         def pick(logits: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
             if plain:
                 return logits.argmax(-1), np.zeros(len(logits))
-            drawn = [sample_row(row, np.asarray(h, dtype=np.int64), p, step)
+            drawn = [sample_row(row, np.asarray(h, dtype=np.int64), p, step, logprobs)
                      for row, h, p in zip(logits, held, params, strict=True)]
             return np.array([t for t, _ in drawn], dtype=np.int64), np.array([lp for _, lp in drawn])
 
@@ -361,8 +363,9 @@ class DecoderSession(ABC):
         for step_index in range(1, budget):
             if eos.size and done.all():
                 break
-            for h, t in zip(held, nxt.tolist(), strict=True):
-                h.append(t)
+            if penalized:
+                for h, t in zip(held, nxt.tolist(), strict=True):
+                    h.append(t)
             step, lp = pick(_host(self.decode(nxt[:, None]))[:, 0], step_index)
             nxt = np.where(done, nxt, step)
             lps.append(np.where(done, 0.0, lp))

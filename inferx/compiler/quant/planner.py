@@ -172,15 +172,15 @@ class Measured:
         return out
 
 
-def plan(program: Program, options: Any, source: Any = None, say: Callable[[str], None] | None = None):  # type: ignore[no-untyped-def]
+def plan(program: Program, options: Any, say: Callable[[str], None] | None = None):  # type: ignore[no-untyped-def]
     """The plan (``pipeline.PrecisionPlan``) for ``program`` under ``options`` (quant "auto",
     accuracy_budget, quant_head, calibration, target); PlanError where no plan quantizes a linear
     within the budget."""
     say = say or options.progress or (lambda line: None)
-    return choose(measure(program, options, source, say), float(options.accuracy_budget), say)
+    return choose(measure(program, options, say), float(options.accuracy_budget), say)
 
 
-def measure(program: Program, options: Any, source: Any = None, say: Callable[[str], None] | None = None,
+def measure(program: Program, options: Any, say: Callable[[str], None] | None = None,
             known: Mapping[str, Mapping[str, float]] | None = None) -> Measured:
     """The units of ``program`` with their choices' predicted times and measured sensitivities
     (module docstring, 1.-4.); ``known``: {first weight of a unit: {choice: KL}} measured before
@@ -212,7 +212,7 @@ def measure(program: Program, options: Any, source: Any = None, say: Callable[[s
         units.append(Unit(names, sh, choices, {c: predicted_us(sh, c, float_bytes, bps) for c in choices},
                           {pr.FLOAT: 0.0}))
     try:
-        full = calibration_windows(program, options, source)
+        full = calibration_windows(program, options)
     except CompileError as e:
         raise PlanError(f"quant auto measures the model on text: {e}") from None
     windows = [w[:WINDOW] for w in full[:WINDOWS]]

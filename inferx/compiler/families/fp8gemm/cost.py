@@ -9,7 +9,6 @@ makes before its K loop.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -59,6 +58,5 @@ FEATURES = (*gemm_cost.FEATURES, "x_given", "x_static")
 def features(task: Fp8GemmTask, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
     """The learned model's inputs for one (task, schedule), named by ``FEATURES``: the gemm
     model's on the same tiles at FP8's rate (its roofline term this model's), and how x is scaled."""
-    out = gemm_cost.features(as_gemm(task), s, fp8_part(hw))
-    out[gemm_cost.FEATURES.index("log_roofline")] = math.log(roofline_ms(task, s, hw))
+    out = gemm_cost.features(as_gemm(task), s, fp8_part(hw), roofline=roofline_ms(task, s, hw))
     return [*out, float(task.x_scale == "given"), float(task.x_scale == "static")]

@@ -100,8 +100,9 @@ FEATURES = (
 )
 
 
-def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]:
-    """The learned model's inputs for one (task, schedule), named by ``FEATURES``."""
+def features(task: Task, s: Mapping[str, int], hw: Hopper = H200, roofline: float | None = None) -> list[float]:
+    """The learned model's inputs for one (task, schedule), named by ``FEATURES``; ``roofline``:
+    the analytical time to take instead of this template's (a family costing its tiles as these)."""
     tags = set(task.epilogue.split("+"))
     lg = lambda v: math.log2(max(1.0, float(v)))  # noqa: E731
     return [
@@ -113,6 +114,7 @@ def features(task: Task, s: Mapping[str, int], hw: Hopper = H200) -> list[float]
         lg(programs(task, s)), wave_efficiency(task, s, hw), float(blocks_per_sm(task, s, hw)),
         lg(smem_bytes(task, s)), acc_values_per_thread(task, s),
         float(math.ceil(task.k / (s["bk"] * s.get("split_k", 1)))), lg(s.get("split_k", 1)),
-        math.log(roofline_ms(task, s, hw)), float(s.get("tma", 0)), float(s.get("persistent", 0)),
+        math.log(roofline_ms(task, s, hw) if roofline is None else roofline), float(s.get("tma", 0)),
+        float(s.get("persistent", 0)),
         lg(s.get("group_m", 0)), float(s.get("unroll", 0)), float(s.get("defer", 0)),
     ]
