@@ -51,7 +51,7 @@ def test_gpu_schedules_on_dense_weights_match_the_reference(tmp_path: Path) -> N
         assert pairs and all(a["kernel"].startswith("dequant") for a, _ in pairs), (entry, names)
         for dq, _ in pairs:
             assert [bound for bound, _ in dq["by_rows"]][0] == 128
-            assert manifest["kernels"][dq["by_rows"][0][1]]["grid"] == ["1", "1"]  # below 129 rows: empty
+            assert manifest["kernels"][dq["by_rows"][0][1]]["grid"] == ["0", "1"]  # below 129 rows: empty
     assert not any(step["kernel"].startswith("dequant") for step in plan["decode"]["launches"])
     repro = "repro: pytest tests/test_dense_prompt_weights.py -k reference"
     ref = program.reference_session(max_batch=1, max_context=256)
@@ -113,15 +113,16 @@ def test_a_record_cannot_ask_for_dense_weights() -> None:
 
 
 def test_the_skipped_bucket_is_an_empty_launch() -> None:
-    """Below min_rows the dequantize kernel is one program that does nothing; from it, one program
-    per BN x BK block of the weight."""
+    """Below min_rows the dequantize kernel has no programs (``KernelSource.empty``: a session
+    leaves it out); from it, one program per BN x BK block of the weight."""
     dq = next(k for k in _fused(CompileOptions(target="h200", max_seq_len=1024, max_batch=1))["prefill"]
               if k.template.data == "dequant")
     op = dequantize_of(dq)
     assert isinstance(op, nn.DequantizeOp)
     empty = generate(dq, "k", DequantSchedule(skip=True))
-    assert empty.grid == ("1", "1") and "tl.store" not in empty.source
+    assert empty.grid == ("0", "1") and empty.empty and "tl.store" not in empty.source
     full = generate(dq, "k", DequantSchedule(64, 32))
+    assert not full.empty
     n, k = op.codes.type.shape  # type: ignore[attr-defined]
     assert full.grid == (f"cdiv({n}, 64)", str(k // 32)) and "tl.store(out0" in full.source
 

@@ -287,6 +287,8 @@ class CudaSession(DecoderSession):
         launches: list[_Launch] = []
         for r in resolved:
             ks, k = r.source, r.kernel
+            if ks.empty:  # a row bucket's launch of no programs
+                continue
             kinds = [I32 if p.kind == "sym" else PTR for p in ks.params]
             extra = [0] * k.extra_params
             if k.global_scratch and extra:  # the compiler's per-program scratch (TMA descriptors)

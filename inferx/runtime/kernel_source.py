@@ -56,6 +56,12 @@ class KernelSource:
     # How a runtime counts the launch's bytes and FLOPs (its family's ``launch_cost``).
     cost: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def empty(self) -> bool:
+        """A launch of no programs (a grid dim of "0": a row bucket's kernel with nothing to do),
+        which runtimes leave out."""
+        return "0" in self.grid
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["aliases"] = {str(k): v for k, v in self.aliases.items()}

@@ -106,7 +106,8 @@ def bind(
     zeros: Callable[[list[int], str], Any] | None = None,
 ) -> tuple[list[Launch], list[Any]]:
     """The launches of ``plan`` at the symbol values ``env`` with every argument bound (buffers
-    made by ``empty``, scratch by ``zeros``), and the tensors the entry returns."""
+    made by ``empty``, scratch by ``zeros``), and the tensors the entry returns. Launches of no
+    programs (``KernelSource.empty``) are left out."""
 
     def buffer(name: str, spec: BufferSpec) -> Any:
         return empty([eval_dim(d, env) for d in spec.shape], spec.dtype)
@@ -125,6 +126,7 @@ def bind(
             dict(r.source.constexprs, num_warps=r.source.num_warps, num_stages=r.source.num_stages),
         )
         for r in resolved
+        if not r.source.empty
     ]
     return launches, returns
 

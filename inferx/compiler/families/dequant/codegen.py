@@ -10,7 +10,7 @@ tile does) and stores them. So the weight the reading GEMM gets is bit for bit t
 prompt tile would have made in registers.
 
 Below its op's ``min_rows`` the reading GEMM reads the codes, so the kernel of that row bucket
-is an empty launch (``DequantSchedule.skip``)."""
+is an empty launch (``DequantSchedule.skip``: no programs, so a session launches nothing)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def generate(kernel: KernelOp, name: str, schedule: DequantSchedule) -> KernelSo
     constexprs = {"BN": schedule.bn, "BK": schedule.bk}
     args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
     aliases = {0: _idx(op.into)} if op.into is not None else {}
-    grid = ("1", "1") if schedule.skip else (f"cdiv({n}, {schedule.bn})", str(k // schedule.bk))
+    grid = ("0", "1") if schedule.skip else (f"cdiv({n}, {schedule.bn})", str(k // schedule.bk))
     return KernelSource(
         name=name,
         template=TEMPLATE,
