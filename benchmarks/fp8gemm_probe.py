@@ -9,7 +9,7 @@ launches. At decode rows the launches cycle through copies of the weight that to
 twice the L2, so each reads its weight from HBM. Each schedule is checked once against x
 quantized per token by torch and the E4M3 weight dequantized (fp32 matmul). The table gives the
 best, the heuristic's, the peers, the byte roofline (``--copy-rate``) and the FP8 FLOP floor
-(``--fp8-flops``). At prompt rows it also times x quantized once by a kernel of its own (one
+(``--fp8-flops``). At every row count it also times x quantized once by a kernel of its own (one
 program a row) and the GEMM on E4M3 x (``row_scales``, operands loaded as E4M3 straight into
 the dot, by pointers and by TMA descriptors), the form a producer that writes x quantized would
 give every FP8 GEMM.
@@ -42,6 +42,9 @@ SHAPES_8B = {"q/o": (4096, 4096), "k/v": (1024, 4096), "gate/up": (14336, 4096),
 L2_BYTES = 50 * 2**20
 SWEEP_DECODE = [(16, 64, 128, 4, 4), (16, 32, 128, 4, 4), (16, 128, 128, 4, 4), (32, 64, 128, 4, 4),
                 (64, 64, 128, 4, 3), (64, 128, 128, 4, 3), (16, 64, 256, 4, 3)]
+# the GEMM on E4M3 x at decode rows: 64-row tiles are FP8 wgmma's least (a warpgroup's M)
+SWEEP_PRE_DECODE = [(64, 64, 128, 4, 3), (64, 128, 128, 4, 3), (64, 32, 128, 4, 4), (64, 64, 256, 4, 3),
+                    (64, 128, 128, 8, 3), (32, 64, 128, 4, 4), (16, 64, 128, 4, 4)]
 SWEEP_PREFILL = [(128, 128, 128, 8, 3), (128, 256, 128, 8, 3), (256, 128, 128, 8, 3), (128, 128, 64, 8, 4),
                  (128, 128, 128, 4, 3), (64, 128, 128, 4, 4), (128, 256, 64, 8, 4)]
 
@@ -160,8 +163,7 @@ def probe_row(name: str, n: int, k: int, m: int, a: argparse.Namespace, gen: tor
             row["schedules"].append({**s.to_dict(), "us": us, "heuristic": s == heuristic})
         except Exception as e:  # noqa: BLE001 - a schedule that does not build or run is recorded
             row["schedules"].append({**s.to_dict(), "error": " ".join(str(e).split())[:200]})
-    if not decode:
-        pre_row(row, n, k, m, x, codes, scales, want, copies, launches, a, start, per_row_s)
+    pre_row(row, n, k, m, x, codes, scales, want, copies, launches, a, start, per_row_s, decode)
     # peers: cuBLASLt FP8 (x quantized already; and x quantized by torch ops first), bf16 matmul
     try:
         wt = [c.T for c in codes8]
@@ -198,7 +200,8 @@ def probe_row(name: str, n: int, k: int, m: int, a: argparse.Namespace, gen: tor
 
 
 def pre_row(row: dict, n: int, k: int, m: int, x: torch.Tensor, codes: list, scales: list, want: torch.Tensor,
-            copies: int, launches: int, a: argparse.Namespace, start: float, per_row_s: float) -> None:
+            copies: int, launches: int, a: argparse.Namespace, start: float, per_row_s: float,
+            decode: bool) -> None:
     """x quantized once by a kernel of its own, then the GEMM on E4M3 x (``row_scales``): the
     quantizing kernel's time, each schedule's GEMM time, and the best sum (``pre_total_us``)."""
     xq = torch.empty((m, k), device="cuda", dtype=torch.uint8)
@@ -209,7 +212,8 @@ def pre_row(row: dict, n: int, k: int, m: int, x: torch.Tensor, codes: list, sca
     y = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
     op = quantized_input_op(m, k, n)
     row["pre_schedules"] = []
-    for s in [Fp8GemmSchedule(*v, tma=t) for v in SWEEP_PREFILL for t in (1, 0)]:  # type: ignore[misc]
+    sweep = SWEEP_PRE_DECODE if decode else SWEEP_PREFILL
+    for s in [Fp8GemmSchedule(*v, tma=t) for v in sweep for t in (1, 0)]:  # type: ignore[misc]
         if time.time() - start > 2 * per_row_s:
             row["pre_note"] = "sweep cut short by --budget-s"
             break

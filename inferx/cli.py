@@ -350,9 +350,12 @@ FUSE_ATTENTION_O_HELP = (
               help="With int4 weights: prompts past 128 rows read each weight dequantized once per prompt into "
               "a buffer the size of the largest int4 weight at two bytes an element, rather than unpacking it "
               "in every tile (faster for long prompts, that much memory per prompt bucket).")
-@click.option("--fp8-prompt-inputs/--no-fp8-prompt-inputs", default=True, show_default=True,
-              help="With FP8 linears: a prompt's FP8 GEMMs read x quantized once by a kernel of its own (one per "
-              "input), rather than quantizing it in every tile.")
+@click.option("--fp8-inputs-once/--no-fp8-inputs-once", default=True, show_default=True,
+              help="With FP8 linears: a prompt's FP8 GEMMs read x quantized once by a kernel of its own (one "
+              "per input), rather than quantizing it in every tile.")
+@click.option("--fp8-decode-min-batch", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --fp8-inputs-once: decode steps' FP8 GEMMs too, in the batch buckets of N rows and more "
+              "(below, they quantize x in their tiles). Default: decode GEMMs quantize in their tiles.")
 def compile_command(
     model: str,
     output: str,
@@ -372,7 +375,8 @@ def compile_command(
     quant_head: bool,
     quant_overrides: tuple[str, ...],
     dense_prompt_weights: bool,
-    fp8_prompt_inputs: bool,
+    fp8_inputs_once: bool,
+    fp8_decode_min_batch: int | None,
     accuracy_budget: str | None,
     fp8_activations: str,
     smoothquant: float | None,
@@ -422,7 +426,8 @@ def compile_command(
             quant_head=quant_head,
             quant_overrides=quant_overrides,
             dense_prompt_weights=dense_prompt_weights,
-            fp8_prompt_inputs=fp8_prompt_inputs,
+            fp8_inputs_once=fp8_inputs_once,
+            fp8_decode_min_batch=fp8_decode_min_batch,
             accuracy_budget=budget,
             fp8_activations=fp8_activations,
             smoothquant=smoothquant,
@@ -803,9 +808,12 @@ def _load_tokenizer(art: Any, names: list[str]) -> Any:
               help="With --quant, the quantized artifact's LM head quantized too.")
 @click.option("--kv-fp8/--no-kv-fp8", default=False, show_default=True,
               help="With --quant, the quantized artifact's KV cache in FP8 (scale 1: random weights).")
-@click.option("--fp8-prompt-inputs/--no-fp8-prompt-inputs", default=True, show_default=True,
+@click.option("--fp8-inputs-once/--no-fp8-inputs-once", default=True, show_default=True,
               help="With --quant fp8, prompts' x quantized once by a kernel of its own for their FP8 GEMMs "
               "(the compiler's default), or in each GEMM tile.")
+@click.option("--fp8-decode-min-batch", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --quant fp8 and --fp8-inputs-once, decode batches' x quantized once too, in the batch "
+              "buckets of N rows and more (the compiler's option of that name).")
 def bench_command(
     shape: str,
     batch: str,
@@ -826,7 +834,8 @@ def bench_command(
     quant: str | None,
     quant_head: bool,
     kv_fp8: bool,
-    fp8_prompt_inputs: bool,
+    fp8_inputs_once: bool,
+    fp8_decode_min_batch: int | None,
 ) -> None:
     """Time InferX against PyTorch eager, HF transformers and torch.compile on Llama-shaped models
     with random weights, against the roofline. Progress to stderr, tables to stdout."""
@@ -856,7 +865,8 @@ def bench_command(
             quant=quant,
             quant_head=quant_head,
             kv_fp8=kv_fp8,
-            fp8_prompt_inputs=fp8_prompt_inputs,
+            fp8_inputs_once=fp8_inputs_once,
+            fp8_decode_min_batch=fp8_decode_min_batch,
         )
         bench(opts, Path(out) if out else None)
     except BenchError as e:

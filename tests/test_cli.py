@@ -168,7 +168,7 @@ def test_compile_quant_fp8_writes_e4m3_weights(model_dir: Path, tmp_path: Path) 
     assert shown.exit_code == 0 and "fp8gemm" in shown.output, shown.output
     tiles = tmp_path / "t.ixa"
     result = invoke(["compile", str(model_dir), "-o", str(tiles), *CPU_FLAGS, "--quant", "fp8",
-                     "--no-fp8-prompt-inputs"])
+                     "--no-fp8-inputs-once"])
     assert result.exit_code == 0, result.output
     kernels = inferx.runtime.artifact.load_artifact(tiles).manifest["kernels"].values()
     assert not any(k["template"] == "fp8quant" for k in kernels)

@@ -231,3 +231,21 @@ def test_int4_launches_count_two_flops_a_weight(tmp_path: Path) -> None:
     session.reset()
     got, want = np.asarray(session.prefill(ids)), np.asarray(inferx.load(art, device="cpu").prefill(ids))
     assert np.abs(got - want).max() <= 1e-4 * max(1.0, float(np.abs(want).max())), "repro: pytest -k int4_launches"
+
+
+def test_empty_launches_are_left_out(tmp_path: Path) -> None:
+    """A row bucket's kernel of no programs (the FP8 quantizing kernel below
+    ``fp8_decode_min_batch``) is bound and captured by no launch: batch 1 launches the decode
+    plan less those kernels, batch 3 (bucket 4) all of it."""
+    torch.manual_seed(0)
+    cfg = T.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    art = inferx.compile(T.LlamaForCausalLM(cfg).eval(), target="cpu", output=tmp_path / "f", dtype="fp32",
+                         max_seq_len=16, max_batch=4, schedules="sm_90", quant="fp8", fp8_decode_min_batch=4)
+    plan = load_artifact(art).manifest["entries"]["decode"]["launches"]
+    quant = [ln for ln in plan if ln["kernel"].startswith("fp8quant_")]
+    assert len(quant) == 4, [ln["kernel"] for ln in plan]  # q|k|v, o, gate|up, down
+    session = _session(art)
+    one, three = session._bind("decode", 1, 8).launches, session._bind("decode", 3, 8).launches
+    assert len(one) == len(plan) - len(quant) and len(three) == len(plan)
+    assert not any(ln.source.empty for ln in one) and sum(ln.source.template == "fp8quant" for ln in three) == 4

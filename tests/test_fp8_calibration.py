@@ -120,7 +120,7 @@ def test_calibrated_fp8_artifacts_match_the_reference(activations: str, alpha: f
     text.write_text(("Static scales come from text like this, " * 7)[:256])
     kw = dict(target="cpu", max_seq_len=32, max_batch=2, quant="fp8", fp8_activations=activations, smoothquant=alpha,
               calibration=text)
-    path = inferx.compile(_program(), output=tmp_path / "a", fp8_prompt_inputs=once, **kw)
+    path = inferx.compile(_program(), output=tmp_path / "a", fp8_inputs_once=once, **kw)
     weights = json.loads((path / "manifest.json").read_text())["weights"]
     static = [n for n in weights if n.endswith(".fp8.x_scale")]
     assert len(static) == (8 if activations != "dynamic" else 0), static  # q|k|v, o, gate|up, down: 4 a layer

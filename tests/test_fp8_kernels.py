@@ -241,25 +241,46 @@ def test_an_input_already_e4m3_matches_the_interpreter(m: int, k: int, n: int, d
 
 # --- models compiled with quant="fp8" ---------------------------------------------------------
 
-def test_prompt_inputs_quantized_once_match_the_reference(tmp_path: Path) -> None:
-    """``fp8_prompt_inputs``: each prompt FP8 GEMM reads x from an fp8quant kernel (the norm
-    applied there; one kernel for the GEMMs of one input) as E4M3 with its row scales; decode
-    keeps quantizing in the GEMM. The GPU's schedules in Triton's interpreter against the
-    reference session (f32: within 1e-4 of the largest logit), prefill and two decode steps."""
+def test_inputs_quantized_once_match_the_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fp8_inputs_once``: each prompt FP8 GEMM reads x from an fp8quant kernel (the norm
+    applied there; one kernel for the GEMMs of one input) as E4M3 with its row scales; a decode
+    GEMM reads it (``given``) in the batch buckets from ``fp8_decode_min_batch`` (here 2), and
+    quantizes x in its tiles below, where the quantizing kernel has no programs and the session
+    launches nothing for it. The GPU's schedules in Triton's interpreter against the reference
+    session (f32: within 1e-4 of the largest logit): prefill and two decode steps of two
+    sequences, and of one."""
     from inferx.compiler.quant.fp8 import quantize_program_fp8
 
     path = inferx.compile(inferx.import_model(_model("llama"), dtype="f32"), target="cpu", schedules="sm_90",
-                          output=tmp_path / "a", max_seq_len=32, max_batch=2, quant="fp8", fp8_prompt_inputs=True)
+                          output=tmp_path / "a", max_seq_len=32, max_batch=2, quant="fp8", fp8_inputs_once=True,
+                          fp8_decode_min_batch=2)
     manifest = json.loads((path / "manifest.json").read_text())
     prefill = [s["kernel"] for s in manifest["entries"]["prefill"]["launches"]]
-    decode = [s["kernel"] for s in manifest["entries"]["decode"]["launches"]]
+    decode = manifest["entries"]["decode"]["launches"]
     # per layer: q|k|v after the input norm, o, gate|up after the post-attention norm, down
     assert sum(k.startswith("fp8quant_") for k in prefill) == 2 * 4, prefill
-    assert not any(k.startswith("fp8quant_") for k in decode), decode
-    ref = quantize_program_fp8(inferx.import_model(_model("llama"), dtype="f32")).reference_session(max_batch=2,
-                                                                                                    max_context=32)
-    _agree(inferx.load(path, device="cpu"), ref, "f32", "repro: pytest tests/test_fp8_kernels.py -k quantized_once",
-           steps=2)
+    quant = [s for s in decode if s["kernel"].startswith("fp8quant_")]
+    assert len(quant) == 2 * 4, decode
+    kernels = manifest["kernels"]
+    for s in quant:  # batch 1: no programs; batch 2: x's rows
+        assert [b for b, _ in s["by_rows"]] == [1, 2], s
+        assert [kernels[k]["grid"] == ["0"] for _, k in s["by_rows"]] == [True, False], s
+    gemms = [s for s in decode if s["kernel"].startswith("fp8gemm_")]
+    assert all(len({k for _, k in s["by_rows"]}) == 2 for s in gemms), gemms
+    import inferx.runtime.loaded as loaded
+
+    counts: list[int] = []
+    run = loaded.run
+    monkeypatch.setattr(loaded, "run", lambda launches: (counts.append(len(launches)), run(launches)))
+    repro = "repro: pytest tests/test_fp8_kernels.py -k quantized_once"
+    for prompts in (PROMPTS, PROMPTS[:1]):
+        ref = quantize_program_fp8(inferx.import_model(_model("llama"), dtype="f32")).reference_session(
+            max_batch=2, max_context=32)
+        counts.clear()
+        _agree(inferx.load(path, device="cpu"), ref, "f32", f"{repro} (batch {len(prompts)})", steps=2,
+               prompts=prompts)
+        # prefill, then two decode steps: at batch 1 without the quantizing kernels' empty launches
+        assert counts[1:] == [len(decode) - (len(quant) if len(prompts) == 1 else 0)] * 2, counts
 
 
 PROMPTS = np.array([[5, 17, 3, 88, 41, 9, 60, 2, 33, 71], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]])
@@ -285,7 +306,7 @@ def test_fp8_artifacts_match_the_reference(family: str, dtype: str, schedules: s
     of the largest logit, and every position's logits at cosine >= 0.999."""
     program = inferx.import_model(_model(family), dtype=dtype)
     path = inferx.compile(program, target="cpu", schedules=schedules, output=tmp_path / "a", max_seq_len=32,
-                          max_batch=2, quant="fp8", fp8_prompt_inputs=family == "llama")
+                          max_batch=2, quant="fp8", fp8_inputs_once=family == "llama")
     names = [p.name for p in (path / "kernels").glob("*.py")]
     assert sum(n.startswith("fp8gemm_") for n in names) >= 4, names
     weights = json_weights(path)
@@ -299,11 +320,11 @@ def test_fp8_artifacts_match_the_reference(family: str, dtype: str, schedules: s
     _agree(cpu, ref, dtype, f"repro: pytest tests/test_fp8_kernels.py -k 'artifacts and {family} and {dtype}'", 2)
 
 
-def _agree(cpu: Any, ref: Any, dtype: str, repro: str, steps: int = 1) -> None:
-    """The compiled session ``cpu`` against ``ref``: the prefill of PROMPTS, then ``steps`` greedy
-    decode steps (``_close``'s tolerances)."""
-    want = np.asarray(ref.prefill(PROMPTS)).astype(np.float32)
-    _close(np.asarray(cpu.prefill(PROMPTS)).astype(np.float32), want, dtype, "prefill", repro)
+def _agree(cpu: Any, ref: Any, dtype: str, repro: str, steps: int = 1, prompts: np.ndarray = PROMPTS) -> None:
+    """The compiled session ``cpu`` against ``ref``: the prefill of ``prompts``, then ``steps``
+    greedy decode steps (``_close``'s tolerances)."""
+    want = np.asarray(ref.prefill(prompts)).astype(np.float32)
+    _close(np.asarray(cpu.prefill(prompts)).astype(np.float32), want, dtype, "prefill", repro)
     for step in range(steps):
         tok = want[:, -1].argmax(-1)[:, None]
         want = np.asarray(ref.decode(tok)).astype(np.float32)

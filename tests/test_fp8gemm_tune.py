@@ -145,6 +145,9 @@ def fp8_llama() -> inferx.Program:
 
 
 def test_extract_tasks_finds_the_fp8gemm_tasks(fp8_llama: inferx.Program) -> None:
+    """The tasks the compiler's kernels have: prompts read x quantized once (x_scale "given",
+    E4M3 x, the norm in the quantizing kernel), decode buckets quantize x in their tiles, or from
+    ``fp8_decode_min_batch`` read it quantized too."""
     ex = extract_tasks(fused_module(fp8_llama, quant="fp8"), 32, batches=(1, 4))
     tasks = [t for t in ex.tasks if t.task.template == "fp8gemm"]
     # q|k|v, o, gate|up and down: decode at batch buckets 1 and 4, prefill at 32 rows; each twice a step
@@ -152,8 +155,13 @@ def test_extract_tasks_finds_the_fp8gemm_tasks(fp8_llama: inferx.Program) -> Non
     assert sorted({(t.task.shape, t.task.rows) for t in tasks}) == [("decode", 1), ("decode", 4), ("prefill", 32)]
     assert {t.task.epilogue for t in tasks if t.task.shape == "decode"} == {
         "kv_write+rope", "residual", "gated+mul+silu"}
-    assert {t.task.x_scale for t in tasks} == {"token"}
+    assert {(t.task.shape, t.task.x_scale) for t in tasks} == {("decode", "token"), ("prefill", "given")}
+    assert {(t.task.x_dtype, t.task.prologue) for t in tasks if t.task.shape == "prefill"} == {("f8e4m3", "none")}
     assert not any(t.task.template == "gemm" and t.task.shape == "decode" and t.task.n != 97 for t in ex.tasks)
+    ex = extract_tasks(fused_module(fp8_llama, quant="fp8", fp8_decode_min_batch=4), 32, batches=(1, 4))
+    decode = {(t.task.rows, t.task.x_scale, t.task.prologue) for t in ex.tasks
+              if t.task.template == "fp8gemm" and t.task.shape == "decode"}
+    assert decode == {(1, "token", "rmsnorm"), (1, "token", "none"), (4, "given", "none")}, decode
 
 
 def test_the_runners_check_runs_fp8gemm_candidates_on_cpu(fp8_llama: inferx.Program) -> None:

@@ -526,17 +526,18 @@ def _prefill_and_decode_close(gpu, cpu, batch: int, prompt: int, tol: float, rep
 @pytest.mark.parametrize("batch, prompt", [(1, 100), (3, 40)])
 def test_fp8_artifact_matches_the_reference(tmp_path, batch, prompt) -> None:  # type: ignore[no-untyped-def]
     """An FP8 artifact (quant="fp8", LM head too) built for sm_90, whose fp8gemm kernels run E4M3
-    on the tensor cores (FP8 wgmma for prompts, E4M3 unpacked for mma at decode rows), against the
-    reference interpreter on the same model quantized the same way in bf16: prefill and 4 greedy
-    decode steps. Where a bf16 ulp upstream of a linear differs between the two (fused epilogues
-    round once), a token's E4M3 rounding flips (a product off by up to 1/16): relative error under
-    5% (the int4 test's 3% and room for the flips)."""
+    on the tensor cores (FP8 wgmma for prompts and, with x quantized once from the batch bucket of
+    4, for batch 3's decode; E4M3 unpacked for mma at batch 1's, the quantizing kernel not
+    launched), against the reference interpreter on the same model quantized the same way in
+    bf16: prefill and 4 greedy decode steps. Where a bf16 ulp upstream of a linear differs between
+    the two (fused epilogues round once), a token's E4M3 rounding flips (a product off by up to
+    1/16): relative error under 5% (the int4 test's 3% and room for the flips)."""
     from inferx.compiler.quant.fp8 import quantize_program_fp8
 
     model = _model("llama", positions=128)
     gpu = inferx.load(inferx.compile(model, target="h200", output=tmp_path / "g.ixa", dtype="bf16",
                                      jobs=os.cpu_count() or 4, max_seq_len=128, max_batch=4, quant="fp8",
-                                     quant_head=True), device="cuda")
+                                     quant_head=True, fp8_decode_min_batch=4), device="cuda")
     cpu = quantize_program_fp8(inferx.import_model(model, dtype="bf16"), head=True).reference_session()
     repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'fp8_artifact and {batch}-{prompt}'"
     _prefill_and_decode_close(gpu, cpu, batch, prompt, 5e-2, repro)

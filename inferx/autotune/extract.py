@@ -88,9 +88,10 @@ class Extraction:
 
 
 def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
-                 fuse_attention_o: bool = False, quant: str | None = None, quant_head: bool = False) -> ModuleOp:
-    """The module after the driver's phases 1-4 (with ``fuse_mlp`` and ``fuse_attention_o``, the
-    decode layers' fused kernels, as the compiler's options of those names make them; with
+                 fuse_attention_o: bool = False, quant: str | None = None, quant_head: bool = False,
+                 fp8_decode_min_batch: int | None = None) -> ModuleOp:
+    """The module after the driver's phases 1-4 (with ``fuse_mlp``, ``fuse_attention_o`` and
+    ``fp8_decode_min_batch``, the kernels the compiler's options of those names make; with
     ``quant``, its linears made ``ix.qlinear`` under that scheme (``ix.fp8_linear`` for "fp8")
     first, the LM head too with ``quant_head``: the quantize pass alone, since tasks need shapes,
     not weights). ``src`` is an
@@ -125,7 +126,8 @@ def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
 
         quantize = QuantizeFp8(head=quant_head) if quant == "fp8" else Quantize(scheme=quant, head=quant_head)
         PassManager([quantize, DCE()]).run(module)
-    options = CompileOptions(fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o)
+    options = CompileOptions(fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
+                             fp8_decode_min_batch=fp8_decode_min_batch)
     spec = ",".join(p for name, p in phases(options) if name != "plan-memory")
     PassManager(parse(spec, registry())).run(module)
     return module

@@ -209,7 +209,8 @@ class LocalRunner:
         for i, s in enumerate(schedules):
             try:
                 sched = parse_schedule(task.template, s)
-                sources[i] = generate(kop, f"tune_{task.template}", self.target, sched, grid_dependency=False)
+                sources[i] = generate(kop, f"tune_{task.template}", self.target, sched, grid_dependency=False,
+                                      rows=task.rows)
             except Exception as e:  # a failing candidate is timed as infinity, never a crash
                 results[i] = MeasureResult.failed(f"codegen: {_one_line(e)}")
         env = bench_env(task, self.ctx)
@@ -281,7 +282,7 @@ class LocalRunner:
         from inferx.compiler.codegen import generate, heuristic_schedule
 
         sched = heuristic_schedule(kop, self.target, task.rows)
-        return generate(kop, f"ref_{task.template}", self.target, sched, grid_dependency=False)
+        return generate(kop, f"ref_{task.template}", self.target, sched, grid_dependency=False, rows=task.rows)
 
     def outputs(self, kop: KernelOp, ks: Any, env: Mapping[str, int]) -> dict[str, Any]:
         """The kernel's results on operands drawn from a fixed seed: every output and every input

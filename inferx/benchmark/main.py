@@ -37,7 +37,7 @@ def options(shape: str, batch: str, context: str, prefill: str, peers: str, comp
             warmup: int, device: str, workdir: str | None, kernels: bool = True, pdl: bool = True,
             overlap: bool = False, fuse_mlp: bool = False, fuse_attention_o: bool = False,
             prefill_last: bool = False, quant: str | None = None, quant_head: bool = False, kv_fp8: bool = False,
-            fp8_prompt_inputs: bool = True) -> BenchOptions:
+            fp8_inputs_once: bool = True, fp8_decode_min_batch: int | None = None) -> BenchOptions:
     """BenchOptions from the command line's text; BenchError on anything invalid."""
     try:
         return BenchOptions(shapes=name_list(shape), batches=int_list(batch, "--batch"),
@@ -47,7 +47,7 @@ def options(shape: str, batch: str, context: str, prefill: str, peers: str, comp
                             workdir=Path(workdir) if workdir else None, kernels=kernels, pdl=pdl,
                             overlap=overlap, fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
                             prefill_last=prefill_last, quant=quant, quant_head=quant_head, kv_fp8=kv_fp8,
-                            fp8_prompt_inputs=fp8_prompt_inputs)
+                            fp8_inputs_once=fp8_inputs_once, fp8_decode_min_batch=fp8_decode_min_batch)
     except ValueError as e:
         raise BenchError(str(e)) from None
 

@@ -80,7 +80,8 @@ class BenchOptions:
     quant: str | None = None
     quant_head: bool = False  # ... its LM head quantized too
     kv_fp8: bool = False  # ... its KV cache in FP8 (scale 1 for every head: random weights, nothing to calibrate)
-    fp8_prompt_inputs: bool = True  # ... with quant fp8, prompts' x quantized once (fp8-prompt-inputs)
+    fp8_inputs_once: bool = True  # ... with quant fp8, prompts' x quantized once (fp8-inputs)
+    fp8_decode_min_batch: int | None = None  # ... and decode batches' from this batch bucket
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.shapes if s not in SHAPES]
@@ -125,7 +126,8 @@ class Hooks:
 def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[str], None],
                     quant: str | None = None) -> Path:
     """The bf16 artifact, or with ``quant`` the quantized one (``opts.quant_head``: its LM head too;
-    ``opts.kv_fp8``: its KV cache in FP8; ``opts.fp8_prompt_inputs``: x quantized once)."""
+    ``opts.kv_fp8``: its KV cache in FP8; ``opts.fp8_inputs_once`` and ``opts.fp8_decode_min_batch``:
+    x quantized once)."""
     import inferx
 
     return inferx.compile(str(ckpt), target="h200", output=str(out), dtype="bf16", max_seq_len=opts.max_seq_len,
@@ -133,7 +135,7 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
                           fuse_mlp=opts.fuse_mlp, fuse_attention_o=opts.fuse_attention_o, quant=quant,
                           quant_head=opts.quant_head and quant is not None, progress=lambda line: say(f"  {line}"),
                           **({"kv_dtype": "fp8", "kv_scale": 1.0} if opts.kv_fp8 and quant is not None else {}),
-                          fp8_prompt_inputs=opts.fp8_prompt_inputs)
+                          fp8_inputs_once=opts.fp8_inputs_once, fp8_decode_min_batch=opts.fp8_decode_min_batch)
 
 
 def _load_inferx(art: Path, device: str, pdl: bool) -> Any:
@@ -279,7 +281,7 @@ def compile_settings(opts: BenchOptions, quant: str | None = None) -> str:
                                 "fuse_attention_o": opts.fuse_attention_o}
     if quant is not None:
         settings.update(quant=quant, quant_head=opts.quant_head, kv_fp8=opts.kv_fp8,
-                        fp8_prompt_inputs=opts.fp8_prompt_inputs)
+                        fp8_inputs_once=opts.fp8_inputs_once, fp8_decode_min_batch=opts.fp8_decode_min_batch)
     return json.dumps(settings, sort_keys=True) + "\n"
 
 

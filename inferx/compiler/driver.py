@@ -316,7 +316,7 @@ def _generate(
     overlap: bool = False,
 ) -> KernelSource:
     schedule = choice.schedule or heuristic_schedule(kop, sched_target, rows)
-    ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", overlap=overlap)
+    ks = generate(kop, name, sched_target, schedule, grid_dependency=target != "cpu", overlap=overlap, rows=rows)
     return ks if choice.schedule is None else replace(ks, schedule_origin=choice.origin)
 
 

@@ -89,10 +89,15 @@ class CompileOptions:
     # SmoothQuant's alpha (0..1) for the inputs FP8 linears alone read, calibrated likewise
     # (``inferx.compiler.quant.smooth``); None: no migration.
     smoothquant: float | None = None
-    # A prompt's FP8 GEMMs read x quantized once by a kernel of its own (fp8-prompt-inputs, the
-    # fp8quant family) instead of quantizing it in every column tile: 3.4x faster GEMMs at 4096
-    # rows (docs/performance.md, "x quantized once").
-    fp8_prompt_inputs: bool = True
+    # FP8 GEMMs read x quantized once by a kernel of its own (the fp8-inputs pass, the fp8quant
+    # family) instead of quantizing it in every column tile: a prompt's (3.4x faster GEMMs at 4096
+    # rows, docs/performance.md, "x quantized once"), and, with ``fp8_decode_min_batch``, a decode
+    # step's in the batch buckets of that many rows and more (below, the quantizing kernel's
+    # launch is left out and the GEMMs quantize x in their tiles: at small batches a launch more
+    # costs more than quantizing a few rows in each tile). None: decode GEMMs always quantize in
+    # their tiles (the default until the decode form is timed on a GPU).
+    fp8_inputs_once: bool = True
+    fp8_decode_min_batch: int | None = None
     # The KV cache's element type: None keeps the model's dtype; "fp8" stores keys and values as
     # E4M3 with one static scale per KV head and layer, calibrated on ``calibration`` text
     # (``inferx.compiler.quant.kv``): half the bytes attention reads.
@@ -193,6 +198,9 @@ def _problem(o: CompileOptions) -> str | None:
         v = o.kv_scale
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
             return f"kv_scale must be a positive number, got {v!r}"
+    b = o.fp8_decode_min_batch
+    if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
+        return f"fp8_decode_min_batch must be a batch of 1 or more (or None), got {b!r}"
     if o.fp8_activations not in FP8_ACTIVATIONS:
         return f"unknown fp8_activations {o.fp8_activations!r}: the choices are {', '.join(FP8_ACTIVATIONS)}"
     if o.smoothquant is not None and (isinstance(o.smoothquant, bool) or not isinstance(o.smoothquant, (int, float))

@@ -65,16 +65,17 @@ def phases(options: CompileOptions) -> list[tuple[str, str]]:
     there once that is resolved (``compile_model`` resolves it after import; the tuner's task
     extraction stops before plan-memory)."""
     fused = "".join(f",{p}" for flag, p in FUSED_DECODE.items() if getattr(options, flag))
+    fp8 = f",fp8-inputs{{decode-min-rows={options.fp8_decode_min_batch or 0}}}" if options.fp8_inputs_once else ""
     out = [
         ("cleanup", "canonicalize,cse,dce"),
         ("merge-gemms", "merge-gemms,interleave-pairs,fold-norm-weights,dce"),
-        ("fuse", FUSE + fused),
+        ("fuse", FUSE + fused + fp8),
     ]
     if options.max_seq_len is not None:
         rope = f"settle-dynamic-rope{{max-seq-len={options.max_seq_len}}}"
-        fp8 = "fp8-prompt-inputs," if options.fp8_prompt_inputs else ""
-        out.append(("plan-memory", f"{rope},{dense_weights(options)}{fp8}{plan_pipeline(options)}"))
+        out.append(("plan-memory", f"{rope},{dense_weights(options)}{plan_pipeline(options)}"))
     return out
+
 
 
 # A prompt's int4 GEMMs read a dense weight from this many rows (past the qgemm row bucket of

@@ -14,7 +14,7 @@ from inferx.runtime.kernel_source import KernelSource
 
 
 def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Any = None,
-             grid_dependency: bool | None = None, overlap: bool = False) -> KernelSource:
+             grid_dependency: bool | None = None, overlap: bool = False, rows: int | None = None) -> KernelSource:
     """Triton source for ``kernel``, from its family; CodegenError if the family does not
     implement it (the reason said) or ``schedule`` is not the family's kind. ``target`` ("sm_90"
     or "cpu") picks schedules, never semantics; ``schedule`` None is the family's heuristic.
@@ -22,7 +22,9 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Any =
     Triton's interpreter runs must not have it. ``overlap``: a decode GEMV loads its first weight
     tiles before anything else, and with the grid dependency waits only after them and lets the
     next kernel start right after its wait (see ``with_grid_dependency``); without it the same
-    code runs with no wait (how the interpreter checks it)."""
+    code runs with no wait (how the interpreter checks it). ``rows``: the row bucket the kernel is
+    generated for (None: the largest), which may decide what a schedule leaves unsaid
+    (``KernelFamily.at_rows``) and picks the heuristic's schedule where ``schedule`` is None."""
     try:
         fam = family(kernel.template.data)
     except ValueError as e:
@@ -32,6 +34,10 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90", schedule: Any =
     if reason is not None:
         raise CodegenError(f"kernel {name}: no template implements it ({fam.name}: {reason})")
     fam.check_schedule(name, schedule)
+    if schedule is None and rows is not None:
+        schedule = fam.heuristic(kernel, target, rows)
+    if schedule is not None:
+        schedule = fam.at_rows(kernel, schedule, rows)
     ks = fam.generate(kernel, name, schedule, target, overlap, gdc)
     ks = dataclasses.replace(ks, cost=fam.launch_cost())
     return with_grid_dependency(ks, early_release=overlap) if gdc else ks

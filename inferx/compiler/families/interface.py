@@ -107,6 +107,12 @@ class KernelFamily:
     def heuristic(self, kernel: KernelOp, target: str, rows: int | None) -> Any:
         return None
 
+    def at_rows(self, kernel: KernelOp, schedule: Any, rows: int | None) -> Any:
+        """``schedule`` (a record's or a heuristic's) as the kernel's row bucket ``rows`` runs it
+        (None: the largest), with what follows from the bucket rather than from a record set;
+        unchanged by default."""
+        return schedule
+
     def parse_schedule(self, d: Mapping[str, Any]) -> Any:
         raise ScheduleError(f"the {self.name} family takes no schedule")
 

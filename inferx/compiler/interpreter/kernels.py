@@ -268,8 +268,9 @@ def fp8_linear(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> 
     from inferx.compiler.ir.fp8 import fp8_matmul  # ir.fp8 rounds with this package's numerics
 
     assert isinstance(op, nn.Fp8LinearOp)
-    present = (("bias", op.bias), ("x_scale", op.x_scale), ("row_scales", op.row_scales))
-    extra = dict(zip([n for n, v in present if v is not None], ins[3:], strict=True))
+    present = (("bias", op.bias), ("x_scale", op.x_scale), ("row_scales", op.row_scales), ("given", op.given),
+               ("given_scales", op.given_scales))
+    extra = dict(zip([n for n, v in present if v is not None], ins[3:], strict=True))  # given: x's own values
     x_scale = float(np.asarray(extra["x_scale"]).reshape(-1)[0]) if "x_scale" in extra else None
     if "row_scales" in extra:  # x already E4M3 values, a scale a row
         acc = np.matmul(np.asarray(ins[0], dtype=np.float32), np.asarray(ins[1], dtype=np.float32).T)

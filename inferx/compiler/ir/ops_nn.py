@@ -128,7 +128,13 @@ class Fp8LinearOp(IxOp):
 
     x already quantized: ``input`` f8e4m3 (E4M3 values) with ``row_scales[...]`` (f32, one per
     row of x: x = input * row_scales) and the result's dtype in ``out_dtype`` (f32, f16 or
-    bf16); what a kernel that quantizes x once for every GEMM reading it hands on."""
+    bf16); what a kernel that quantizes x once for every GEMM reading it hands on.
+
+    x also given quantized: optional ``given`` (f8e4m3, x's shape) and ``given_scales`` (f32,
+    x's rows) hold x quantized once by an ``ix.fp8_quantize`` of the same input, which a decode
+    kernel reads instead of quantizing x itself where its rows reach ``given_min_rows`` (below,
+    the quantizing kernel is an empty launch). They change nothing the op computes; the reference
+    quantizes ``input``."""
 
     name = "ix.fp8_linear"
     input = operand_def(TensorType)
@@ -137,13 +143,17 @@ class Fp8LinearOp(IxOp):
     bias = opt_operand_def(TensorType)
     x_scale = opt_operand_def(TensorType)
     row_scales = opt_operand_def(TensorType)
+    given = opt_operand_def(TensorType)
+    given_scales = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
         "$input `,` $codes `,` $scales (`bias` $bias^)? (`x_scale` $x_scale^)? (`row_scales` $row_scales^)?"
+        " (`given` $given^)? (`given_scales` $given_scales^)?"
         " attr-dict `:` type($input) `,` type($codes) `,` type($scales) (`bias` type($bias)^)?"
-        " (`x_scale` type($x_scale)^)? (`row_scales` type($row_scales)^)? `->` type($result)"
+        " (`x_scale` type($x_scale)^)? (`row_scales` type($row_scales)^)? (`given` type($given)^)?"
+        " (`given_scales` type($given_scales)^)? `->` type($result)"
     )
 
     @classmethod
@@ -155,7 +165,8 @@ class Fp8LinearOp(IxOp):
         if scales.dtype is not DType.f32:
             raise ShapeError(f"scales must be f32, got {scales.dtype.value}")
         sh.same(scales.shape[0], n, "scales' length must equal the codes' N")
-        extra = dict(zip(present_operands(attrs, 3, ("bias", "x_scale", "row_scales")), ins[3:], strict=True))
+        extra = dict(zip(present_operands(attrs, 3, ("bias", "x_scale", "row_scales", "given", "given_scales")),
+                         ins[3:], strict=True))
         if "bias" in extra:
             _check_bias(extra["bias"], n)
         if "x_scale" in extra:
@@ -172,7 +183,26 @@ class Fp8LinearOp(IxOp):
             for i, (a, b) in enumerate(zip(rs.shape, x.shape[:-1], strict=True)):
                 sh.same(a, b, f"row_scales' dim {i} must equal the input's")
             out = DType(get_str(attrs, "out_dtype", ("f32", "f16", "bf16")))
+        if "given" in extra or "given_scales" in extra:
+            _check_given(x, extra, attrs)
         return [TensorType((*x.shape[:-1], n), out)]
+
+
+def _check_given(x: TensorType, extra: dict[str, TensorType], attrs: Any) -> None:
+    """``ix.fp8_linear``'s ``given`` and ``given_scales``: both, x quantized as the op would."""
+    if "given" not in extra or "given_scales" not in extra or "row_scales" in extra:
+        raise ShapeError("given and given_scales come together, on an input that is not already quantized")
+    g, gs = extra["given"], extra["given_scales"]
+    if g.dtype is not DType.f8e4m3 or g.rank != x.rank:
+        raise ShapeError(f"given must be f8e4m3 of the input's shape {list(x.shape)}, got {g}")
+    for i, (a, b) in enumerate(zip(g.shape, x.shape, strict=True)):
+        sh.same(a, b, f"given's dim {i} must equal the input's")
+    if gs.dtype is not DType.f32 or gs.rank != x.rank - 1:
+        raise ShapeError(f"given_scales must be f32 of the input's rows {list(x.shape[:-1])}, got {gs}")
+    for i, (a, b) in enumerate(zip(gs.shape, x.shape[:-1], strict=True)):
+        sh.same(a, b, f"given_scales' dim {i} must equal the input's")
+    if get_int(attrs, "given_min_rows") < 1:
+        raise ShapeError(f"given_min_rows must be at least 1, got {get_int(attrs, 'given_min_rows')}")
 
 
 @irdl_op_definition
@@ -180,8 +210,10 @@ class Fp8QuantizeOp(IxOp):
     """x[..., K] quantized to E4M3 a row at a time, as ``ix.fp8_linear`` quantizes its input:
     ``codes`` (f8e4m3, E4M3 values) and ``row_scales[...]`` (f32) with x = codes * row_scales;
     each row's scale its largest magnitude over 448 (1 for a row of zeros), or with ``x_scale``
-    (f32 [1], static) that scale for every row, values clamped to +-448 first. Made for prompts'
-    FP8 GEMMs, so x is quantized once for all the column tiles that read it."""
+    (f32 [1], static) that scale for every row, values clamped to +-448 first. Made for FP8
+    GEMMs, so x is quantized once for all the column tiles that read it. An optional
+    ``min_rows``: a kernel may skip the work below that many rows of x, where every GEMM reading
+    the result reads its ``given`` only from those rows (``ix.fp8_linear``'s ``given_min_rows``)."""
 
     name = "ix.fp8_quantize"
     input = operand_def(TensorType)
@@ -202,6 +234,8 @@ class Fp8QuantizeOp(IxOp):
             raise ShapeError(f"input must be a float tensor [..., K] of f32, f16 or bf16, got {x}")
         if len(ins) > 1 and (ins[1].dtype is not DType.f32 or tuple(ins[1].shape) != (1,)):
             raise ShapeError(f"x_scale must be f32 [1], got {ins[1]}")
+        if get_int(attrs, "min_rows", 1) < 1:
+            raise ShapeError(f"min_rows must be at least 1, got {get_int(attrs, 'min_rows')}")
         return [x.with_dtype(DType.f8e4m3), TensorType(x.shape[:-1], DType.f32)]
 
 

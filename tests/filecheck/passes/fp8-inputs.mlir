@@ -1,4 +1,5 @@
-// RUN: inferx opt %s -p "fp8-prompt-inputs" --split-input-file | filecheck %s
+// RUN: inferx opt %s -p "fp8-inputs" --split-input-file | filecheck %s
+// RUN: inferx opt %s -p "fp8-inputs{decode-min-rows=64}" --split-input-file | filecheck %s --check-prefix=DEC
 
 // Two prompt GEMMs of one normed input and one of another: the first input gets one fp8quant
 // kernel (the norm moved into it) that both read as E4M3 with row scales; the second its own.
@@ -47,16 +48,27 @@ func.func @prompt(%x: !ix.tensor<[batch, seq, 64], f16>) -> (!ix.tensor<[batch, 
 
 // -----
 
-// Negative: decode rows (no seq) keep quantizing x in the GEMM.
+// Decode rows (no seq) keep quantizing x in the GEMM by default. With decode-min-rows, the GEMM
+// keeps its norm and x and is given x quantized by an fp8quant kernel that may skip batches below
+// 64 rows, as the GEMM reads it from there.
 // CHECK-LABEL: func.func @decode
 // CHECK-NOT: fp8quant
 // CHECK: ix.fp8_linear %{{[^ ]*}}, %{{[^ ]*}}, %{{[^ ]*}} :
+// DEC-LABEL: func.func @decode
+// DEC:      %[[Q:.*]], %[[R:.*]] = ix.kernel "fp8quant"(%x, %g) {name = "k1_x"}
+// DEC:        ix.rmsnorm
+// DEC:        ix.fp8_quantize %{{.*}} {min_rows = 64 : i64}
+// DEC:      ix.kernel "fp8gemm"(%x, %g, %c1, %s1, %[[Q]], %[[R]]) {name = "k1"}
+// DEC:        %[[N:.*]] = ix.rmsnorm
+// DEC-NEXT:   ix.fp8_linear %[[N]], %{{[^ ]*}}, %{{[^ ]*}} given %{{[^ ]*}} given_scales %{{[^ ]*}} {given_min_rows = 64 : i64} : !ix.tensor<[batch, 1, 32], f16>, {{.*}} given !ix.tensor<[batch, 1, 32], f8e4m3> given_scales !ix.tensor<[batch, 1], f32> ->
 func.func @decode(%x: !ix.tensor<[batch, 1, 32], f16>) -> !ix.tensor<[batch, 1, 16], f16> {
+  %g = ix.weight {name = "g"} : !ix.tensor<[32], f16>
   %c1 = ix.weight {name = "c1"} : !ix.tensor<[16, 32], f8e4m3>
   %s1 = ix.weight {name = "s1"} : !ix.tensor<[16], f32>
-  %o = ix.kernel "fp8gemm"(%x, %c1, %s1) {name = "k1"} : (!ix.tensor<[batch, 1, 32], f16>, !ix.tensor<[16, 32], f8e4m3>, !ix.tensor<[16], f32>) -> !ix.tensor<[batch, 1, 16], f16> {
-  ^bb0(%a: !ix.tensor<[batch, 1, 32], f16>, %c: !ix.tensor<[16, 32], f8e4m3>, %s: !ix.tensor<[16], f32>):
-    %y = ix.fp8_linear %a, %c, %s : !ix.tensor<[batch, 1, 32], f16>, !ix.tensor<[16, 32], f8e4m3>, !ix.tensor<[16], f32> -> !ix.tensor<[batch, 1, 16], f16>
+  %o = ix.kernel "fp8gemm"(%x, %g, %c1, %s1) {name = "k1"} : (!ix.tensor<[batch, 1, 32], f16>, !ix.tensor<[32], f16>, !ix.tensor<[16, 32], f8e4m3>, !ix.tensor<[16], f32>) -> !ix.tensor<[batch, 1, 16], f16> {
+  ^bb0(%a: !ix.tensor<[batch, 1, 32], f16>, %b: !ix.tensor<[32], f16>, %c: !ix.tensor<[16, 32], f8e4m3>, %s: !ix.tensor<[16], f32>):
+    %n = ix.rmsnorm %a, %b {eps = 1.000000e-06 : f64} : (!ix.tensor<[batch, 1, 32], f16>, !ix.tensor<[32], f16>) -> !ix.tensor<[batch, 1, 32], f16>
+    %y = ix.fp8_linear %n, %c, %s : !ix.tensor<[batch, 1, 32], f16>, !ix.tensor<[16, 32], f8e4m3>, !ix.tensor<[16], f32> -> !ix.tensor<[batch, 1, 16], f16>
     ix.yield %y : !ix.tensor<[batch, 1, 16], f16>
   }
   func.return %o : !ix.tensor<[batch, 1, 16], f16>

@@ -41,6 +41,10 @@ class Fp8GemmFamily(KernelFamily):
     def heuristic(self, kernel: KernelOp, target: str, rows: int | None) -> Any:
         return codegen.heuristic_schedule(kernel, target, rows) if codegen.applies(kernel) is None else None
 
+    def at_rows(self, kernel: KernelOp, schedule: Any, rows: int | None) -> Any:
+        """Whether the bucket reads x quantized once (``given``) follows from its rows."""
+        return codegen.at_rows(kernel, schedule, rows)
+
     def per_batch(self, kernel: KernelOp) -> bool:
         return codegen.applies(kernel) is None and codegen.decode_rows(kernel)
 

@@ -28,7 +28,7 @@ rows' squares for the next norm where norm-stats asks (``partials.row_sum_square
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.ir import BlockArgument, SSAValue
 
@@ -50,6 +50,7 @@ from inferx.compiler.families.interface import ScheduleError, check_warps_stages
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.fp8 import FP8_MAX
+from inferx.compiler.ir.ops_base import get_int
 from inferx.compiler.ir.ops_kernel import KernelOp, YieldOp
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource, Param, Scratch
@@ -63,7 +64,10 @@ OPTIONAL = {"tma": 0}
 @dataclass(frozen=True)
 class Fp8GemmSchedule:
     """A BM x BN output tile per program, K in steps of BK (BK divides K). ``tma``: x and W tiles
-    through tensor descriptors (TMA on sm_90), for an x that arrives E4M3 (``row_scales``)."""
+    through tensor descriptors (TMA on sm_90), for an x that arrives E4M3 (``row_scales`` or
+    ``given``). ``given``: the tile reads x quantized once (``ix.fp8_linear``'s ``given``), in
+    the row buckets from its ``given_min_rows``; set from the bucket (``at_rows``), never by a
+    record, as the quantizing kernel's launch must agree."""
 
     bm: int
     bn: int
@@ -71,6 +75,7 @@ class Fp8GemmSchedule:
     num_warps: int = 4
     num_stages: int = 3
     tma: int = 0
+    given: bool = False
 
     def to_dict(self) -> dict[str, int]:
         d = {f: getattr(self, f) for f in FIELDS}
@@ -86,7 +91,7 @@ def fp8gemm_schedule(d: dict[str, int]) -> Fp8GemmSchedule:
     if not set(FIELDS) <= set(d) <= set(FIELDS) | set(OPTIONAL):
         raise ScheduleError(f"fp8gemm schedule fields must be {list(FIELDS)} and of {sorted(OPTIONAL)} any, "
                             f"got {sorted(d)}")
-    s = Fp8GemmSchedule(**{k: d[k] for k in FIELDS}, **{k: d.get(k, off) for k, off in OPTIONAL.items()})
+    s = Fp8GemmSchedule(d["bm"], d["bn"], d["bk"], d["num_warps"], d["num_stages"], tma=d.get("tma", OPTIONAL["tma"]))
     if not all(pow2(v) for v in (s.bm, s.bn, s.bk)):
         raise ScheduleError(f"bm, bn and bk must be powers of two: {s}")
     if not (16 <= s.bm <= 256 and 16 <= s.bn <= 256 and 32 <= s.bk <= 256):
@@ -115,6 +120,17 @@ def applies(kernel: KernelOp) -> str | None:
     return linear_applies(kernel, nn.Fp8LinearOp, NORMS, "an fp8_linear")
 
 
+def reads_given(kernel: KernelOp, rows: int | None) -> bool:
+    """The kernel's row bucket ``rows`` (None: the largest) reads x quantized once (``given``)."""
+    f = linear_of(kernel)
+    return f.given is not None and (rows is None or rows >= get_int(f.attributes, "given_min_rows"))
+
+
+def at_rows(kernel: KernelOp, schedule: Fp8GemmSchedule, rows: int | None) -> Fp8GemmSchedule:
+    """``schedule`` with ``given`` as the row bucket has it."""
+    return replace(schedule, given=reads_given(kernel, rows))
+
+
 def decode_rows(kernel: KernelOp) -> bool:
     """The kernel's rows are a batch of single tokens (no ``seq`` among them)."""
     x_t = linear_of(kernel).input.type
@@ -125,9 +141,10 @@ def decode_rows(kernel: KernelOp) -> bool:
 def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None = None) -> Fp8GemmSchedule:
     """BK: the largest of 128, 64, 32 dividing K. The cpu target (Triton's interpreter, a Python
     step per program and K step): 16 x 64 tiles for decode, 64 x 64 for prompts. sm_90: 16 x 64
-    tiles for decode rows on 4 warps, 4 stages; 128 x 128 tiles for prompts on 8 warps (two
-    warpgroups of FP8 wgmma), 3 stages, and 128 x 256 where x arrives E4M3 and the columns are
-    plain (o, down: the best of the probe's sweep at 4096 rows, docs/performance.md); the
+    tiles for decode rows on 4 warps, 4 stages, and 64 x 64 on 3 stages where a decode bucket
+    reads x quantized once (one warpgroup's FP8 wgmma); 128 x 128 tiles for prompts on 8 warps
+    (two warpgroups of FP8 wgmma), 3 stages, and 128 x 256 where x arrives E4M3 and the columns
+    are plain (o, down: the best of the probe's sweep at 4096 rows, docs/performance.md); the
     schedules of kernels without a tuning record."""
     op = linear_of(kernel)
     k = op.input.type.shape[-1]  # type: ignore[attr-defined]
@@ -135,9 +152,12 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     bk = next((b for b in (128, 64, 32) if isinstance(k, int) and k % b == 0), 32)
     bn = 64 if not isinstance(n, int) or n >= 64 else 32 if n >= 32 else 16
     decode = decode_rows(kernel)
+    given = reads_given(kernel, rows)
     if target == "cpu":
-        return Fp8GemmSchedule(16 if decode else 64, bn, min(bk, 64) if k % 64 == 0 else bk)
+        return Fp8GemmSchedule(16 if decode else 64, bn, min(bk, 64) if k % 64 == 0 else bk, given=given)
     if decode:
+        if given:
+            return Fp8GemmSchedule(64, bn, bk, num_warps=4, num_stages=3, given=True)
         return Fp8GemmSchedule(16, bn, bk, num_warps=4, num_stages=4)
     if op.row_scales is not None and isinstance(n, int) and n >= 256 and _plain_columns(kernel, op):
         return Fp8GemmSchedule(128, 256, bk, num_warps=8, num_stages=3)
@@ -185,15 +205,15 @@ def _dot(em: Emitter, acc: str, gpu_w: str, load_bytes: str | None = None) -> No
             + [f"{acc} = tl.dot(aq, tl.trans(wf), {acc}, input_precision=\"ieee\")"])
 
 
-def _quantized_loop(em: Emitter, f: nn.Fp8LinearOp, pairs: Sequence[tuple[str, str]], x_ptr: str, codes: str,
-                    k_dim: int, layout: TileLayout, sched: Fp8GemmSchedule, rows: str) -> None:
-    """The K loop of an input already E4M3 (``row_scales``): its bytes and W's straight into
-    ``tl.dot``. On the GPU both pointers are cast to E4M3 so the loads feed the dot directly
-    (Triton pipelines those); ``sx`` is the rows' scales. With ``tma`` the tiles come through
-    tensor descriptors (in Triton's interpreter, descriptors over the bytes, decoded)."""
+def _quantized_loop(em: Emitter, f: nn.Fp8LinearOp, pairs: Sequence[tuple[str, str]], x_ptr: str, x_scales: str,
+                    codes: str, k_dim: int, layout: TileLayout, sched: Fp8GemmSchedule, rows: str) -> None:
+    """The K loop of an input already E4M3 (``row_scales``, or ``given``) at ``x_ptr`` with its
+    rows' scales at ``x_scales``: its bytes and W's straight into ``tl.dot``. On the GPU both
+    pointers are cast to E4M3 so the loads feed the dot directly (Triton pipelines those); ``sx``
+    is the rows' scales. With ``tma`` the tiles come through tensor descriptors (in Triton's
+    interpreter, descriptors over the bytes, decoded)."""
     e = em.emit
-    assert f.row_scales is not None
-    e(f"sx = tl.load(in{_idx(f.row_scales)} + r, mask=rm, other=1.0)")
+    e(f"sx = tl.load({x_scales} + r, mask=rm, other=1.0)")
     if sched.tma:
         why = tma_applies(layout, k_dim, True)
         if why is not None:
@@ -272,6 +292,9 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
         raise em.error(row_sums[1], "one row-sum output per GEMM is generated")
     epilogue = [o for o in epilogue if not isinstance(o, nn.SumSquaresOp)]
     layout = tile_layout(em, f, epilogue, sched.bn)
+    if sched.given and f.given is None:
+        raise em.error(f, f"a schedule reading x quantized once needs the fp8_linear's given operand: {sched}")
+    given = f.given if sched.given else None
     x_ptr = f"in{_idx(norm.input if norm is not None else f.input)}"
     codes, scales = f"in{_idx(f.codes)}", f"in{_idx(f.scales)}"
     g = norm_scale(kernel, norm) if norm is not None else None
@@ -280,17 +303,21 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8GemmSchedule) -> KernelSo
     pairs = emit_tile_columns(em, layout, rows)
     e("kk = tl.arange(0, BK)")
     x_tl = None if x_t.dtype is DType.f32 else TL_DTYPE[x_t.dtype]
-    linear_input = emit_normed_rows(em, x_ptr, k_dim, norm, g, x_tl)  # 1. the norm's row statistics
     if f.row_scales is not None:  # x already E4M3: a plain FP8 x FP8 product
         if norm is not None:
             raise em.error(f, "a quantized input takes no norm prologue (the kernel that quantized x applies it)")
-        _quantized_loop(em, f, pairs, x_ptr, codes, k_dim, layout, sched, rows)
-    else:  # 2. the token scale: the static one, or each row's largest magnitude (a pass over x)
+        _quantized_loop(em, f, pairs, x_ptr, f"in{_idx(f.row_scales)}", codes, k_dim, layout, sched, rows)
+    elif given is not None:  # x quantized once beside it (norm applied there): the same product
+        assert f.given_scales is not None
+        _quantized_loop(em, f, pairs, f"in{_idx(given)}", f"in{_idx(f.given_scales)}", codes, k_dim, layout, sched,
+                        rows)
+    else:
         if sched.tma:
             raise em.error(f, f"TMA loads: {tma_applies(layout, k_dim, False)} ({sched})")
+        # 1. the norm's row statistics; 2. the token scale: the static one, or each row's
+        # largest magnitude (a pass over x); 3. the K loop on E4M3 operands
+        linear_input = emit_normed_rows(em, x_ptr, k_dim, norm, g, x_tl)
         emit_row_scales(em, linear_input, k_dim, f"in{_idx(f.x_scale)}" if f.x_scale is not None else None)
-    if f.row_scales is None:
-        # 3. the K loop on E4M3 operands
         for _, acc in pairs:
             e(f"{acc} = tl.zeros((BM, BN), dtype=tl.float32)")
         e(f"for k0 in range(0, {k_dim}, BK):")

@@ -7,7 +7,7 @@ from typing import Any
 
 from inferx.compiler.families.common.keys import LAYOUT_OPS, LinearTaskKey, cost_tag, rows_bucket
 from inferx.compiler.families.common.rows import gated_split
-from inferx.compiler.families.fp8gemm.codegen import TEMPLATE, applies, decode_rows, linear_of, prologue_of
+from inferx.compiler.families.fp8gemm.codegen import TEMPLATE, applies, decode_rows, linear_of, prologue_of, reads_given
 from inferx.compiler.families.gemm.rope import rope_head_dim
 from inferx.compiler.families.interface import TaskError
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -108,6 +108,8 @@ def fp8gemm_task(kernel: KernelOp, rows: int) -> Fp8GemmTask:
     outs = sorted({r.type.dtype.value for r in kernel.results if isinstance(r.type, TensorType)})
     x_dtype = norm.operands[0].type.dtype.value if norm is not None else x_t.dtype.value  # type: ignore[attr-defined]
     scale = "given" if f.row_scales is not None else "static" if f.x_scale is not None else "token"
+    if reads_given(kernel, rows):  # the bucket reads x quantized once: the norm is the quantizer's
+        x_dtype, scale, norm = "f8e4m3", "given", None
     return Fp8GemmTask(
         template=TEMPLATE,
         x_dtype=x_dtype,

@@ -8,6 +8,10 @@ magnitude of the norm's output rounded to x's dtype (a pass; none with a static 
 then each step divided by its row's scale, converted to E4M3 (``common.e4m3``) and stored. The
 values are those the fp8gemm kernel quantizes in its own K loop, so the GEMM that reads them
 computes what it would have.
+
+A decode batch's kernel (x's rows without ``seq``) takes one row a program; in a batch bucket
+below its quantize's ``min_rows`` it is an empty launch (``Fp8QuantSchedule.skip``: no program,
+so a session launches nothing), where the GEMMs reading it quantize x in their tiles.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from inferx.compiler.families.common.tile import TL_DTYPE, Emitter
 from inferx.compiler.ir import ops_nn as nn
 from inferx.compiler.ir import symbolic as sy
 from inferx.compiler.ir.fp8 import FP8_MAX
+from inferx.compiler.ir.ops_base import get_int
 from inferx.compiler.ir.ops_kernel import KernelOp
 from inferx.compiler.ir.types import DType, TensorType
 from inferx.runtime.kernel_source import KernelSource
@@ -33,11 +38,13 @@ NORMS = (nn.RMSNormOp, nn.RMSNormSumSquaresOp)
 
 @dataclass(frozen=True)
 class Fp8QuantSchedule:
-    """BM rows a program, K in steps of BK (BK divides K)."""
+    """BM rows a program, K in steps of BK (BK divides K); ``skip``: the row bucket's launch has
+    no programs."""
 
     bm: int = 4
     bk: int = 512
     num_warps: int = 4
+    skip: bool = False
 
 
 def parts(kernel: KernelOp) -> tuple[nn.RMSNormOp | nn.RMSNormSumSquaresOp | None, nn.Fp8QuantizeOp]:
@@ -66,15 +73,24 @@ def applies(kernel: KernelOp) -> str | None:
     return None
 
 
+def decode_rows(kernel: KernelOp) -> bool:
+    """x's rows are a batch of single tokens (no ``seq`` among them)."""
+    _, q = parts(kernel)
+    return "seq" not in sy.symbols_of(sy.product(q.input.type.shape[:-1]))  # type: ignore[attr-defined]
+
+
 def heuristic_schedule(kernel: KernelOp, target: str, rows: int | None) -> Fp8QuantSchedule:
     """BK: the largest of 1024 down to 16 dividing K (64 at most on the cpu target, whose
-    interpreter runs a Python step per program and step); 4 rows a program on the GPU, 16 on the
-    cpu target."""
+    interpreter runs a Python step per program and step); on the GPU 4 rows a program for
+    prompts, 1 for a decode batch (a batch of 64 rows in 64 programs), 16 on the cpu target. An
+    empty launch in a row bucket below the quantize's ``min_rows`` (``rows`` None: the largest)."""
     _, q = parts(kernel)
     k = q.input.type.shape[-1]  # type: ignore[attr-defined]
     top = 64 if target == "cpu" else 1024
     bk = next(b for b in (1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1) if b <= top and k % b == 0)
-    return Fp8QuantSchedule(16 if target == "cpu" else 4, bk, 4)
+    skip = rows is not None and rows < get_int(q.attributes, "min_rows", 1)
+    bm = 16 if target == "cpu" else 1 if decode_rows(kernel) else 4
+    return Fp8QuantSchedule(bm, bk, 4, skip)
 
 
 def generate(kernel: KernelOp, name: str, schedule: Fp8QuantSchedule) -> KernelSource:
@@ -89,6 +105,8 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8QuantSchedule) -> KernelS
         raise em.error(q, f"BK {schedule.bk} must divide K = {k}")
     rows = em.dim(sy.product(x_t.shape[:-1]))
     e = em.emit
+    if schedule.skip:
+        return _empty(em, name, schedule)
     e("r = tl.program_id(0) * BM + tl.arange(0, BM)")
     e(f"rm = r < {rows}")
     e("kk = tl.arange(0, BK)")
@@ -119,6 +137,16 @@ def generate(kernel: KernelOp, name: str, schedule: Fp8QuantSchedule) -> KernelS
         num_warps=schedule.num_warps,
         num_stages=1,
     )
+
+
+def _empty(em: Emitter, name: str, schedule: Fp8QuantSchedule) -> KernelSource:
+    """The launch of a row bucket below ``min_rows``: no programs (the grid's one dim 0)."""
+    em.emit("pass")
+    params = em.params()
+    constexprs = {"BM": schedule.bm, "BK": schedule.bk}
+    args = ", ".join([p.name for p in params] + [f"{c}: tl.constexpr" for c in constexprs])
+    return KernelSource(name=name, template=TEMPLATE, source=module_source(name, args, em.lines),
+                        params=tuple(params), grid=("0",), constexprs=constexprs, num_warps=1, num_stages=1)
 
 
 def _idx(v: SSAValue) -> int:
