@@ -128,6 +128,7 @@ def main() -> None:
         info = plan.extra["planner"]
         evaluate(f"planner, budget +{b:.0%}", plan.layers,
                  {"budget": b, "calibration_increase": info["perplexity_increase"],
+                  "calibration_bound": info["perplexity_increase_bound"],
                   "choose_seconds": round(time.perf_counter() - clock, 1), "layers": plan.layers})
 
 

@@ -141,7 +141,9 @@ def _precision_lines(doc: Mapping[str, Any] | None) -> list[str]:
     us = plan.get("predicted_weight_us", {})
     others = ", ".join(f"{k} {v:.1f}" for k, v in us.items() if k != "plan")
     return [line + f", planned for a budget of +{plan['budget']:.2%} perplexity",
-            f"           measured {plan['perplexity_increase']:+.2%} on {plan['windows']} windows of "
+            f"           measured {plan['perplexity_increase']:+.2%}"
+            + (f" (bound {plan['perplexity_increase_bound']:+.2%})" if "perplexity_increase_bound" in plan else "")
+            + f" on {plan['windows']} windows of "
             f"{plan['window_tokens']} tokens of {plan['calibration']} (float perplexity {plan['float_perplexity']})",
             f"           predicted weight reads a decode step: {us.get('plan', 0):.1f} us ({others} us uniform)"]
 

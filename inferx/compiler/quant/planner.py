@@ -23,6 +23,11 @@ stays within the accuracy budget.
    noise) and bisects over the prices at which a unit changes choice for the fastest plan whose
    perplexity increase is within the budget (the bisection takes measured perplexity as rising
    with ``lam``, which the additive model makes likely, not certain).
+6. Margin: a plan's increase differs from one sample of text to another, and a plan chosen to sit
+   just under the budget on the calibration windows sits as often just over it on other text. So
+   the increase a plan is held to is an upper bound from the windows themselves: each window's
+   mean log-likelihood loss over float, their mean plus ``CONFIDENCE_Z`` standard errors (a
+   one-sided 95% bound on the increase over text like the windows), as a perplexity ratio.
 
 The plan (``PrecisionPlan``) keeps what was measured: the budget, the float and planned
 perplexities, the predicted times of the plan and of the uniform choices, and each unit's
@@ -46,6 +51,7 @@ from inferx.program import Program
 WINDOWS = 2  # calibration windows each unit's sensitivity is measured on
 WINDOW = 128  # tokens a sensitivity window holds
 CHECK_WINDOWS = 8  # calibration windows (of the calibration's length) whole plans are measured on
+CONFIDENCE_Z = 1.645  # standard errors above the windows' mean loss a plan is held to (one-sided 95%)
 GROUPS = (128, 64, 32)
 DTYPE_BYTES = {DType.f32: 4, DType.bf16: 2, DType.f16: 2}
 
@@ -111,9 +117,10 @@ class Evaluator:
                                                                                             strict=True))
         return total / sum(len(ids) - 1 for ids in self.windows)
 
-    def run(self, layers: dict[str, str]) -> tuple[float, float]:
-        """(mean KL from the float distributions, perplexity increase over float as a fraction) of
-        the model with each linear as ``layers`` says."""
+    def run(self, layers: dict[str, str]) -> tuple[float, float, float]:
+        """(mean KL from the float distributions, perplexity increase over float as a fraction, its
+        upper bound over text like the windows: module docstring, 6.) of the model with each
+        linear as ``layers`` says."""
         from inferx.compiler.pipeline import PrecisionPlan, apply_plan
 
         program = replace(self.program, module=self.program.module.clone())
@@ -122,7 +129,19 @@ class Evaluator:
         logps = [self._logp(program, ids) for ids in self.windows]
         kl = sum(float((np.exp(f) * (f - q)).sum()) for f, q in zip(self.float_logp, logps, strict=True))
         kl /= sum(len(lp) for lp in logps)
-        return kl, math.exp(self.nll(logps) - self.float_nll) - 1
+        return kl, math.exp(self.nll(logps) - self.float_nll) - 1, self.bound(logps)
+
+    def bound(self, logps: list[np.ndarray]) -> float:
+        """The windows' mean per-token loss over float plus ``CONFIDENCE_Z`` standard errors, as a
+        perplexity increase (the mean alone with one window)."""
+        loss = np.array([self._window_nll(q, ids) - self._window_nll(f, ids)
+                         for f, q, ids in zip(self.float_logp, logps, self.windows, strict=True)])
+        se = float(loss.std(ddof=1) / math.sqrt(len(loss))) if len(loss) > 1 else 0.0
+        return math.exp(float(loss.mean()) + CONFIDENCE_Z * se) - 1
+
+    @staticmethod
+    def _window_nll(lp: np.ndarray, ids: list[int]) -> float:
+        return -float(lp[np.arange(len(ids) - 1), ids[1:]].mean())
 
 
 def _keep_all(store: object) -> None:
@@ -163,7 +182,8 @@ class Measured:
     layers: dict[str, str]
     calibration: str
     seconds: float
-    plans: dict[float, tuple[float, float]] = field(default_factory=dict)  # price: a measured plan's (KL, increase)
+    # price: a measured plan's (KL, increase, its bound)
+    plans: dict[float, tuple[float, float, float]] = field(default_factory=dict)
 
     def layers_of(self, choice: Sequence[str]) -> dict[str, str]:
         out = dict(self.layers)
@@ -234,8 +254,9 @@ def measure(program: Program, options: Any, say: Callable[[str], None] | None = 
 
 
 def choose(m: Measured, budget: float, say: Callable[[str], None] | None = None):  # type: ignore[no-untyped-def]
-    """The fastest plan of ``m``'s units whose measured perplexity increase is within ``budget``
-    (module docstring, 5.); PlanError where none quantizes a linear."""
+    """The fastest plan of ``m``'s units whose measured perplexity increase, as its upper bound
+    over text like the calibration windows, is within ``budget`` (module docstring, 5. and 6.);
+    PlanError where none quantizes a linear."""
     from inferx.compiler.pipeline import PrecisionPlan
 
     say = say or (lambda line: None)
@@ -247,17 +268,18 @@ def choose(m: Measured, budget: float, say: Callable[[str], None] | None = None)
         if prices[i] not in m.plans:  # a plan is measured once for every budget chosen from ``m``
             layers = m.layers_of(_select(units, prices[i]))
             m.plans[prices[i]] = ev.run(layers)
-            say(f"        plan of {pr.summary(layers)} linears: calibration perplexity {m.plans[prices[i]][1]:+.2%} "
+            _, inc, bound = m.plans[prices[i]]
+            say(f"        plan of {pr.summary(layers)} linears: calibration perplexity {inc:+.2%}, bound {bound:+.2%} "
                 f"({m.seconds + time.perf_counter() - clock:.0f} s)")
-        return m.plans[prices[i]][1]
+        return m.plans[prices[i]][2]
 
     lo, hi = 0, len(prices) - 1  # the answer lies in [lo, hi]; prices[-1] and above: the safest plan
     if increase(hi) > budget:
         best = min((u.kl[c], c, u.names[0]) for u in units for c in u.choices[1:]) if units else None
         what = f"; the least sensitive choice alone ({best[1]} for {best[2]}) adds KL {best[0]:.4g}" if best else ""
         raise PlanError(f"accuracy budget +{budget:.2%}: the most accurate plan quantizing any linear raises the "
-                        f"calibration perplexity {increase(hi):+.2%}{what}; give a larger budget or keep the model "
-                        "float")
+                        f"calibration perplexity {m.plans[prices[hi]][1]:+.2%} (bound {increase(hi):+.2%}){what}; "
+                        "give a larger budget or keep the model float")
     while lo < hi:
         mid = (lo + hi) // 2
         if increase(mid) <= budget:
@@ -267,20 +289,24 @@ def choose(m: Measured, budget: float, say: Callable[[str], None] | None = None)
     chosen = _select(units, prices[lo])
     if all(c == pr.FLOAT for c in chosen):
         raise PlanError(f"accuracy budget +{budget:.2%}: no plan quantizing a linear stays within it")
-    kl, inc = m.plans[prices[lo]]
+    kl, inc, bound = m.plans[prices[lo]]
     result = m.layers_of(chosen)
     step_us = sum(u.us[c] for u, c in zip(units, chosen, strict=True))
     uniform = {c: sum(u.us.get(c, u.us[pr.FLOAT]) for u in units) for c in {c for u in units for c in u.choices}}
-    say(f"        plan: {pr.summary(result)} linears; calibration perplexity {inc:+.2%} (budget +{budget:.2%}); "
+    say(f"        plan: {pr.summary(result)} linears; calibration perplexity {inc:+.2%}, bound {bound:+.2%} "
+        f"(budget +{budget:.2%}); "
         f"predicted weight reads {step_us:.1f} us a decode step (float {uniform[pr.FLOAT]:.1f} us) "
         f"({m.seconds + time.perf_counter() - clock:.0f} s)")
     extra = {
         "planner": {
-            "budget": budget, "metric": "perplexity increase over float on the calibration text",
+            "budget": budget,
+            "metric": (f"perplexity increase over float on the calibration text, its mean loss plus {CONFIDENCE_Z} "
+                       "standard errors over the windows"),
             "calibration": m.calibration, "windows": len(ev.windows), "window_tokens": len(ev.windows[0]),
             "sensitivity_windows": len(m.evaluator.windows), "sensitivity_window_tokens": len(m.evaluator.windows[0]),
             "float_perplexity": round(math.exp(ev.float_nll), 4),
-            "perplexity_increase": round(inc, 6), "mean_kl": round(kl, 6),
+            "perplexity_increase": round(inc, 6), "perplexity_increase_bound": round(bound, 6),
+            "mean_kl": round(kl, 6),
             "predicted_weight_us": {"plan": round(step_us, 2), **{k: round(v, 2) for k, v in sorted(uniform.items())}},
             "units": [{"linears": u.names, "choice": c, "us": {k: round(v, 3) for k, v in u.us.items()},
                        "kl": {k: float(f"{v:.4g}") for k, v in u.kl.items()}}
