@@ -1,7 +1,8 @@
 """InferX: an LLM compiler for NVIDIA Hopper GPUs.
 
 Public API (design.md): ``import_model``; ``Program.reference_session()``; sessions with
-``prefill``, ``decode``, ``generate`` (greedy, or as a ``SamplingParams`` says) and ``reset``.
+``prefill``, ``decode``, ``generate`` (greedy, or as a ``SamplingParams`` says) and ``reset``;
+``Engine`` (requests that come and go every step over a session's rows).
 """
 
 from __future__ import annotations
@@ -59,9 +60,14 @@ def load(artifact: Any, device: str = "cpu", **options: Any):  # -> Session
 
 
 def __getattr__(name: str) -> Any:
-    """``inferx.SamplingParams`` (``inferx.runtime.sampling``), imported when first asked for."""
+    """``inferx.SamplingParams`` (``inferx.runtime.sampling``) and ``inferx.Engine``
+    (``inferx.runtime.engine``), imported when first asked for."""
     if name == "SamplingParams":
         from inferx.runtime.sampling import SamplingParams
 
         return SamplingParams
+    if name == "Engine":
+        from inferx.runtime.engine import Engine
+
+        return Engine
     raise AttributeError(f"module 'inferx' has no attribute {name!r}")

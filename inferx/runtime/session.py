@@ -239,6 +239,7 @@ class DecoderSession(ABC):
         self.max_context = max_context
         self.inputs = InputCheck(info.vocab_size, max_batch, max_context)
         self.lengths: np.ndarray | None = None  # tokens held per sequence
+        self.held_rows: int | None = None  # rows a caller fills itself (hold_rows), else None
         self.entry_points: frozenset[str] = frozenset({"prefill", "decode"})  # the backend's program has these
 
     # the backend ---------------------------------------------------------------------------
@@ -259,6 +260,7 @@ class DecoderSession(ABC):
     def reset(self) -> None:
         """Forgets every sequence."""
         self.lengths = None
+        self.held_rows = None
 
     def prefill(self, input_ids: Any, lengths: Sequence[int] | None = None, *, logits: str = "all") -> np.ndarray:
         """Appends prompts to the sequences; returns logits [batch, seq, vocab], or with
@@ -304,6 +306,36 @@ class DecoderSession(ABC):
         logits = self._step("decode", ids, self.lengths[:, None].copy(), kv_lens)
         self.lengths = kv_lens
         return logits
+
+    # rows held by a caller (the serving engine) ------------------------------------------------
+    def hold_rows(self, rows: int) -> None:
+        """Forgets every sequence and holds a cache of ``rows`` rows that the caller fills with
+        ``step_rows``, deciding itself which row holds which sequence (``inferx.runtime.engine``)."""
+        rows = _count(rows, "rows", 1)
+        self.inputs._batch(rows)
+        self.reset()
+        self._reset_cache(rows)
+        self.held_rows = rows
+
+    def step_rows(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
+        """One step of ``entry`` ("prefill_last" or "decode") over every held row: ``input_ids``
+        and ``positions`` [rows, seq] (a negative position is no token: nothing is written for it
+        and its logits mean nothing), ``kv_lens`` [rows] the tokens each row holds after the step.
+        Returns the logits [rows, 1, vocab] of each row's last token. The caller checked the ids
+        and that every row fits the context (``Engine.submit``)."""
+        rows = self.held_rows
+        if rows is None or self.lengths is not None:
+            raise SessionError("step_rows before hold_rows (or after prefill, decode or generate took the cache)")
+        if input_ids.shape[0] != rows or positions.shape != input_ids.shape or kv_lens.shape != (rows,):
+            raise SessionError(f"step_rows takes [{rows}, seq] ids and positions and [{rows}] kv_lens; got "
+                               f"{list(input_ids.shape)}, {list(positions.shape)}, {list(kv_lens.shape)}")
+        if entry == "prefill_last" and "prefill_last" not in self.entry_points:
+            n = (positions >= 0).sum(axis=1)
+            last = np.arange(rows) * input_ids.shape[1] + np.maximum(n - 1, 0)
+            return self._step("prefill", input_ids, positions, kv_lens, last)
+        if entry not in ("prefill_last", "decode"):
+            raise SessionError(f"step_rows runs prefill_last or decode, not {entry!r}")
+        return self._step(entry, input_ids, positions, kv_lens)
 
     def generate(
         self, input_ids: Any, max_new_tokens: int, *, stop_at_eos: bool = True, eos_token_ids: Any = None,

@@ -1,0 +1,253 @@
+"""The serving engine: requests that arrive, run and leave at any step over one session's rows
+(continuous batching).
+
+A session holds a KV cache of ``rows`` rows (``DecoderSession.hold_rows``); the engine gives each
+running request a row of its own and hands it back when the request ends, so the rows in use
+never exceed the cache and none is lost (``Engine.free_rows`` counts them). Every ``step``:
+
+1. cancelled requests leave (their row is free again at once);
+2. waiting requests take free rows, oldest first, and their prompts run in one prefill over
+   every row (``prefill_last``): a row not being filled has every position negative, so nothing
+   is written to its cache and its logits are not read; each new request draws its first token;
+3. every other running request feeds its last token to one decode step over every row (rows
+   without a request: position -1, nothing written) and draws its next;
+4. a request that drew one of its stop tokens, or its ``max_new_tokens``-th token, ends.
+
+A request's tokens depend on its own prompt, parameters and seed alone: rows do not mix in any
+kernel, and its draws are numbered by its own step (``sampling.sample_row``), so it gives the
+tokens it would give alone, whatever else runs beside it. Each step returns the ``Event``s of
+the requests it moved.
+
+The rows are the cache's; paged KV blocks (rows cut into blocks, prefixes shared) are for later.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from inferx.runtime.sampling import GREEDY, SamplingError, SamplingParams, sample_row
+from inferx.runtime.session import DecoderSession, SessionError, as_int_array
+
+FINISH_REASONS = ("stop", "length", "cancelled")
+
+
+@dataclass(frozen=True)
+class Event:
+    """What one step did for one request: the ``token`` it drew (None when it was cancelled) with
+    its ``logprob`` (0 unless asked for), and ``finished``: None while it runs, else why it ended
+    ("stop": a stop token, included; "length": ``max_new_tokens`` reached; "cancelled")."""
+
+    request: int
+    token: int | None
+    logprob: float = 0.0
+    finished: str | None = None
+
+
+@dataclass
+class Request:
+    """One request as the engine holds it."""
+
+    id: int
+    prompt: np.ndarray  # int64 token ids
+    max_new_tokens: int
+    sampling: SamplingParams  # seeded, or greedy
+    stop: frozenset[int]
+    logprobs: bool
+    tokens: list[int] = field(default_factory=list)
+    row: int | None = None
+    finished: str | None = None
+
+
+class Engine:
+    """Continuous batching over ``session`` (module docstring); ``rows``: the requests that run at
+    once, at most the session's ``max_batch`` (its default)."""
+
+    def __init__(self, session: DecoderSession, rows: int | None = None):
+        rows = session.max_batch if rows is None else rows
+        session.hold_rows(rows)
+        self.session = session
+        self.rows = rows
+        self._free = list(range(rows))  # a heap: the lowest free row first
+        self._lengths = np.zeros(rows, dtype=np.int64)  # tokens each row's cache holds
+        self._waiting: deque[Request] = deque()
+        self._running: dict[int, Request] = {}  # by row
+        self._requests: dict[int, Request] = {}  # every request not yet reported finished
+        self._cancelled: list[Request] = []
+        self._next_id = 0
+        self.steps = 0
+
+    # --- what callers see -----------------------------------------------------------------
+    @property
+    def free_rows(self) -> int:
+        return len(self._free)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def idle(self) -> bool:
+        """Nothing waits, runs or has an event still to report."""
+        return not self._requests
+
+    def submit(self, prompt: Any, max_new_tokens: int = 16, *, sampling: SamplingParams | None = None,
+               stop_token_ids: Iterable[int] | None = None, logprobs: bool = False) -> int:
+        """Queues a request; returns its id. ``prompt``: token ids (one at least); its length
+        plus ``max_new_tokens`` - 1 must fit the session's context. ``sampling`` None is greedy;
+        a SamplingParams without a seed draws one. ``stop_token_ids``: the tokens that end it
+        (default: the model's EOS ids; empty: none). SessionError naming the argument at fault."""
+        ids = as_int_array(prompt, "prompt")
+        if ids.ndim != 1 or ids.size == 0:
+            raise SessionError(f"prompt must be a non-empty list of token ids, got shape {list(ids.shape)}")
+        vocab = self.session.info.vocab_size
+        if ids.min() < 0 or ids.max() >= vocab:
+            bad = int(ids[(ids < 0) | (ids >= vocab)][0])
+            raise SessionError(f"prompt holds {bad}, not a token id in [0, {vocab})")
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+            raise SessionError(f"max_new_tokens must be a whole number >= 1, got {max_new_tokens!r}")
+        need = ids.size + int(max_new_tokens) - 1
+        if need > self.session.max_context:
+            raise SessionError(f"a prompt of {ids.size} tokens and max_new_tokens {max_new_tokens} need {need} "
+                               f"positions; the context holds {self.session.max_context}")
+        if sampling is not None and not isinstance(sampling, SamplingParams):
+            raise SessionError(f"sampling must be a SamplingParams or None, got {type(sampling).__name__}")
+        stop = self.session.info.eos_token_ids if stop_token_ids is None else list(stop_token_ids)
+        for t in stop:
+            if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < vocab:
+                raise SessionError(f"stop_token_ids holds {t!r}, not a token id in [0, {vocab})")
+        if not isinstance(logprobs, (bool, np.bool_)):
+            raise SessionError(f"logprobs must be True or False, got {logprobs!r}")
+        try:
+            params = GREEDY if sampling is None else sampling.seeded()
+        except SamplingError as e:
+            raise SessionError(str(e)) from None
+        rid = self._next_id
+        self._next_id += 1
+        req = Request(rid, ids.astype(np.int64), int(max_new_tokens), params, frozenset(int(t) for t in stop),
+                      bool(logprobs))
+        self._waiting.append(req)
+        self._requests[rid] = req
+        return rid
+
+    def cancel(self, request: int) -> bool:
+        """Ends a waiting or running request (its row is free at once; the next step reports it
+        "cancelled"); False if it is unknown or already finished."""
+        req = self._requests.get(request)
+        if req is None or req.finished is not None:
+            return False
+        req.finished = "cancelled"
+        if req.row is None:
+            self._waiting.remove(req)
+        else:
+            self._release(req)
+        self._cancelled.append(req)
+        return True
+
+    def tokens(self, request: int) -> list[int]:
+        """The tokens a request not yet reported finished has drawn so far."""
+        req = self._requests.get(request)
+        if req is None:
+            raise SessionError(f"no request {request} (unknown, or reported finished)")
+        return list(req.tokens)
+
+    def step(self) -> list[Event]:
+        """One step (module docstring): the events of every request it moved."""
+        events = [Event(r.id, None, 0.0, "cancelled") for r in self._cancelled]
+        for r in self._cancelled:
+            del self._requests[r.id]
+        self._cancelled = []
+        new = self._admit()
+        decoding = [r for r in self._running.values() if r not in new]
+        if new:
+            events += self._prefill(new)
+        if decoding:
+            events += self._decode(decoding)
+        self.steps += 1
+        return events
+
+    def run(self, max_steps: int | None = None) -> dict[int, list[int]]:
+        """Steps until nothing waits or runs (or ``max_steps``): the tokens of every request that
+        finished meanwhile."""
+        out: dict[int, list[int]] = {}
+        drawn: dict[int, list[int]] = {}
+        n = 0
+        while not self.idle() and (max_steps is None or n < max_steps):
+            for ev in self.step():
+                if ev.token is not None:
+                    drawn.setdefault(ev.request, []).append(ev.token)
+                if ev.finished is not None:
+                    out[ev.request] = drawn.pop(ev.request, [])
+            n += 1
+        return out
+
+    # --- the steps ------------------------------------------------------------------------
+    def _admit(self) -> list[Request]:
+        new = []
+        while self._free and self._waiting:
+            req = self._waiting.popleft()
+            req.row = heapq.heappop(self._free)
+            self._running[req.row] = req
+            new.append(req)
+        return new
+
+    def _prefill(self, new: Sequence[Request]) -> list[Event]:
+        seq = max(r.prompt.size for r in new)
+        ids = np.zeros((self.rows, seq), dtype=np.int64)
+        positions = np.full((self.rows, seq), -1, dtype=np.int64)
+        kv_lens = np.maximum(self._lengths, 1)
+        for r in new:
+            assert r.row is not None
+            n = r.prompt.size
+            ids[r.row, :n] = r.prompt
+            positions[r.row, :n] = np.arange(n)
+            kv_lens[r.row] = self._lengths[r.row] = n
+        logits = self._host(self.session.step_rows("prefill_last", ids, positions, kv_lens))
+        return [self._draw(r, logits[r.row]) for r in new]  # type: ignore[index]
+
+    def _decode(self, running: Sequence[Request]) -> list[Event]:
+        ids = np.zeros((self.rows, 1), dtype=np.int64)
+        positions = np.full((self.rows, 1), -1, dtype=np.int64)
+        kv_lens = np.maximum(self._lengths, 1)
+        for r in running:
+            assert r.row is not None
+            ids[r.row, 0] = r.tokens[-1]
+            positions[r.row, 0] = self._lengths[r.row]
+            kv_lens[r.row] = self._lengths[r.row] = self._lengths[r.row] + 1
+        logits = self._host(self.session.step_rows("decode", ids, positions, kv_lens))
+        return [self._draw(r, logits[r.row]) for r in running]  # type: ignore[index]
+
+    def _draw(self, r: Request, logits: np.ndarray) -> Event:
+        held = np.concatenate([r.prompt, np.asarray(r.tokens, dtype=np.int64)]) \
+            if r.sampling.repetition_penalty != 1.0 else r.prompt[:0]
+        token, logprob = sample_row(logits, held, r.sampling, len(r.tokens), r.logprobs)
+        r.tokens.append(token)
+        if token in r.stop:
+            r.finished = "stop"
+        elif len(r.tokens) >= r.max_new_tokens:
+            r.finished = "length"
+        if r.finished is not None:
+            self._release(r)
+            del self._requests[r.id]
+        return Event(r.id, token, logprob, r.finished)
+
+    def _release(self, r: Request) -> None:
+        assert r.row is not None
+        del self._running[r.row]
+        self._lengths[r.row] = 0
+        heapq.heappush(self._free, r.row)
+        r.row = None
+
+    @staticmethod
+    def _host(logits: Any) -> np.ndarray:
+        """[rows, vocab] on the host, float."""
+        a = logits.float().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
+        return a.reshape(a.shape[0], -1)
