@@ -676,7 +676,7 @@ def run_command(
             given = "--prompt" if prompts else "--chat"
             raise UserError(f"{artifact}: the artifact carries no tokenizer: give --prompt-ids instead of {given}")
         session = load(artifact, device)  # before transformers can import Triton (see runtime.loaded)
-        tokenizer = _load_tokenizer(art, names) if names else None
+        tokenizer = _load_tokenizer(art) if names else None
         if tokenizer is not None and prompts:
             rows = [list(tokenizer(text)["input_ids"]) for text in prompts]
         if tokenizer is not None and chats:
@@ -712,17 +712,16 @@ def run_command(
 
 def _chat_ids(tokenizer: Any, text: str, system: str | None, artifact: str) -> list[int]:
     """The token ids of a conversation of ``system`` (where given) and the user's ``text``, with
-    the assistant's turn opened, by the tokenizer's chat template (a Jinja template, which
-    ``transformers`` renders in a sandbox)."""
-    if not getattr(tokenizer, "chat_template", None):
-        raise UserError(f"{artifact}: its tokenizer has no chat template: give --prompt TEXT instead of --chat")
+    the assistant's turn opened (``serve.text.chat_ids``)."""
+    from inferx.serve.text import TextError, chat_ids
+
     messages = ([{"role": "system", "content": system}] if system is not None else []) + [
         {"role": "user", "content": text}]
     try:
-        rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    except Exception as e:  # a template's own error (raise_exception in it, an undefined name)
-        raise UserError(f"{artifact}: its chat template fails on these messages: {_one_line(e)}") from None
-    return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+        return chat_ids(tokenizer, messages)
+    except TextError as e:
+        hint = ": give --prompt TEXT instead of --chat" if "no chat template" in str(e) else ""
+        raise UserError(f"{artifact}: {e}{hint}") from None
 
 
 def _token_ids(text: str) -> list[int]:
@@ -742,19 +741,51 @@ def _until_eos(row: list[int], eos: set[int]) -> list[int]:
     return row
 
 
-def _load_tokenizer(art: Any, names: list[str]) -> Any:
-    """The artifact's tokenizer, unpacked into a temporary directory for ``transformers``."""
-    from transformers import AutoTokenizer
+def _load_tokenizer(art: Any) -> Any:
+    """The artifact's tokenizer (``serve.text.artifact_tokenizer``), or None."""
+    from inferx.serve.text import TextError, artifact_tokenizer
 
-    with tempfile.TemporaryDirectory(prefix="inferx-tokenizer-") as tmp:
-        for name in names:
-            dest = Path(tmp, name.removeprefix("tokenizer/"))
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(art.file_bytes(name))
-        try:
-            return AutoTokenizer.from_pretrained(tmp)
-        except (OSError, ValueError) as e:
-            raise UserError(f"{art.path}: its tokenizer does not load: {_one_line(e)}") from None
+    try:
+        return artifact_tokenizer(art)
+    except TextError as e:
+        raise UserError(str(e)) from None
+
+
+# --- serve ----------------------------------------------------------------------------------
+
+
+@main.command("serve")
+@click.argument("artifact")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cuda", show_default=True)
+@click.option("--rows", type=click.IntRange(min=1), default=None,
+              help="Requests running at once (default: the artifact's --max-batch).")
+@click.option("--model-name", default=None, help="The model's name in the API (default: the artifact's file name).")
+def serve_command(artifact: str, host: str, port: int, device: str, rows: int | None, model_name: str | None) -> None:
+    """Serve ARTIFACT over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions,
+    /v1/models, /health, /metrics), batching requests as they come. Needs the artifact's
+    tokenizer and the serve extra (pip install 'inferx[serve]')."""
+    try:
+        import uvicorn
+
+        from inferx.serve.app import build_app
+    except ImportError as e:
+        raise UserError(f"inferx serve needs the serve extra (pip install 'inferx[serve]'): {e}") from None
+    from inferx.runtime.artifact import load_artifact
+    from inferx.runtime.loaded import load
+
+    with _user_errors(_runtime_errors()):
+        art = load_artifact(artifact, verify="structure")
+        session = load(artifact, device)  # before transformers can import Triton (see runtime.loaded)
+        if rows is not None and rows > session.max_batch:
+            raise UserError(f"--rows {rows}: the artifact runs at most {session.max_batch} sequences (--max-batch)")
+        tokenizer = _load_tokenizer(art)
+        if tokenizer is None:
+            raise UserError(f"{artifact}: the artifact carries no tokenizer, which the HTTP API needs for its text")
+        app = build_app(session, tokenizer, model_name or Path(artifact).name, rows)
+    click.echo(f"serving {artifact} ({device}) on http://{host}:{port}/v1", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 # --- bench ----------------------------------------------------------------------------------
