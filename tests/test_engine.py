@@ -60,13 +60,15 @@ def alone(prompt: list[int], max_new: int, stop: tuple[int, ...], sampling: Samp
     return eng.run()[rid]
 
 
-def test_requests_arriving_and_cancelled_give_their_tokens_alone() -> None:
+@pytest.mark.parametrize("chunk", [None, 3])
+def test_requests_arriving_and_cancelled_give_their_tokens_alone(chunk: int | None) -> None:
     """1,000 seeded random requests (1-20 prompt tokens, 1-12 new, greedy or seeded sampling,
     stop tokens) arrive at random steps, a tenth cancelled at a random later step: every finished
     request's tokens are those it gives alone, the cancelled ones a prefix of theirs, every
-    request is reported finished once, and the engine ends with every row free."""
+    request is reported finished once, and the engine ends with every row free. With
+    ``prefill_chunk`` 3, prompts go in over several steps while the others decode."""
     rng = np.random.default_rng(0)
-    eng = Engine(RowModel(rows=4))
+    eng = Engine(RowModel(rows=4), prefill_chunk=chunk)
     specs: dict[int, tuple[list[int], int, tuple[int, ...], SamplingParams | None]] = {}
     drawn: dict[int, list[int]] = {}
     finished: dict[int, str] = {}
@@ -134,6 +136,8 @@ def test_events_and_bad_requests() -> None:
         eng.submit([1] * 10, 8)
     with pytest.raises(SessionError, match="max_new_tokens"):
         eng.submit([1], 0)
+    with pytest.raises(SessionError, match="prefill_chunk"):
+        Engine(RowModel(), prefill_chunk=0)
     with pytest.raises(SessionError, match="stop_token_ids"):
         eng.submit([1], 2, stop_token_ids=[50])
     with pytest.raises(SessionError, match="hold_rows"):
@@ -147,11 +151,11 @@ def _first_of_each_family() -> list:
     return list(seen.values())
 
 
-def _concurrent(session_of, case, prompts: list[list[int]]) -> None:  # type: ignore[no-untyped-def]
+def _concurrent(session_of, case, prompts: list[list[int]], chunk: int | None = None) -> None:  # type: ignore[no-untyped-def]
     """Requests arriving at steps 0, 0, 1, 3 and 4 on an engine of 3 rows (so some wait), the
     third cancelled at step 2: each finished request's tokens are those ``generate`` gives it
     alone, greedy, without stopping at EOS."""
-    eng = Engine(session_of(), rows=3)
+    eng = Engine(session_of(), rows=3, prefill_chunk=chunk)
     arrive = {0: [0, 1], 1: [2], 3: [3], 4: [4]}
     ids: dict[int, int] = {}
     got: dict[int, list[int]] = {}
@@ -177,10 +181,12 @@ def _concurrent(session_of, case, prompts: list[list[int]]) -> None:  # type: ig
 
 @pytest.mark.parametrize("case", _first_of_each_family(), ids=lambda c: c.family)
 def test_every_family_batches_requests_as_they_run_alone(case) -> None:  # type: ignore[no-untyped-def]
+    """Whole prompts, and prompts in chunks of 4 tokens (the first family)."""
     program = inferx.import_model(build(case), dtype="f32")
     rng = np.random.default_rng(1)
     prompts = [[int(t) for t in rng.integers(0, case.vocab_size, n)] for n in (5, 9, 3, 7, 4)]
-    _concurrent(lambda: program.reference_session(max_batch=3, max_context=24), case, prompts)
+    for chunk in (None, 4) if case is _first_of_each_family()[0] else (None,):
+        _concurrent(lambda: program.reference_session(max_batch=3, max_context=24), case, prompts, chunk)
 
 
 def test_a_compiled_artifact_batches_requests_as_they_run_alone(tmp_path: Path) -> None:

@@ -6,9 +6,11 @@ running request a row of its own and hands it back when the request ends, so the
 never exceed the cache and none is lost (``Engine.free_rows`` counts them). Every ``step``:
 
 1. cancelled requests leave (their row is free again at once);
-2. waiting requests take free rows, oldest first, and their prompts run in one prefill over
-   every row (``prefill_last``): a row not being filled has every position negative, so nothing
-   is written to its cache and its logits are not read; each new request draws its first token;
+2. waiting requests take free rows, oldest first, and the prompts not yet in the cache run in
+   one prefill over every row (``prefill_last``), at most ``prefill_chunk`` tokens of each a
+   step (chunked prefill: a long prompt takes several steps, and the others' decoding goes on
+   meanwhile); a row not being filled has every position negative, so nothing is written to its
+   cache and its logits are not read; a request whose prompt is all in draws its first token;
 3. every other running request feeds its last token to one decode step over every row (rows
    without a request: position -1, nothing written) and draws its next;
 4. a request that drew one of its stop tokens, or its ``max_new_tokens``-th token, ends.
@@ -62,15 +64,21 @@ class Request:
     tokens: list[int] = field(default_factory=list)
     row: int | None = None
     finished: str | None = None
+    prefilled: int = 0  # prompt tokens in the cache
 
 
 class Engine:
     """Continuous batching over ``session`` (module docstring); ``rows``: the requests that run at
-    once, at most the session's ``max_batch`` (its default)."""
+    once, at most the session's ``max_batch`` (its default); ``prefill_chunk``: the most prompt
+    tokens of one request a step prefills (None: whole prompts)."""
 
-    def __init__(self, session: DecoderSession, rows: int | None = None):
+    def __init__(self, session: DecoderSession, rows: int | None = None, prefill_chunk: int | None = None):
         rows = session.max_batch if rows is None else rows
+        if prefill_chunk is not None and (isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int)
+                                          or prefill_chunk < 1):
+            raise SessionError(f"prefill_chunk must be a whole number >= 1 or None, got {prefill_chunk!r}")
         session.hold_rows(rows)
+        self.prefill_chunk = prefill_chunk
         self.session = session
         self.rows = rows
         self._free = list(range(rows))  # a heap: the lowest free row first
@@ -165,10 +173,11 @@ class Engine:
         for r in self._cancelled:
             del self._requests[r.id]
         self._cancelled = []
-        new = self._admit()
-        decoding = [r for r in self._running.values() if r not in new]
-        if new:
-            events += self._prefill(new)
+        self._admit()
+        filling = [r for r in self._running.values() if r.prefilled < r.prompt.size]
+        decoding = [r for r in self._running.values() if r.prefilled == r.prompt.size]
+        if filling:
+            events += self._prefill(filling)
         if decoding:
             events += self._decode(decoding)
         self.steps += 1
@@ -190,30 +199,30 @@ class Engine:
         return out
 
     # --- the steps ------------------------------------------------------------------------
-    def _admit(self) -> list[Request]:
-        new = []
+    def _admit(self) -> None:
         while self._free and self._waiting:
             req = self._waiting.popleft()
             req.row = heapq.heappop(self._free)
             self._running[req.row] = req
-            new.append(req)
-        return new
 
-    def _prefill(self, new: Sequence[Request]) -> list[Event]:
-        seq = max(r.prompt.size for r in new)
+    def _prefill(self, filling: Sequence[Request]) -> list[Event]:
+        chunk = self.prefill_chunk or max(r.prompt.size for r in filling)
+        parts = [r.prompt[r.prefilled:r.prefilled + chunk] for r in filling]
+        seq = max(p.size for p in parts)
         ids = np.zeros((self.rows, seq), dtype=np.int64)
         positions = np.full((self.rows, seq), -1, dtype=np.int64)
         kv_lens = np.maximum(self._lengths, 1)
-        for r in new:
+        for r, part in zip(filling, parts, strict=True):
             assert r.row is not None
-            n = r.prompt.size
-            ids[r.row, :n] = r.prompt
-            positions[r.row, :n] = np.arange(n)
-            kv_lens[r.row] = self._lengths[r.row] = n
+            ids[r.row, :part.size] = part
+            positions[r.row, :part.size] = r.prefilled + np.arange(part.size)
+            r.prefilled += part.size
+            kv_lens[r.row] = self._lengths[r.row] = r.prefilled
         logits = self._host(self.session.step_rows("prefill_last", ids, positions, kv_lens))
-        return [self._draw(r, logits[r.row]) for r in new]  # type: ignore[index]
+        return [self._draw(r, logits[r.row]) for r in filling if r.prefilled == r.prompt.size]  # type: ignore[index]
 
     def _decode(self, running: Sequence[Request]) -> list[Event]:
+        """One token for each of ``running`` (their prompts in; the first token drawn)."""
         ids = np.zeros((self.rows, 1), dtype=np.int64)
         positions = np.full((self.rows, 1), -1, dtype=np.int64)
         kv_lens = np.maximum(self._lengths, 1)
