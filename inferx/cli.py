@@ -904,6 +904,73 @@ def bench_command(
         raise UserError(str(e)) from None
 
 
+# --- bench-serve ----------------------------------------------------------------------------
+
+
+def _length_range(text: str, option: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    try:
+        a, b = int(lo), int(hi if sep else lo)
+    except ValueError:
+        raise UserError(f"{option} {text!r}: want LOW:HIGH or N, e.g. 128:512") from None
+    if not 1 <= a <= b:
+        raise UserError(f"{option} {text!r}: want 1 <= LOW <= HIGH")
+    return a, b
+
+
+@main.command("bench-serve")
+@click.option("--shape", type=click.Choice(["1b", "8b"]), default="8b", show_default=True)
+@click.option("--requests", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--rate", default="inf", show_default=True,
+              help="Poisson arrivals, requests a second (inf: all at once).")
+@click.option("--prompt-len", default="128:512", show_default=True, help="Prompt lengths LOW:HIGH (uniform).")
+@click.option("--output-len", default="128:128", show_default=True, help="Output lengths LOW:HIGH (uniform).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--rows", type=click.IntRange(min=1), default=64, show_default=True, help="Requests running at once.")
+@click.option("--prefill-chunk", type=click.IntRange(min=1), default=None,
+              help="Prompt tokens a request prefills a step.")
+@click.option("--peers", default="generate_batch", show_default=True, help="generate_batch, or '' for none.")
+@click.option("--workdir", default=None, help="Where the checkpoint and artifact go (default: a temporary directory).")
+@click.option("--out", default=None, help="Write the results as JSON here.")
+def bench_serve_command(shape: str, requests: int, rate: str, prompt_len: str, output_len: str, seed: int, rows: int,
+                        prefill_chunk: int | None, peers: str, workdir: str | None, out: str | None) -> None:
+    """A load of requests through InferX's serving engine and through transformers' continuous
+    batching (generate_batch) in the same process, on a Llama shape with random bf16 weights on
+    the GPU: throughput, TTFT and TPOT percentiles."""
+    import torch
+
+    from inferx.benchmark.serve_load import Load, bench_serve, table
+    from inferx.benchmark.shapes import make_model
+
+    if out is not None:
+        _check_output_file(out, "--out")
+    try:
+        per_s = float(rate)
+    except ValueError:
+        raise UserError(f"--rate {rate!r}: want a number of requests a second, or inf") from None
+    try:
+        load = Load(requests, per_s, _length_range(prompt_len, "--prompt-len"),
+                    _length_range(output_len, "--output-len"), seed)
+    except ValueError as e:
+        raise UserError(f"--rate {rate}: {e}") from None
+    if not torch.cuda.is_available():
+        raise UserError("bench-serve times the GPU: no CUDA device here")
+    names = tuple(p for p in peers.split(",") if p.strip())
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    with tempfile.TemporaryDirectory(prefix="inferx-bench-serve-") as tmp:
+        model = make_model(shape, "cuda", torch.bfloat16, seed)
+        with _user_errors(_runtime_errors() + (ValueError,)):
+            result = bench_serve(model, Path(workdir or tmp), load, rows=rows, prefill_chunk=prefill_chunk,
+                                 peers=names, say=say)
+    result["shape"] = shape
+    click.echo(table(result))
+    if out is not None:
+        Path(out).write_text(json.dumps(result, indent=1) + "\n")
+
+
 # --- inspect --------------------------------------------------------------------------------
 
 
