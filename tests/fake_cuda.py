@@ -67,8 +67,11 @@ class FakeDriver:
         del self.memory[ptr]
 
     def upload(self, ptr: int, array: np.ndarray) -> None:
+        """Into the allocation holding ``ptr``, from there (a pointer into it, as on a device)."""
         raw = torch.from_numpy(np.ascontiguousarray(array).view(np.uint8).reshape(-1).copy())
-        self.memory[ptr][: raw.numel()] = raw
+        base = max(b for b in self.memory if b <= ptr)
+        assert ptr - base + raw.numel() <= self.memory[base].numel(), "an upload past its allocation"
+        self.memory[base][ptr - base: ptr - base + raw.numel()] = raw
 
     upload_async = upload
 

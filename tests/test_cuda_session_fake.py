@@ -249,3 +249,20 @@ def test_empty_launches_are_left_out(tmp_path: Path) -> None:
     one, three = session._bind("decode", 1, 8).launches, session._bind("decode", 3, 8).launches
     assert len(one) == len(plan) - len(quant) and len(three) == len(plan)
     assert not any(ln.source.empty for ln in one) and sum(ln.source.template == "fp8quant" for ln in three) == 4
+
+
+def test_a_row_saved_and_restored_resumes_its_tokens(compiled) -> None:
+    """save_row copies a held row of every cache to the host and restore_row puts it in another
+    row (how the engine preempts and resumes a request): the restored row decodes as the
+    original does."""
+    _, art = compiled
+    s = _session(art)
+    s.hold_rows(2)
+    ids = np.array([[3, 9, 27, 17], [0, 0, 0, 0]])
+    pos = np.array([[0, 1, 2, 3], [-1, -1, -1, -1]])
+    s.step_rows("prefill_last", ids, pos, np.array([4, 1]))
+    s.restore_row(1, s.save_row(0))
+    out = np.asarray(s.step_rows("decode", np.array([[5], [5]]), np.array([[4], [4]]), np.array([5, 5])))
+    assert np.allclose(out[0], out[1], rtol=0, atol=1e-6), "repro: pytest tests/test_cuda_session_fake.py -k row_saved"
+    with pytest.raises(SessionError, match="save_row gives"):
+        s.restore_row(1, [np.zeros(3, np.uint8)] * 4)

@@ -39,6 +39,12 @@ class RowModel(DecoderSession):
     def _reset_cache(self, batch: int) -> None:
         self.cache = np.full((batch, self.max_context), -7, dtype=np.int64)  # stale values poison sums
 
+    def _row_caches(self, row: int) -> list:
+        return [self.cache[row].copy(), np.zeros(1)]  # num_layers 1: a K and a V
+
+    def _set_row_caches(self, row: int, saved: list) -> None:
+        self.cache[row] = saved[0]
+
     def _step(self, entry, input_ids, positions, kv_lens, rows=None):  # type: ignore[no-untyped-def]
         assert entry in ("prefill_last", "decode"), entry
         for r in range(len(input_ids)):
@@ -63,7 +69,8 @@ def alone(prompt: list[int], max_new: int, stop: tuple[int, ...], sampling: Samp
 @pytest.mark.parametrize("chunk", [None, 3])
 def test_requests_arriving_and_cancelled_give_their_tokens_alone(chunk: int | None) -> None:
     """1,000 seeded random requests (1-20 prompt tokens, 1-12 new, greedy or seeded sampling,
-    stop tokens) arrive at random steps, a tenth cancelled at a random later step: every finished
+    stop tokens, priorities 0-2: higher ones preempt lower ones, which resume later) arrive at
+    random steps, a tenth cancelled at a random later step: every finished
     request's tokens are those it gives alone, the cancelled ones a prefix of theirs, every
     request is reported finished once, and the engine ends with every row free. With
     ``prefill_chunk`` 3, prompts go in over several steps while the others decode."""
@@ -83,7 +90,8 @@ def test_requests_arriving_and_cancelled_give_their_tokens_alone(chunk: int | No
             stop = (int(rng.integers(1, VOCAB)),) if rng.random() < 0.5 else ()
             sampling = SamplingParams(temperature=0.8, top_k=10, seed=int(rng.integers(1 << 30))) \
                 if rng.random() < 0.3 else None
-            rid = eng.submit(prompt, max_new, stop_token_ids=stop, sampling=sampling)
+            rid = eng.submit(prompt, max_new, stop_token_ids=stop, sampling=sampling,
+                             priority=int(rng.choice(3, p=[0.8, 0.15, 0.05])))
             specs[rid] = (prompt, max_new, stop, sampling)
             if rng.random() < 0.1:
                 cancel_at.setdefault(step + int(rng.integers(0, 6)), []).append(rid)
@@ -98,6 +106,7 @@ def test_requests_arriving_and_cancelled_give_their_tokens_alone(chunk: int | No
                 finished[ev.request] = ev.finished
         step += 1
     assert len(finished) == 1000 and eng.free_rows == 4 and eng.waiting == 0 and eng.running == 0
+    assert eng.preemptions > 10, eng.preemptions
     assert {"stop", "length", "cancelled"} <= set(finished.values())
     for rid in rng.choice(1000, 150, replace=False).tolist():
         prompt, max_new, stop, sampling = specs[rid]
@@ -202,3 +211,32 @@ def test_a_compiled_artifact_batches_requests_as_they_run_alone(tmp_path: Path) 
     rng = np.random.default_rng(2)
     prompts = [[int(t) for t in rng.integers(0, case.vocab_size, n)] for n in (6, 2, 8, 3, 5)]
     _concurrent(lambda: inferx.load(art, device="cpu"), case, prompts)
+
+
+def test_a_preempted_request_resumes_where_it_stopped() -> None:
+    """Two rows busy with priority-0 requests; a priority-1 request preempts the later one (its
+    row saved to the host), which resumes once a row frees: every request gives its tokens
+    alone, on the reference interpreter of a tiny Llama."""
+    case = _first_of_each_family()[0]
+    program = inferx.import_model(build(case), dtype="f32")
+    rng = np.random.default_rng(3)
+    prompts = [[int(t) for t in rng.integers(0, case.vocab_size, n)] for n in (6, 4, 5)]
+    eng = Engine(program.reference_session(max_batch=2, max_context=24))
+    low = [eng.submit(p, 6, stop_token_ids=()) for p in prompts[:2]]
+    got: dict[int, list[int]] = {}
+    for step in range(40):
+        if step == 2:
+            high = eng.submit(prompts[2], 3, stop_token_ids=(), priority=1)
+        for ev in eng.step():
+            got.setdefault(ev.request, []).append(ev.token)  # type: ignore[arg-type]
+        if step == 2:
+            assert eng.preemptions == 1 and eng.waiting == 1
+        if eng.idle():
+            break
+    assert eng.idle() and eng.free_rows == 2
+    alone = program.reference_session(max_batch=1, max_context=24)
+    for rid, prompt, n in ((low[0], prompts[0], 6), (low[1], prompts[1], 6), (high, prompts[2], 3)):
+        want = alone.generate([prompt], n, stop_at_eos=False)[0].tolist()
+        assert got[rid] == want, f"request {rid}: {got[rid]} vs alone {want}; {case.repro()}"
+    with pytest.raises(SessionError, match="held rows"):
+        eng.session.save_row(2)

@@ -198,6 +198,22 @@ class CudaSession(DecoderSession):
         for ptr in self.caches:  # stale rows would only be read past kv_lens, but keep runs reproducible
             self.drv.zero(ptr, nbytes)
 
+    def _row_bytes(self) -> int:
+        i = self.info
+        return i.num_kv_heads * self.max_context * i.head_dim * ITEM[i.cache_dtype]
+
+    def _row_caches(self, row: int) -> list[Any]:
+        n = self._row_bytes()
+        return [self.drv.download(ptr, np.empty(n, dtype=np.uint8), row * n) for ptr in self.caches]
+
+    def _set_row_caches(self, row: int, saved: list[Any]) -> None:
+        n = self._row_bytes()
+        self.drv.synchronize()  # the steps before have written the cache
+        for ptr, v in zip(self.caches, saved, strict=True):
+            if not isinstance(v, np.ndarray) or v.nbytes != n:
+                raise SessionError(f"restore_row: a saved row of {n} bytes a cache is what save_row gives")
+            self.drv.upload(ptr + row * n, v)
+
     def _step(
         self,
         entry: str,

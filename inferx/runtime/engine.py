@@ -6,7 +6,12 @@ running request a row of its own and hands it back when the request ends, so the
 never exceed the cache and none is lost (``Engine.free_rows`` counts them). Every ``step``:
 
 1. cancelled requests leave (their row is free again at once);
-2. waiting requests take free rows, oldest first, and the prompts not yet in the cache run in
+2. waiting requests take free rows, highest ``priority`` first, then oldest; where none is
+   free and a waiting request outranks a running one, the lowest-ranked running request (the
+   latest admitted among equals) is preempted: its row of the cache is copied to host memory
+   (``DecoderSession.save_row``), and it waits again with its place in line, to be put back in
+   whatever row frees (``restore_row``) and go on where it stopped. The prompts not yet in the
+   cache run in
    one prefill over every row (``prefill_last``), at most ``prefill_chunk`` tokens of each a
    step (chunked prefill: a long prompt takes several steps, and the others' decoding goes on
    meanwhile); a row not being filled has every position negative, so nothing is written to its
@@ -20,13 +25,14 @@ kernel, and its draws are numbered by its own step (``sampling.sample_row``), so
 tokens it would give alone, whatever else runs beside it. Each step returns the ``Event``s of
 the requests it moved.
 
-The rows are the cache's; paged KV blocks (rows cut into blocks, prefixes shared) are for later.
+A preempted request gives the tokens it would have given uninterrupted: its cache comes back
+as it was, its draws keep their numbering. The rows are the cache's; paged KV blocks (rows cut
+into blocks, prefixes shared, only the blocks in use swapped) are for later.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,10 +67,14 @@ class Request:
     sampling: SamplingParams  # seeded, or greedy
     stop: frozenset[int]
     logprobs: bool
+    priority: int = 0
+    order: int = 0  # its place in line among requests of one priority
     tokens: list[int] = field(default_factory=list)
     row: int | None = None
     finished: str | None = None
     prefilled: int = 0  # prompt tokens in the cache
+    saved: list[Any] | None = None  # its row of the cache while preempted
+    held: int = 0  # tokens in its cache while preempted
 
 
 class Engine:
@@ -83,12 +93,13 @@ class Engine:
         self.rows = rows
         self._free = list(range(rows))  # a heap: the lowest free row first
         self._lengths = np.zeros(rows, dtype=np.int64)  # tokens each row's cache holds
-        self._waiting: deque[Request] = deque()
+        self._waiting: list[tuple[int, int, Request]] = []  # a heap: (-priority, order, request)
         self._running: dict[int, Request] = {}  # by row
         self._requests: dict[int, Request] = {}  # every request not yet reported finished
         self._cancelled: list[Request] = []
         self._next_id = 0
         self.steps = 0
+        self.preemptions = 0
 
     # --- what callers see -----------------------------------------------------------------
     @property
@@ -108,11 +119,12 @@ class Engine:
         return not self._requests
 
     def submit(self, prompt: Any, max_new_tokens: int = 16, *, sampling: SamplingParams | None = None,
-               stop_token_ids: Iterable[int] | None = None, logprobs: bool = False) -> int:
+               stop_token_ids: Iterable[int] | None = None, logprobs: bool = False, priority: int = 0) -> int:
         """Queues a request; returns its id. ``prompt``: token ids (one at least); its length
         plus ``max_new_tokens`` - 1 must fit the session's context. ``sampling`` None is greedy;
         a SamplingParams without a seed draws one. ``stop_token_ids``: the tokens that end it
-        (default: the model's EOS ids; empty: none). SessionError naming the argument at fault."""
+        (default: the model's EOS ids; empty: none). ``priority``: a higher one runs first and
+        may preempt a lower one. SessionError naming the argument at fault."""
         ids = as_int_array(prompt, "prompt")
         if ids.ndim != 1 or ids.size == 0:
             raise SessionError(f"prompt must be a non-empty list of token ids, got shape {list(ids.shape)}")
@@ -134,6 +146,8 @@ class Engine:
                 raise SessionError(f"stop_token_ids holds {t!r}, not a token id in [0, {vocab})")
         if not isinstance(logprobs, (bool, np.bool_)):
             raise SessionError(f"logprobs must be True or False, got {logprobs!r}")
+        if isinstance(priority, bool) or not isinstance(priority, (int, np.integer)):
+            raise SessionError(f"priority must be a whole number, got {priority!r}")
         try:
             params = GREEDY if sampling is None else sampling.seeded()
         except SamplingError as e:
@@ -141,8 +155,8 @@ class Engine:
         rid = self._next_id
         self._next_id += 1
         req = Request(rid, ids.astype(np.int64), int(max_new_tokens), params, frozenset(int(t) for t in stop),
-                      bool(logprobs))
-        self._waiting.append(req)
+                      bool(logprobs), int(priority), rid)
+        heapq.heappush(self._waiting, (-req.priority, req.order, req))
         self._requests[rid] = req
         return rid
 
@@ -154,7 +168,9 @@ class Engine:
             return False
         req.finished = "cancelled"
         if req.row is None:
-            self._waiting.remove(req)
+            self._waiting = [w for w in self._waiting if w[2] is not req]
+            heapq.heapify(self._waiting)
+            req.saved = None
         else:
             self._release(req)
         self._cancelled.append(req)
@@ -200,10 +216,26 @@ class Engine:
 
     # --- the steps ------------------------------------------------------------------------
     def _admit(self) -> None:
-        while self._free and self._waiting:
-            req = self._waiting.popleft()
+        while self._waiting:
+            if not self._free:
+                victim = min(self._running.values(), key=lambda r: (r.priority, -r.order))
+                if victim.priority >= self._waiting[0][2].priority:
+                    return
+                self._preempt(victim)
+            req = heapq.heappop(self._waiting)[2]
             req.row = heapq.heappop(self._free)
             self._running[req.row] = req
+            if req.saved is not None:  # preempted before: its cache back as it was
+                self.session.restore_row(req.row, req.saved)
+                self._lengths[req.row] = req.held
+                req.saved = None
+
+    def _preempt(self, r: Request) -> None:
+        assert r.row is not None
+        r.saved, r.held = self.session.save_row(r.row), int(self._lengths[r.row])
+        self._release(r)
+        heapq.heappush(self._waiting, (-r.priority, r.order, r))
+        self.preemptions += 1
 
     def _prefill(self, filling: Sequence[Request]) -> list[Event]:
         chunk = self.prefill_chunk or max(r.prompt.size for r in filling)

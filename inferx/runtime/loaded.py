@@ -196,6 +196,13 @@ class ArtifactSession(DecoderSession):
         self.caches = [self._zeros(shape, i.cache_dtype) for _ in range(2 * i.num_layers)]
         self.graphs = {}  # graphs capture the cache buffers they were built with
 
+    def _row_caches(self, row: int) -> list[Any]:
+        return [c[row].to("cpu", copy=True) for c in self.caches]
+
+    def _set_row_caches(self, row: int, saved: list[Any]) -> None:
+        for c, v in zip(self.caches, saved, strict=True):  # in place: captured graphs keep their buffers
+            c[row].copy_(v)
+
     def _bind(self, entry: str, args: list[Any], batch: int, seq: int) -> tuple[list[Launch], list[Any]]:
         env = {"batch": batch, "seq": seq, "ctx": self.max_context}
         return bind(

@@ -256,6 +256,13 @@ class DecoderSession(ABC):
     @abstractmethod
     def _reset_cache(self, batch: int) -> None: ...
 
+    def _row_caches(self, row: int) -> list[Any]:
+        """Host copies of ``row`` of every layer's K and V cache, in the cache's order."""
+        raise SessionError(f"{type(self).__name__} cannot save a row of its cache")
+
+    def _set_row_caches(self, row: int, saved: list[Any]) -> None:
+        raise SessionError(f"{type(self).__name__} cannot restore a row of its cache")
+
     # the contract --------------------------------------------------------------------------
     def reset(self) -> None:
         """Forgets every sequence."""
@@ -336,6 +343,26 @@ class DecoderSession(ABC):
         if entry not in ("prefill_last", "decode"):
             raise SessionError(f"step_rows runs prefill_last or decode, not {entry!r}")
         return self._step(entry, input_ids, positions, kv_lens)
+
+    def save_row(self, row: int) -> list[Any]:
+        """A host copy of held row ``row`` of the KV cache (every layer's K and V, the whole
+        context), for ``restore_row`` to put back in any row: how the engine preempts a request
+        and resumes it later."""
+        self._held_row(row)
+        return self._row_caches(row)
+
+    def restore_row(self, row: int, saved: list[Any]) -> None:
+        """Puts a ``save_row`` copy back as held row ``row``."""
+        self._held_row(row)
+        if not isinstance(saved, list) or len(saved) != 2 * self.info.num_layers:
+            raise SessionError(f"restore_row takes what save_row returned: {2 * self.info.num_layers} arrays")
+        self._set_row_caches(row, saved)
+
+    def _held_row(self, row: int) -> None:
+        if self.held_rows is None or self.lengths is not None:
+            raise SessionError("save_row and restore_row work on rows held by hold_rows")
+        if isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < self.held_rows:
+            raise SessionError(f"row {row!r} is not one of the {self.held_rows} held rows")
 
     def generate(
         self, input_ids: Any, max_new_tokens: int, *, stop_at_eos: bool = True, eos_token_ids: Any = None,

@@ -70,5 +70,13 @@ class ReferenceSession(DecoderSession):
         return logits if rows is None else logits.reshape(-1, logits.shape[-1])[rows][:, None]
 
 
+    def _row_caches(self, row: int) -> list[Any]:
+        return [np.array(c[row]) for c in self.caches]
+
+    def _set_row_caches(self, row: int, saved: list[Any]) -> None:
+        for c, v in zip(self.caches, saved, strict=True):
+            c[row] = v
+
+
 def reference_session(program: Any, **options: Any) -> ReferenceSession:
     return ReferenceSession(program, **options)
