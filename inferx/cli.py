@@ -761,8 +761,11 @@ def _load_tokenizer(art: Any) -> Any:
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cuda", show_default=True)
 @click.option("--rows", type=click.IntRange(min=1), default=None,
               help="Requests running at once (default: the artifact's --max-batch).")
+@click.option("--prefill-chunk", type=click.IntRange(min=1), default=None,
+              help="Prompt tokens a request prefills a step (default: whole prompts).")
 @click.option("--model-name", default=None, help="The model's name in the API (default: the artifact's file name).")
-def serve_command(artifact: str, host: str, port: int, device: str, rows: int | None, model_name: str | None) -> None:
+def serve_command(artifact: str, host: str, port: int, device: str, rows: int | None, prefill_chunk: int | None,
+                  model_name: str | None) -> None:
     """Serve ARTIFACT over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions,
     /v1/models, /health, /metrics), batching requests as they come. Needs the artifact's
     tokenizer and the serve extra (pip install 'inferx[serve]')."""
@@ -783,7 +786,7 @@ def serve_command(artifact: str, host: str, port: int, device: str, rows: int | 
         tokenizer = _load_tokenizer(art)
         if tokenizer is None:
             raise UserError(f"{artifact}: the artifact carries no tokenizer, which the HTTP API needs for its text")
-        app = build_app(session, tokenizer, model_name or Path(artifact).name, rows)
+        app = build_app(session, tokenizer, model_name or Path(artifact).name, rows, prefill_chunk)
     click.echo(f"serving {artifact} ({device}) on http://{host}:{port}/v1", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 

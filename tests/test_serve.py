@@ -118,10 +118,11 @@ def test_bad_requests_are_400_naming_the_field(served) -> None:  # type: ignore[
         (dict(prompt=[1, 500]), "prompt"),
         (dict(prompt="w1", max_tokens=40), "context"),
         (dict(prompt="w1", stop=["a", "b", "c", "d", "e"]), "stop"),
+        (dict(prompt="w1", extra_body={"priority": "high"}), "priority"),
     ]
     for kwargs, name in cases:
         with pytest.raises(openai.BadRequestError) as e:
-            c.completions.create(model=MODEL, **kwargs)
+            c.completions.create(model=MODEL, **kwargs)  # type: ignore[call-overload]
         assert name in str(e.value), (kwargs, str(e.value))
     with pytest.raises(openai.NotFoundError, match="does not exist"):
         c.completions.create(model="other", prompt="w1")
@@ -148,6 +149,7 @@ def test_a_closed_stream_cancels_its_request(served) -> None:  # type: ignore[no
     assert loop.engine.free_rows == 2
     metrics = httpx.get(f"{base}/metrics", timeout=30).text
     assert 'inferx_requests_total{finish="cancelled"}' in metrics and "inferx_free_rows 2" in metrics
+    assert "inferx_preemptions_total 0" in metrics
     assert "inferx_time_to_first_token_seconds_count" in metrics
     assert httpx.get(f"{base}/health", timeout=30).json() == {"status": "ok"}
 

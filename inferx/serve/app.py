@@ -2,9 +2,11 @@
 ``inferx serve`` runs it under uvicorn).
 
 Routes: ``POST /v1/completions`` and ``POST /v1/chat/completions`` (whole responses, or streamed
-as server-sent events with ``"stream": true``), ``GET /v1/models``, ``GET /health`` and ``GET
-/metrics`` (Prometheus text: queue depth, running requests, free rows, requests by how they
-ended, time to first token and time per output token as histograms).
+as server-sent events with ``"stream": true``; beside OpenAI's fields, ``top_k``, ``min_p``,
+``repetition_penalty`` and ``priority``: a higher one runs first and may preempt a lower one),
+``GET /v1/models``, ``GET /health`` and ``GET /metrics`` (Prometheus text: queue depth, running
+requests, free rows, requests by how they ended, time to first token and time per output token
+as histograms).
 
 The engine steps on a thread of its own (``EngineLoop``); a request's events reach its handler
 through an asyncio queue. A request the server cannot take is a 400 (404 for another model)
@@ -88,12 +90,12 @@ class EngineLoop:
     def start(self) -> None:
         self.thread.start()
 
-    def submit(self, sink: Callable[[Event], None], prompt: list[int], max_new_tokens: int,
-               sampling: SamplingParams | None, logprobs: bool) -> int:
+    def submit(self, sink: Callable[[Event], None], job: Job) -> int:
         with self.lock:
             if self.stopping:
                 raise BadRequest("the server is shutting down", status=503)
-            rid = self.engine.submit(prompt, max_new_tokens, sampling=sampling, logprobs=logprobs)
+            rid = self.engine.submit(job.prompt, job.max_tokens, sampling=job.sampling, logprobs=job.logprobs,
+                                     priority=job.priority)
             self.sinks[rid] = sink
             self.started[rid] = time.perf_counter()
             self.lock.notify()
@@ -147,6 +149,7 @@ class EngineLoop:
                 "# TYPE inferx_running_requests gauge", f"inferx_running_requests {e.running}",
                 "# TYPE inferx_free_rows gauge", f"inferx_free_rows {e.free_rows}",
                 "# TYPE inferx_engine_steps_total counter", f"inferx_engine_steps_total {e.steps}",
+                "# TYPE inferx_preemptions_total counter", f"inferx_preemptions_total {e.preemptions}",
                 "# TYPE inferx_requests_total counter",
                 *(f'inferx_requests_total{{finish="{k}"}} {v}' for k, v in self.finished.items()),
                 "# TYPE inferx_time_to_first_token_seconds histogram",
@@ -168,11 +171,14 @@ class Job:
     stream: bool
     logprobs: bool
     chat: bool
+    priority: int = 0
 
 
-def build_app(session: Any, tokenizer: Any, model_name: str, rows: int | None = None) -> Starlette:
-    """The ASGI app serving ``session`` (its engine started on startup, stopped on shutdown)."""
-    loop = EngineLoop(Engine(session, rows))
+def build_app(session: Any, tokenizer: Any, model_name: str, rows: int | None = None,
+              prefill_chunk: int | None = None) -> Starlette:
+    """The ASGI app serving ``session`` (its engine started on startup, stopped on shutdown;
+    ``rows`` and ``prefill_chunk`` as ``Engine`` takes them)."""
+    loop = EngineLoop(Engine(session, rows, prefill_chunk))
     vocab = session.info.vocab_size
     ids = {"n": 0}
 
@@ -200,7 +206,7 @@ def build_app(session: Any, tokenizer: Any, model_name: str, rows: int | None = 
             def sink(ev: Event) -> None:
                 aio.call_soon_threadsafe(events.put_nowait, ev)
 
-            rid = await asyncio.to_thread(loop.submit, sink, job.prompt, job.max_tokens, job.sampling, job.logprobs)
+            rid = await asyncio.to_thread(loop.submit, sink, job)
         except BadRequest as e:
             return _error(str(e), e.param, e.status)
         except SessionError as e:
@@ -367,7 +373,12 @@ def _parse(body: dict, chat: bool, tokenizer: Any, vocab: int, model_name: str) 
     logprobs = body.get("logprobs")
     if logprobs is not None and not isinstance(logprobs, (bool, int)):
         raise BadRequest(f"logprobs must be a boolean or a number, got {json.dumps(logprobs)}", "logprobs")
-    return Job(prompt, max_tokens, None if sampling.greedy else sampling, stops, stream, bool(logprobs), chat)
+    priority = body.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise BadRequest(f"priority must be a whole number (higher runs first), got {json.dumps(priority)}",
+                         "priority")
+    return Job(prompt, max_tokens, None if sampling.greedy else sampling, stops, stream, bool(logprobs), chat,
+               priority)
 
 
 def _text_prompt(prompt: Any, tokenizer: Any, vocab: int) -> list[int]:
