@@ -35,24 +35,29 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, obje
     program.tokenizer = _word_tokenizer(chat=True)
     art = inferx.compile(program, target="cpu", output=tmp_path_factory.mktemp("serve") / "a.ixa", dtype="fp32",
                          max_seq_len=32, max_batch=2)
-    session = inferx.load(art, device="cpu")
-    app = build_app(session, program.tokenizer, MODEL)
+    app = build_app(inferx.load(art, device="cpu"), program.tokenizer, MODEL)
+    base, server, thread = start(app)
+    alone = inferx.load(art, device="cpu")
+    try:
+        yield base, alone, app, (art, program.tokenizer)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+
+
+def start(app, **config) -> tuple[str, uvicorn.Server, threading.Thread]:  # type: ignore[no-untyped-def]
+    """``app`` under uvicorn on a free port of 127.0.0.1, started."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **config))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 60
     while not server.started:
         assert time.time() < deadline and thread.is_alive(), "the server did not start"
         time.sleep(0.05)
-    alone = inferx.load(art, device="cpu")
-    try:
-        yield f"http://127.0.0.1:{port}", alone, app
-    finally:
-        server.should_exit = True
-        thread.join(timeout=60)
+    return f"http://127.0.0.1:{port}", server, thread
 
 
 def client(base: str) -> openai.OpenAI:
@@ -64,7 +69,7 @@ def words(ids: list[int]) -> str:
 
 
 def test_completion_and_chat_give_the_greedy_tokens(served) -> None:  # type: ignore[no-untyped-def]
-    base, alone, _ = served
+    base, alone, _, _ = served
     c = client(base)
     assert [m.id for m in c.models.list().data] == [MODEL]
     want = alone.generate([[1, 5, 7]], 5, stop_at_eos=False)[0].tolist()
@@ -84,7 +89,7 @@ def test_completion_and_chat_give_the_greedy_tokens(served) -> None:  # type: ig
 
 
 def test_streams_and_stop_strings(served) -> None:  # type: ignore[no-untyped-def]
-    base, alone, _ = served
+    base, alone, _, _ = served
     c = client(base)
     want = alone.generate([[1, 5, 7]], 6, stop_at_eos=False)[0].tolist()
     chunks = list(c.completions.create(model=MODEL, prompt="w1 w5 w7", max_tokens=6, temperature=0, stream=True))
@@ -102,7 +107,7 @@ def test_streams_and_stop_strings(served) -> None:  # type: ignore[no-untyped-de
 
 
 def test_seeded_requests_repeat(served) -> None:  # type: ignore[no-untyped-def]
-    base, _, _ = served
+    base, _, _, _ = served
     c = client(base)
     texts = [c.completions.create(model=MODEL, prompt="w1 w2 w3", max_tokens=6, temperature=1.0, seed=11)
              .choices[0].text for _ in range(2)]
@@ -110,7 +115,7 @@ def test_seeded_requests_repeat(served) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_bad_requests_are_400_naming_the_field(served) -> None:  # type: ignore[no-untyped-def]
-    base, _, _ = served
+    base, _, _, _ = served
     c = client(base)
     cases = [
         (dict(prompt="w1", temperature=-1), "temperature"),
@@ -133,7 +138,7 @@ def test_bad_requests_are_400_naming_the_field(served) -> None:  # type: ignore[
 
 
 def test_a_closed_stream_cancels_its_request(served) -> None:  # type: ignore[no-untyped-def]
-    base, _, app = served
+    base, _, app, _ = served
     loop = app.state.engine_loop
     before = loop.finished["cancelled"]
     with httpx.stream("POST", f"{base}/v1/completions", timeout=60,
@@ -165,3 +170,35 @@ def test_text_holds_back_what_may_become_a_stop_string() -> None:
     assert t.add(ord("D"), False) == ("", True) and t.text == "ab"
     t = TextStream(Chars(), ["END"])
     assert "".join(t.add(ord(ch), False)[0] for ch in "xE") == "x" and t.add(ord("y"), True) == ("Ey", False)
+
+
+def test_shutdown_cancels_what_outlives_its_grace(served) -> None:  # type: ignore[no-untyped-def]
+    """Asked to stop, the server gives in-flight requests its graceful timeout, then cancels them:
+    the open stream ends, its request is cancelled in the engine, and the server exits."""
+    _, _, _, (art, tokenizer) = served
+    app = build_app(inferx.load(art, device="cpu"), tokenizer, MODEL)
+    base, server, thread = start(app, timeout_graceful_shutdown=1)
+    loop = app.state.engine_loop
+    seen: list[str] = []
+
+    def read() -> None:
+        try:
+            with httpx.stream("POST", f"{base}/v1/completions", timeout=120,
+                              json={"prompt": "w1 w5", "max_tokens": 30, "temperature": 0, "stream": True}) as r:
+                for line in r.iter_lines():
+                    seen.append(line)
+        except httpx.HTTPError:
+            seen.append("cut")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    deadline = time.time() + 60
+    while not any(line.startswith("data: {") for line in seen):
+        assert time.time() < deadline, "no first token"
+        time.sleep(0.05)
+    server.should_exit = True
+    thread.join(timeout=60)
+    reader.join(timeout=60)
+    assert not thread.is_alive() and not reader.is_alive()
+    assert loop.engine.idle() and loop.engine.free_rows == 2 and not loop.thread.is_alive()
+    assert loop.finished["cancelled"] == 1, loop.finished
