@@ -187,10 +187,10 @@ def _load_tokenizer(art: Any) -> Any:
 @click.option("--prefill-chunk", type=click.IntRange(min=1), default=None,
               help="Prompt tokens a request prefills a step (default: whole prompts).")
 @click.option("--model-name", default=None, help="The model's name in the API (default: the artifact's file name).")
-@click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
+@click.option("--shutdown-timeout", type=click.IntRange(min=0), default=30, show_default=True,
               help="Seconds in-flight requests get to finish once asked to stop (Ctrl-C, SIGTERM); then cancelled.")
 def serve_command(artifact: str, host: str, port: int, device: str, rows: int | None, prefill_chunk: int | None,
-                  model_name: str | None, shutdown_timeout: float) -> None:
+                  model_name: str | None, shutdown_timeout: int) -> None:
     """Serve ARTIFACT over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions,
     /v1/models, /health, /metrics), batching requests as they come. Needs the artifact's
     tokenizer and the serve extra (pip install 'inferx[serve]')."""
