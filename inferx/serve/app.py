@@ -11,8 +11,8 @@ as histograms).
 The engine steps on a thread of its own (``EngineLoop``); a request's events reach its handler
 through an asyncio queue. A request the server cannot take is a 400 (404 for another model)
 with an OpenAI-style error naming the field at fault. A client that goes away (a closed stream)
-cancels its request, and its rows are free at the next step; shutting down cancels whatever
-still runs and ends its streams.
+cancels its request, and its rows are free at the next step; shutting down (once uvicorn's
+graceful timeout has passed) cancels whatever still runs and ends its streams.
 """
 
 from __future__ import annotations
