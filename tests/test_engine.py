@@ -35,6 +35,7 @@ class RowModel(DecoderSession):
         super().__init__(info, max_batch=rows, max_context=context)
         self.entry_points = frozenset({"prefill", "prefill_last", "decode"})
         self.cache = np.zeros((0, context), dtype=np.int64)
+        self.batches: list[int] = []  # the rows of each step
 
     def _reset_cache(self, batch: int) -> None:
         self.cache = np.full((batch, self.max_context), -7, dtype=np.int64)  # stale values poison sums
@@ -47,6 +48,7 @@ class RowModel(DecoderSession):
 
     def _step(self, entry, input_ids, positions, kv_lens, rows=None):  # type: ignore[no-untyped-def]
         assert entry in ("prefill_last", "decode"), entry
+        self.batches.append(len(input_ids))
         for r in range(len(input_ids)):
             for t, p in zip(input_ids[r], positions[r], strict=True):
                 if p >= 0:
@@ -116,6 +118,19 @@ def test_requests_arriving_and_cancelled_give_their_tokens_alone(chunk: int | No
         else:
             assert got == want, f"request {rid} ({finished[rid]}): {got} vs alone {want}"
             assert (want[-1] in stop) == (finished[rid] == "stop")
+
+
+def test_a_light_load_steps_a_small_batch() -> None:
+    """Rows go lowest first and a step runs up to the highest row it moves: one request on an
+    engine of 4 rows steps 1 row; a second, then 2."""
+    model = RowModel(rows=4)
+    eng = Engine(model)
+    eng.submit([1, 2, 3], 4, stop_token_ids=())
+    eng.step()
+    eng.step()
+    eng.submit([4, 5], 3, stop_token_ids=())
+    eng.run()
+    assert model.batches[:2] == [1, 1] and max(model.batches) == 2, model.batches
 
 
 def test_seeded_requests_repeat_and_stop_tokens_end_them() -> None:

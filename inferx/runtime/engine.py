@@ -11,13 +11,14 @@ never exceed the cache and none is lost (``Engine.free_rows`` counts them). Ever
    latest admitted among equals) is preempted: its row of the cache is copied to host memory
    (``DecoderSession.save_row``), and it waits again with its place in line, to be put back in
    whatever row frees (``restore_row``) and go on where it stopped. The prompts not yet in the
-   cache run in
-   one prefill over every row (``prefill_last``), at most ``prefill_chunk`` tokens of each a
-   step (chunked prefill: a long prompt takes several steps, and the others' decoding goes on
+   cache run in one prefill (``prefill_last``), at most ``prefill_chunk`` tokens of each a step
+   (chunked prefill: a long prompt takes several steps, and the others' decoding goes on
    meanwhile); a row not being filled has every position negative, so nothing is written to its
    cache and its logits are not read; a request whose prompt is all in draws its first token;
-3. every other running request feeds its last token to one decode step over every row (rows
-   without a request: position -1, nothing written) and draws its next;
+3. every other running request feeds its last token to one decode step and draws its next.
+   A step runs the rows up to the highest one it moves (rows are given lowest first, so a light
+   load steps a small batch); a row in that span without a request has position -1: nothing is
+   written, its logits are not read;
 4. a request that drew one of its stop tokens, or its ``max_new_tokens``-th token, ends.
 
 A request's tokens depend on its own prompt, parameters and seed alone: rows do not mix in any
@@ -241,9 +242,10 @@ class Engine:
         chunk = self.prefill_chunk or max(r.prompt.size for r in filling)
         parts = [r.prompt[r.prefilled:r.prefilled + chunk] for r in filling]
         seq = max(p.size for p in parts)
-        ids = np.zeros((self.rows, seq), dtype=np.int64)
-        positions = np.full((self.rows, seq), -1, dtype=np.int64)
-        kv_lens = np.maximum(self._lengths, 1)
+        n = self._span(filling)
+        ids = np.zeros((n, seq), dtype=np.int64)
+        positions = np.full((n, seq), -1, dtype=np.int64)
+        kv_lens = np.maximum(self._lengths[:n], 1)
         for r, part in zip(filling, parts, strict=True):
             assert r.row is not None
             ids[r.row, :part.size] = part
@@ -255,9 +257,10 @@ class Engine:
 
     def _decode(self, running: Sequence[Request]) -> list[Event]:
         """One token for each of ``running`` (their prompts in; the first token drawn)."""
-        ids = np.zeros((self.rows, 1), dtype=np.int64)
-        positions = np.full((self.rows, 1), -1, dtype=np.int64)
-        kv_lens = np.maximum(self._lengths, 1)
+        n = self._span(running)
+        ids = np.zeros((n, 1), dtype=np.int64)
+        positions = np.full((n, 1), -1, dtype=np.int64)
+        kv_lens = np.maximum(self._lengths[:n], 1)
         for r in running:
             assert r.row is not None
             ids[r.row, 0] = r.tokens[-1]
@@ -265,6 +268,12 @@ class Engine:
             kv_lens[r.row] = self._lengths[r.row] = self._lengths[r.row] + 1
         logits = self._host(self.session.step_rows("decode", ids, positions, kv_lens))
         return [self._draw(r, logits[r.row]) for r in running]  # type: ignore[index]
+
+    @staticmethod
+    def _span(reqs: Sequence[Request]) -> int:
+        """The rows a step runs: up to the highest row of ``reqs`` (rows go lowest first, so a
+        light load steps a small batch)."""
+        return max(r.row for r in reqs if r.row is not None) + 1
 
     def _draw(self, r: Request, logits: np.ndarray) -> Event:
         held = np.concatenate([r.prompt, np.asarray(r.tokens, dtype=np.int64)]) \

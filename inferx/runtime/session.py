@@ -325,20 +325,21 @@ class DecoderSession(ABC):
         self.held_rows = rows
 
     def step_rows(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
-        """One step of ``entry`` ("prefill_last" or "decode") over every held row: ``input_ids``
-        and ``positions`` [rows, seq] (a negative position is no token: nothing is written for it
-        and its logits mean nothing), ``kv_lens`` [rows] the tokens each row holds after the step.
-        Returns the logits [rows, 1, vocab] of each row's last token. The caller checked the ids
-        and that every row fits the context (``Engine.submit``)."""
+        """One step of ``entry`` ("prefill_last" or "decode") over the first n held rows (the
+        rest untouched): ``input_ids`` and ``positions`` [n, seq] (a negative position is no
+        token: nothing is written for it and its logits mean nothing), ``kv_lens`` [n] the tokens
+        each row holds after the step. Returns the logits [n, 1, vocab] of each row's last token.
+        The caller checked the ids and that every row fits the context (``Engine.submit``)."""
         rows = self.held_rows
         if rows is None or self.lengths is not None:
             raise SessionError("step_rows before hold_rows (or after prefill, decode or generate took the cache)")
-        if input_ids.shape[0] != rows or positions.shape != input_ids.shape or kv_lens.shape != (rows,):
-            raise SessionError(f"step_rows takes [{rows}, seq] ids and positions and [{rows}] kv_lens; got "
-                               f"{list(input_ids.shape)}, {list(positions.shape)}, {list(kv_lens.shape)}")
+        n = input_ids.shape[0]
+        if not 1 <= n <= rows or positions.shape != input_ids.shape or kv_lens.shape != (n,):
+            raise SessionError(f"step_rows takes [n, seq] ids and positions and [n] kv_lens, n at most {rows}; "
+                               f"got {list(input_ids.shape)}, {list(positions.shape)}, {list(kv_lens.shape)}")
         if entry == "prefill_last" and "prefill_last" not in self.entry_points:
-            n = (positions >= 0).sum(axis=1)
-            last = np.arange(rows) * input_ids.shape[1] + np.maximum(n - 1, 0)
+            real = (positions >= 0).sum(axis=1)
+            last = np.arange(n) * input_ids.shape[1] + np.maximum(real - 1, 0)
             return self._step("prefill", input_ids, positions, kv_lens, last)
         if entry not in ("prefill_last", "decode"):
             raise SessionError(f"step_rows runs prefill_last or decode, not {entry!r}")

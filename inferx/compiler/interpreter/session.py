@@ -58,14 +58,20 @@ class ReferenceSession(DecoderSession):
         kv_lens: np.ndarray,
         rows: np.ndarray | None = None,
     ) -> np.ndarray:
+        n = input_ids.shape[0]
+        whole = not self.caches or n == self.caches[0].shape[0]
         outs = self.interpreter.run(
             entry,
             input_ids.astype(np.int32),
             positions.astype(np.int32),
             kv_lens.astype(np.int32),
-            *self.caches,
+            *(self.caches if whole else [c[:n] for c in self.caches]),
         )
-        self.caches = list(outs[1:])
+        if whole:
+            self.caches = list(outs[1:])
+        else:  # the first n rows of held rows (step_rows): the others stay as they are
+            for c, new in zip(self.caches, outs[1:], strict=True):
+                c[:n] = new
         logits = np.asarray(outs[0])
         return logits if rows is None else logits.reshape(-1, logits.shape[-1])[rows][:, None]
 
