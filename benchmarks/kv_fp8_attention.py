@@ -20,6 +20,7 @@ import json
 import math
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -139,6 +140,8 @@ def main() -> None:
                 heur = codegen.heuristic_schedule(kop, "cpu" if a.device == "cpu" else "sm_90", b)
                 scheds = [heur] + ([AttentionSchedule(bn=bn, splits=s, num_warps=w, num_stages=st)
                                     for bn, s, w, st in SWEEP] if a.device != "cpu" else [])
+                if fp8 and a.dtype == "bf16":  # each schedule again with keys and values decoded to f16
+                    scheds += [replace(sc, kv_f16=1) for sc in scheds]
                 for i, sched in enumerate(scheds):
                     start = time.time()
                     try:

@@ -211,3 +211,60 @@ def test_a_manifest_whose_caches_disagree_with_kv_dtype_is_refused(tmp_path: Pat
     _write_manifest(path, doc)
     with pytest.raises(Exception, match=r"args\[3\]: 'k0' is .* of f8e4m3, not \[batch, 2, ctx, 16\] of f32"):
         inferx.load(path, device="cpu")
+
+
+def _decode_attention(dt: str, fp8: bool) -> Any:
+    """benchmarks/kv_fp8_attention.py's decode attention kernel: 16 sequences, 32/8 heads of 128."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    try:
+        from kv_fp8_attention import kernel_op
+    finally:
+        sys.path.pop(0)
+    return kernel_op(16, 32, 8, 128, 2048, fp8, dt)
+
+
+def test_kv_f16_decodes_keys_and_values_to_f16() -> None:
+    """The decode knob kv_f16 (an FP8 cache under a bf16 query): the query rounded to f16 and K/V
+    decoded to f16, so the sm_90 build converts E4M3 pairs to f16 and nothing to bf16 (one
+    instruction a value fewer) and its products run on f16 tensor cores; without it, each E4M3
+    value goes to bf16 through f16. Only decode schedules take it, 0 or 1, and only an FP8 cache
+    under a bf16 query."""
+    import re
+    import subprocess
+
+    import triton
+
+    from inferx.compiler.build import build_cubins
+    from inferx.compiler.families.attention import codegen
+    from inferx.compiler.families.attention.codegen import AttentionSchedule
+    from inferx.compiler.families.attention.schedule import attention_schedule
+    from inferx.compiler.families.interface import ScheduleError
+
+    on = attention_schedule({"bn": 64, "splits": 4, "num_warps": 4, "num_stages": 2, "kv_f16": 1})
+    assert on.kv_f16 == 1 and attention_schedule(on.to_dict()) == on
+    for bad in ({"bn": 64, "bm": 64, "num_warps": 4, "num_stages": 2, "kv_f16": 1},
+                {"bn": 64, "splits": 4, "num_warps": 4, "num_stages": 2, "kv_f16": 2}):
+        with pytest.raises(ScheduleError, match="kv_f16"):
+            attention_schedule(bad)
+    with pytest.raises(Exception, match="FP8 cache under a bf16 query"):
+        codegen.generate(_decode_attention("bf16", False), "k", schedule=on)
+    ks = {f"k{f}": codegen.generate(_decode_attention("bf16", True), f"k{f}",
+                                    schedule=AttentionSchedule(bn=64, splits=4, kv_f16=f)) for f in (0, 1)}
+    assert "q = q.to(tl.float16)" in ks["k1"].source and "q = q.to(tl.float16)" not in ks["k0"].source
+    built = build_cubins(ks, "sm_90", 2, lambda _: None)
+    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    ops = {}
+    for name, b in built.items():
+        cubin = Path(__file__).parent / f".kv_{name}.cubin"
+        try:
+            cubin.write_bytes(b["cubin"])
+            sass = subprocess.run([str(tools / "cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True,
+                                  check=True).stdout
+        finally:
+            cubin.unlink(missing_ok=True)
+        ops[name] = re.findall(r"\b(F2F\.BF16\.F16|F2FP\.F16\.E4M3\.UNPACK_B|HMMA\.16816\.F32\.BF16)\b", sass)
+    assert "F2F.BF16.F16" in ops["k0"] and "HMMA.16816.F32.BF16" in ops["k0"]
+    assert "F2F.BF16.F16" not in ops["k1"] and "HMMA.16816.F32.BF16" not in ops["k1"]
+    assert "F2FP.F16.E4M3.UNPACK_B" in ops["k1"]

@@ -50,23 +50,29 @@ def applies(kernel: KernelOp) -> str | None:
 class AttentionSchedule:
     """How one attention kernel is tiled. A decode schedule has ``splits`` > 0 and ``bm`` 0 (the
     GQA group sets BM); a prefill schedule has ``bm`` > 0 and ``splits`` 0. SPLITS is a power of
-    two: the last-arrival test masks the ever-growing counter with SPLITS - 1."""
+    two: the last-arrival test masks the ever-growing counter with SPLITS - 1. ``kv_f16`` (decode,
+    an FP8 cache under a bf16 query): keys and values decoded to f16 and the query rounded to
+    f16 for the dots, where the GPU's conversion from E4M3 gives f16 in one instruction a pair
+    and bf16 only through f16 (one more a value); every E4M3 value is an f16, and a bf16 query
+    is one unless its magnitude is past f16's range (65504) or under 2^-24."""
 
     bn: int = 32
     num_warps: int = 4
     num_stages: int = 2
     bm: int = 0
     splits: int = 0
+    kv_f16: int = 0
 
     @property
     def decode(self) -> bool:
         return self.splits > 0
 
     def to_dict(self) -> dict[str, int]:
-        """The schedule as the tuning database stores it: the four fields of its shape."""
+        """The schedule as the tuning database stores it: the four fields of its shape, and
+        ``kv_f16`` where on."""
         d = {"bn": self.bn, "num_warps": self.num_warps, "num_stages": self.num_stages}
         d.update({"splits": self.splits} if self.decode else {"bm": self.bm})
-        return d
+        return d | ({"kv_f16": 1} if self.kv_f16 else {})
 
 
 # Context slices per (sequence, KV head) in decode: as many as keep about DECODE_PROGRAMS programs
@@ -260,11 +266,17 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched:
     e("bh = tl.program_id(1)")
     decode_queries(em, op, low, T)
     fp8 = kv_scales(em, op)
+    qdt = TL_DTYPE[q_t.dtype]
+    if sched.kv_f16:
+        if not (fp8 and q_t.dtype is DType.bf16):
+            raise em.error(op, f"kv_f16 is for an FP8 cache under a bf16 query: {sched}")
+        e("q = q.to(tl.float16)")
+        qdt = "tl.float16"
     e("chunk = tl.cdiv(tl.cdiv(kvl, SPLITS), BN) * BN")
     e("start = sp * chunk")
     e("end = tl.minimum(start + chunk, kvl)")
     loop = _Loop(causal, window, cap, scale, low, d, dv, hkv, T, pos="pos", base2=False, pad_masks=False,
-                 kv_fp8=fp8, qdt=TL_DTYPE[q_t.dtype])
+                 kv_fp8=fp8, qdt=qdt)
     _kv_loop(em, op, "start", "end", "end", True, loop)
     # Partials to scratch, then the last program of this (sequence, KV head) merges them. Only
     # the group's rows (BM pads them to 16) of the slices that hold keys are written and read:

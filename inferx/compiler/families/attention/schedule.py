@@ -12,16 +12,18 @@ from inferx.compiler.families.interface import ScheduleError, pow2
 
 def attention_schedule(d: Mapping[str, Any]) -> AttentionSchedule:
     """The AttentionSchedule a record's schedule dict names; ScheduleError if the template would
-    not accept it: exactly the fields splits, bn, num_warps, num_stages (decode) or bm, bn,
-    num_warps, num_stages (prefill); BN and BM powers of two from 16 (tl.dot's minimum) to 256;
-    SPLITS a power of two from 1 to 256 (the decode kernel's last-arrival test masks its
-    ever-growing counter with SPLITS - 1, so any other count would merge at the wrong arrival);
-    1, 2, 4, 8 or 16 warps; 1 to 8 stages."""
+    not accept it: exactly the fields splits, bn, num_warps, num_stages (decode, and optionally
+    kv_f16, 0 or 1) or bm, bn, num_warps, num_stages (prefill); BN and BM powers of two from 16
+    (tl.dot's minimum) to 256; SPLITS a power of two from 1 to 256 (the decode kernel's
+    last-arrival test masks its ever-growing counter with SPLITS - 1, so any other count would
+    merge at the wrong arrival); 1, 2, 4, 8 or 16 warps; 1 to 8 stages."""
     common = {"bn", "num_warps", "num_stages"}
-    if set(d) not in (common | {"splits"}, common | {"bm"}):
-        raise ScheduleError(f"attention schedule fields must be {sorted(common | {'splits'})} (decode) or "
-                            f"{sorted(common | {'bm'})} (prefill), got {sorted(d)}")
+    if set(d) - {"kv_f16"} not in (common | {"splits"}, common | {"bm"}) or ("kv_f16" in d and "splits" not in d):
+        raise ScheduleError(f"attention schedule fields must be {sorted(common | {'splits'})} (decode, and "
+                            f"optionally kv_f16) or {sorted(common | {'bm'})} (prefill), got {sorted(d)}")
     s = AttentionSchedule(**{k: d[k] for k in d})
+    if s.kv_f16 not in (0, 1):
+        raise ScheduleError(f"kv_f16 must be 0 or 1: {s}")
     for knob in ("bm", "bn") if "bm" in d else ("bn",):
         v = getattr(s, knob)
         if not (pow2(v) and 16 <= v <= 256):

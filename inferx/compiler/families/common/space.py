@@ -35,7 +35,8 @@ class Knob:
 # Knob values that mean "off" and are left out of a schedule's key, so a record written before the
 # knob existed and the same schedule with the knob spelled out are one schedule: the optional
 # knobs of every family (each family's schedule reader names its own).
-OFF_VALUES = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0, "unroll": 0, "defer": 0, "prefetch": 0}
+OFF_VALUES = {"split_k": 1, "tma": 0, "persistent": 0, "group_m": 0, "unroll": 0, "defer": 0, "prefetch": 0,
+              "kv_f16": 0}
 
 
 def schedule_key(s: Mapping[str, int]) -> str:
