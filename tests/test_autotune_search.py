@@ -158,7 +158,7 @@ def test_sustained_timing_replays_back_to_back_before_it_times(monkeypatch: pyte
     calls.clear()
     t0 = time.perf_counter()
     times = event_times(fn, 4, 3, 5, sustain_ms=60)
-    assert len(times) == 5 and len(calls) >= 8 + 30  # ~1.1 ms a call: over 50 calls in 60 ms
+    assert len(times) == 5 and len(calls) >= 8 + 4 + 5  # the warm-up, a sustained round at least, the timed
     assert calls[-5] - t0 >= 0.06  # the first timed call starts after the sustained ones have run 60 ms
     assert all(t >= 0.25 for t in times)  # 1 ms a call over 4 launches
     assert "sustained" in LocalRunner({}, sustain_ms=300)._note() and "sustained" not in LocalRunner({})._note()
