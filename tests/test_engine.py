@@ -213,6 +213,7 @@ def test_every_family_batches_requests_as_they_run_alone(case) -> None:  # type:
         _concurrent(lambda: program.reference_session(max_batch=3, max_context=24), case, prompts, chunk)
 
 
+@pytest.mark.thorough  # tests/test_serve.py runs the engine on a compiled artifact in CI
 def test_a_compiled_artifact_batches_requests_as_they_run_alone(tmp_path: Path) -> None:
     """The same on a compiled artifact (the cpu target: Triton's interpreter), whose prefill_last
     and decode entries take rows without tokens (negative positions)."""
