@@ -560,3 +560,33 @@ def test_fp8_kv_artifact_matches_the_reference(tmp_path, batch, prompt) -> None:
                                      max_seq_len=128, max_batch=4), device="cuda")
     repro = f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'fp8_kv_artifact and {batch}-{prompt}'"
     _prefill_and_decode_close(gpu, program.reference_session(), batch, prompt, 5e-2, repro)
+
+
+def test_the_engine_on_cuda_gives_each_request_its_tokens_alone(compiled) -> None:  # type: ignore[no-untyped-def]
+    """The serving engine on a CUDA session (graph replays at the batch buckets its steps
+    span, prefill over rows with negative positions, a preempted row saved to the host and
+    restored): five requests arriving over the first steps, one of priority 1, give the tokens
+    ``generate`` gives each alone. A step spans 1 or 2 rows where ``generate`` runs one, and the
+    batch buckets may run other GEMM variants (a GEMV at one row), whose bf16 sums can flip a
+    near-tie: four of the five requests must agree token for token."""
+    from inferx.runtime.engine import Engine
+
+    family, _, art = compiled
+    rng = np.random.default_rng(5)
+    prompts = [[int(t) for t in rng.integers(0, 160, n)] for n in (9, 30, 4, 17, 12)]
+    eng = Engine(inferx.load(art, device="cuda"), rows=2)
+    ids: dict[int, int] = {}
+    got: dict[int, list[int]] = {}
+    for step in range(200):
+        for i in {0: [0, 1], 2: [2], 3: [3, 4]}.get(step, []):
+            ids[eng.submit(prompts[i], 6, stop_token_ids=(), priority=int(i == 3))] = i
+        for ev in eng.step():
+            got.setdefault(ids[ev.request], []).append(ev.token)  # type: ignore[arg-type]
+        if step > 3 and eng.idle():
+            break
+    assert eng.idle() and eng.preemptions >= 1
+    alone = inferx.load(art, device="cuda")
+    wants = [alone.generate([p], 6, stop_at_eos=False)[0].tolist() for p in prompts]
+    same = sum(got[i] == w for i, w in enumerate(wants))
+    assert same >= 4, (f"{same} of 5 requests agree: {got} vs alone {wants}; "
+                       f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'engine_on_cuda and {family}'")
