@@ -106,6 +106,7 @@ def test_streams_and_stop_strings(served) -> None:  # type: ignore[no-untyped-de
         assert out.choices[0].text == first and out.choices[0].finish_reason == "stop"
 
 
+@pytest.mark.thorough  # seeded draws repeating: tests/test_engine.py and tests/test_sampling.py in CI
 def test_seeded_requests_repeat(served) -> None:  # type: ignore[no-untyped-def]
     base, _, _, _ = served
     c = client(base)
