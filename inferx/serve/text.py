@@ -51,12 +51,19 @@ class TextStream:
     """A request's text as its tokens arrive: ``add`` returns the text that may be shown now, and
     whether a stop string ended it. Text is held back while it may still become a stop string,
     or ends in an unfinished character (a token that is part of a UTF-8 sequence); a stop string
-    and what follows it are never shown."""
+    and what follows it are never shown.
+
+    Each token is decoded with the few before it, not the whole text again (a long reply would
+    cost its length squared): the text of tokens ``[prefix:]`` less that of ``[prefix:read]``
+    is what they add, once it ends in a whole character; the tokens before ``read`` are then
+    settled, and the next decode starts at the old ``read``, so a tokenizer that spells a word's
+    leading space by context still sees the token before."""
 
     def __init__(self, tokenizer: Any, stops: Sequence[str] = ()):
         self.tokenizer = tokenizer
         self.stops = [s for s in stops if s]
         self.tokens: list[int] = []
+        self.prefix = self.read = 0  # token offsets: the decode's context starts at prefix, new tokens at read
         self.shown = 0  # characters of the text shown so far
         self.text = ""
 
@@ -64,20 +71,30 @@ class TextStream:
         """(text to show now, whether a stop string ended it); ``last``: no token follows."""
         if token is not None:
             self.tokens.append(token)
-        self.text = self.tokenizer.decode(self.tokens, skip_special_tokens=True)
-        cut = min((i for i in (self.text.find(s) for s in self.stops) if i >= 0), default=-1)
+        before = len(self.text)
+        self._settle(last)
+        start = max(0, before - max((len(s) for s in self.stops), default=1) + 1)
+        cut = min((i for i in (self.text.find(s, start) for s in self.stops) if i >= 0), default=-1)
         if cut >= 0:
             self.text = self.text[:cut]
             return self._show(len(self.text)), True
         if last:
             return self._show(len(self.text)), False
         safe = len(self.text)
-        while safe and self.text[safe - 1] == "\ufffd":
-            safe -= 1
         # the longest tail that starts a stop string stays back
         safe -= max((k for s in self.stops for k in range(min(len(s) - 1, safe), 0, -1)
                      if self.text[safe - k:safe] == s[:k]), default=0)
         return self._show(max(safe, self.shown)), False
+
+    def _settle(self, last: bool) -> None:
+        """Appends the text of the tokens past ``read`` once it ends in a whole character (or
+        with ``last``, as it is)."""
+        decode = self.tokenizer.decode
+        context = decode(self.tokens[self.prefix:self.read], skip_special_tokens=True)
+        now = decode(self.tokens[self.prefix:], skip_special_tokens=True)
+        if last or (len(now) > len(context) and not now.endswith("\ufffd")):
+            self.text += now[len(context):]
+            self.prefix, self.read = self.read, len(self.tokens)
 
     def _show(self, upto: int) -> str:
         out, self.shown = self.text[self.shown:upto], max(self.shown, upto)
