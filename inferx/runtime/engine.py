@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from inferx.runtime.sampling import GREEDY, SamplingError, SamplingParams, sample_row
-from inferx.runtime.session import DecoderSession, SessionError, as_int_array
+from inferx.runtime.session import DecoderSession, SessionError, as_int_array, host_logits
 
 FINISH_REASONS = ("stop", "length", "cancelled")
 
@@ -252,7 +252,7 @@ class Engine:
             positions[r.row, :part.size] = r.prefilled + np.arange(part.size)
             r.prefilled += part.size
             kv_lens[r.row] = self._lengths[r.row] = r.prefilled
-        logits = self._host(self.session.step_rows("prefill_last", ids, positions, kv_lens))
+        logits = host_logits(self.session.step_rows("prefill_last", ids, positions, kv_lens))[:, 0]
         return [self._draw(r, logits[r.row]) for r in filling if r.prefilled == r.prompt.size]  # type: ignore[index]
 
     def _decode(self, running: Sequence[Request]) -> list[Event]:
@@ -266,7 +266,7 @@ class Engine:
             ids[r.row, 0] = r.tokens[-1]
             positions[r.row, 0] = self._lengths[r.row]
             kv_lens[r.row] = self._lengths[r.row] = self._lengths[r.row] + 1
-        logits = self._host(self.session.step_rows("decode", ids, positions, kv_lens))
+        logits = host_logits(self.session.step_rows("decode", ids, positions, kv_lens))[:, 0]
         return [self._draw(r, logits[r.row]) for r in running]  # type: ignore[index]
 
     @staticmethod
@@ -295,9 +295,3 @@ class Engine:
         self._lengths[r.row] = 0
         heapq.heappush(self._free, r.row)
         r.row = None
-
-    @staticmethod
-    def _host(logits: Any) -> np.ndarray:
-        """[rows, vocab] on the host, float."""
-        a = logits.float().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
-        return a.reshape(a.shape[0], -1)

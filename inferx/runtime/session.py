@@ -68,7 +68,7 @@ def _count(v: Any, what: str, minimum: int) -> int:
     return int(v)
 
 
-def _host(logits: Any) -> np.ndarray:
+def host_logits(logits: Any) -> np.ndarray:
     """Logits as a host array (sessions may return torch tensors on a device)."""
     return logits.float().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
 
@@ -417,7 +417,7 @@ class DecoderSession(ABC):
                      for row, h, p in zip(logits, held, params, strict=True)]
             return np.array([t for t, _ in drawn], dtype=np.int64), np.array([lp for _, lp in drawn])
 
-        nxt, lp = pick(_host(self.prefill(ids, n.tolist(), logits="last"))[:, 0], 0)
+        nxt, lp = pick(host_logits(self.prefill(ids, n.tolist(), logits="last"))[:, 0], 0)
         out, lps = [nxt], [lp]
         done = np.isin(nxt, eos)
         for step_index in range(1, budget):
@@ -426,7 +426,7 @@ class DecoderSession(ABC):
             if penalized:
                 for h, t in zip(held, nxt.tolist(), strict=True):
                     h.append(t)
-            step, lp = pick(_host(self.decode(nxt[:, None]))[:, 0], step_index)
+            step, lp = pick(host_logits(self.decode(nxt[:, None]))[:, 0], step_index)
             nxt = np.where(done, nxt, step)
             lps.append(np.where(done, 0.0, lp))
             done |= np.isin(nxt, eos)
