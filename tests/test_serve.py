@@ -99,11 +99,11 @@ def test_streams_and_stop_strings(served) -> None:  # type: ignore[no-untyped-de
     deltas = list(c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "w9"}], max_tokens=3,
                                             temperature=0, stream=True))
     assert deltas[0].choices[0].delta.role == "assistant" and deltas[-1].choices[0].finish_reason is not None
-    if 2 not in want[:3]:  # stop at the second generated word: the text is the first alone
-        second = f"w{want[1]}"
-        out = c.completions.create(model=MODEL, prompt="w1 w5 w7", max_tokens=6, temperature=0, stop=[second])
-        first = whole.split(second)[0]
-        assert out.choices[0].text == first and out.choices[0].finish_reason == "stop"
+    assert 2 not in want[:3], want  # no EOS early: the stop string below is met first
+    second = f"w{want[1]}"  # stop at the second generated word: the text is the first alone
+    out = c.completions.create(model=MODEL, prompt="w1 w5 w7", max_tokens=6, temperature=0, stop=[second])
+    first = whole.split(second)[0]
+    assert out.choices[0].text == first and out.choices[0].finish_reason == "stop"
 
 
 @pytest.mark.thorough  # seeded draws repeating: tests/test_engine.py and tests/test_sampling.py in CI
