@@ -13,6 +13,10 @@ import click
 
 from inferx.cli_common import UserError, _check_output_file, _runtime_errors, _user_errors, main
 
+# Session options by device: CUDA sessions leave the logits on the GPU (tensors), where each
+# step's tokens are drawn and only they cross to the host (runtime.draw)
+DEVICE_LOGITS: dict[str, dict[str, Any]] = {"cuda": {"outputs": "torch"}}
+
 # --- run ------------------------------------------------------------------------------------
 
 
@@ -98,7 +102,8 @@ def run_command(
         if (prompts or chats) and not names:
             given = "--prompt" if prompts else "--chat"
             raise UserError(f"{artifact}: the artifact carries no tokenizer: give --prompt-ids instead of {given}")
-        session = load(artifact, device)  # before transformers can import Triton (see runtime.loaded)
+        # before transformers can import Triton (see runtime.loaded)
+        session = load(artifact, device, **DEVICE_LOGITS.get(device, {}))
         tokenizer = _load_tokenizer(art) if names else None
         if tokenizer is not None and prompts:
             rows = [list(tokenizer(text)["input_ids"]) for text in prompts]
@@ -205,7 +210,8 @@ def serve_command(artifact: str, host: str, port: int, device: str, rows: int | 
 
     with _user_errors(_runtime_errors()):
         art = load_artifact(artifact, verify="structure")
-        session = load(artifact, device)  # before transformers can import Triton (see runtime.loaded)
+        # before transformers can import Triton (see runtime.loaded)
+        session = load(artifact, device, **DEVICE_LOGITS.get(device, {}))
         if rows is not None and rows > session.max_batch:
             raise UserError(f"--rows {rows}: the artifact runs at most {session.max_batch} sequences (--max-batch)")
         tokenizer = _load_tokenizer(art)

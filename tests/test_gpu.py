@@ -590,3 +590,30 @@ def test_the_engine_on_cuda_gives_each_request_its_tokens_alone(compiled) -> Non
     same = sum(got[i] == w for i, w in enumerate(wants))
     assert same >= 4, (f"{same} of 5 requests agree: {got} vs alone {wants}; "
                        f"repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py -k 'engine_on_cuda and {family}'")
+
+
+def test_the_engine_draws_on_the_device_as_on_the_host(compiled) -> None:  # type: ignore[no-untyped-def]
+    """The engine over a CUDA session that leaves its logits on the GPU (``outputs="torch"``:
+    each step's tokens drawn by the device sampler, one launch) against the same requests over a
+    session whose logits come to the host (the reference sampler): greedy, sampled, filtered and
+    penalized requests, with logprobs. The logits are the same; the draws differ only where fp32
+    and float64 part a near-tie, so at least 5 of 6 requests agree token for token."""
+    from inferx.runtime.engine import Engine
+    from inferx.runtime.sampling import SamplingParams
+
+    family, _, art = compiled
+    rng = np.random.default_rng(8)
+    prompts = [[int(t) for t in rng.integers(0, 160, n)] for n in (9, 30, 4, 17, 12, 6)]
+    params = [None, SamplingParams(0.8, seed=1), SamplingParams(1.0, top_k=20, seed=2),
+              SamplingParams(0.9, top_p=0.8, seed=3), SamplingParams(0.7, min_p=0.1, seed=4),
+              SamplingParams(1.0, repetition_penalty=1.5, seed=5)]
+    runs = []
+    for outputs in ("torch", "numpy"):
+        eng = Engine(inferx.load(art, device="cuda", outputs=outputs), rows=4)
+        ids = {eng.submit(p, 8, sampling=s, stop_token_ids=(), logprobs=True): i
+               for i, (p, s) in enumerate(zip(prompts, params, strict=True))}
+        runs.append({ids[k]: v for k, v in eng.run().items()})
+    same = sum(runs[0][i] == runs[1][i] for i in range(len(prompts)))
+    assert same >= 5, (f"{same} of 6 requests agree: device {runs[0]} vs host {runs[1]}; "
+                       "repro: TRITON_INTERPRET=0 pytest -m gpu tests/test_gpu.py "
+                       f"-k 'draws_on_the_device and {family}'")

@@ -171,3 +171,26 @@ def test_generate_refuses_bad_sampling(session) -> None:  # type: ignore[no-unty
         session.generate(PROMPTS, 2, sampling=[GREEDY, {"temperature": 1}, GREEDY])
     with pytest.raises(SessionError, match="logprobs must be True or False"):
         session.generate(PROMPTS, 2, logprobs="yes")
+
+
+def test_a_step_draws_the_same_tokens_on_the_host_and_through_the_device_sampler() -> None:
+    """``draw``'s two ways for a step's logits [n, 1, vocab]: host arrays row by row
+    (``sampling.sample_rows``) and a torch tensor through the device sampler's kernel (here in Triton's
+    interpreter): the same tokens for the rows asked, in their order, greedy, sampled, filtered
+    and penalized, and log-probabilities only where asked."""
+    from inferx.runtime.draw import draw, draw_on_device
+
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((6, 1, 300)) * 3).astype(np.float32)
+    rows = [4, 0, 2, 5]
+    params = [GREEDY, SamplingParams(0.8, seed=7), SamplingParams(1.2, top_k=20, top_p=0.9, seed=9),
+              SamplingParams(0.7, min_p=0.05, repetition_penalty=1.3, seed=11)]
+    held = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.array([3, 17, 17, 250])]
+    steps, want = [0, 3, 1, 8], [True, False, True, True]
+    host_t, host_lp = draw(logits, rows, held, params, steps, want)
+    dev_t, dev_lp = draw_on_device(torch.from_numpy(logits), rows, held, params, steps, want)
+    alone = [sample_row(logits[r, 0], h, p, s)[0] for r, h, p, s in zip(rows, held, params, steps, strict=True)]
+    repro = "repro: pytest tests/test_sampling.py -k device_sampler"
+    assert host_t.tolist() == alone and dev_t.tolist() == alone, (host_t, dev_t, alone, repro)
+    assert host_lp[1] == 0.0 and dev_lp[1] == 0.0 and np.all(host_lp[[0, 2, 3]] < 0), (host_lp, repro)
+    assert np.allclose(host_lp, dev_lp, atol=1e-4), (host_lp, dev_lp, repro)

@@ -232,6 +232,12 @@ def render(results: Mapping[str, Any]) -> str:
                 lines.append(f"{name} host time per decode step: not measured: {h['error']}")
             elif h:
                 lines.append(f"{name} host time per decode step: median {h['median']:.3f} ms over {h['steps']} steps")
+            g = s.get(prefix + "generate")
+            if g and "error" in g:
+                lines.append(f"{name} generate: not measured: {g['error']}")
+            elif g:
+                lines.append(f"{name} generate at batch 1 ({g['prompt']}-token prompt, {g['tokens']} tokens): "
+                             f"{g['ms_per_token']:.3f} ms a token")
         errors = [(r, impl, e) for r in s["rows"] for impl, e in r["errors"].items()]
         lines += [f"error: {config_label(r)} {impl}: {e}" for r, impl, e in errors]
         lines += [f"note: {n}" for n in s.get("notes", [])]

@@ -138,6 +138,41 @@ def _compile_inferx(ckpt: Path, out: Path, opts: BenchOptions, say: Callable[[st
                           fp8_inputs_once=opts.fp8_inputs_once, fp8_decode_min_batch=opts.fp8_decode_min_batch)
 
 
+GENERATE_PROMPT, GENERATE_TOKENS = 128, 256
+
+
+def _generate_ms(session: Any, vocab: int, opts: BenchOptions) -> dict[str, Any] | None:
+    """Time a token through ``generate`` at batch 1 (a 128-token prompt, greedy): the wall time
+    of ``GENERATE_TOKENS`` tokens less that of one (the prefill and the first draw), over the
+    tokens after the first, medians of three. A session that can leave its logits on the device
+    (``outputs``) does so here, as ``inferx serve`` and ``inferx run`` load it, so each token is
+    drawn there. Beside the decode step this is how much of a step the host loop adds."""
+    import numpy as np
+
+    if getattr(session, "max_context", 0) < GENERATE_PROMPT + GENERATE_TOKENS:
+        return None  # a short context (or a stand-in session) has no room for the figure
+    before = getattr(session, "outputs", None)
+    try:
+        if before is not None:
+            session.outputs = "torch"
+        prompt = np.random.default_rng(opts.seed).integers(0, vocab, (1, GENERATE_PROMPT))
+        session.generate(prompt, GENERATE_TOKENS, stop_at_eos=False)  # captures the graph
+        walls = []
+        for n in (1, GENERATE_TOKENS) * 3:
+            start = time.perf_counter()
+            session.generate(prompt, n, stop_at_eos=False)
+            walls.append((n, time.perf_counter() - start))
+        one = statistics.median(w for n, w in walls if n == 1)
+        many = statistics.median(w for n, w in walls if n > 1)
+        return {"ms_per_token": (many - one) * 1e3 / (GENERATE_TOKENS - 1), "prompt": GENERATE_PROMPT,
+                "tokens": GENERATE_TOKENS, "logits_on_device": before is not None}
+    except Exception as e:  # noqa: BLE001 - reported in place of the numbers
+        return {"error": _one_line(e)}
+    finally:
+        if before is not None:
+            session.outputs = before
+
+
 def _load_inferx(art: Path, device: str, pdl: bool) -> Any:
     import inferx
 
@@ -385,6 +420,7 @@ def _time_session(shape: str, session: Any, impl: str, prefix: str, model: Any, 
             except Exception as e:  # noqa: BLE001
                 out["notes"].append(f"{impl} prefill kernel breakdown failed: {_one_line(e)}")
         out[prefix + "host_ms"] = _host_ms(session, model.config.vocab_size, opts)
+        out[prefix + "generate"] = _generate_ms(session, model.config.vocab_size, opts)
     finally:
         close = getattr(session, "close", None)
         if callable(close):

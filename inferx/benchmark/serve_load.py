@@ -185,7 +185,7 @@ def bench_serve(model: Any, workdir: Any, load: Load, *, rows: int, device: str 
                          max_seq_len=load.max_context, max_batch=rows, progress=lambda line: say(f"  {line}"))
     vocab = model.config.vocab_size
     out: dict[str, Any] = {"load": load_json(load), "systems": []}
-    session = inferx.load(str(art), device=device)
+    session = inferx.load(str(art), device=device, **({"outputs": "torch"} if device == "cuda" else {}))
     say(f"inferx: {load.requests} requests")
     out["systems"].append(run_engine(session, load, rows, prefill_chunk, say=say))
     del session

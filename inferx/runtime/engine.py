@@ -22,7 +22,7 @@ never exceed the cache and none is lost (``Engine.free_rows`` counts them). Ever
 4. a request that drew one of its stop tokens, or its ``max_new_tokens``-th token, ends.
 
 A request's tokens depend on its own prompt, parameters and seed alone: rows do not mix in any
-kernel, and its draws are numbered by its own step (``sampling.sample_row``), so it gives the
+kernel, and its draws are numbered by its own step (``runtime.draw``), so it gives the
 tokens it would give alone, whatever else runs beside it. Each step returns the ``Event``s of
 the requests it moved.
 
@@ -40,8 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from inferx.runtime.sampling import GREEDY, SamplingError, SamplingParams, sample_row
-from inferx.runtime.session import DecoderSession, SessionError, as_int_array, host_logits
+from inferx.runtime.draw import draw
+from inferx.runtime.sampling import GREEDY, SamplingError, SamplingParams
+from inferx.runtime.session import DecoderSession, SessionError, as_int_array
 
 FINISH_REASONS = ("stop", "length", "cancelled")
 
@@ -252,8 +253,8 @@ class Engine:
             positions[r.row, :part.size] = r.prefilled + np.arange(part.size)
             r.prefilled += part.size
             kv_lens[r.row] = self._lengths[r.row] = r.prefilled
-        logits = host_logits(self.session.step_rows("prefill_last", ids, positions, kv_lens))[:, 0]
-        return [self._draw(r, logits[r.row]) for r in filling if r.prefilled == r.prompt.size]  # type: ignore[index]
+        logits = self.session.step_rows("prefill_last", ids, positions, kv_lens)
+        return self._draw([r for r in filling if r.prefilled == r.prompt.size], logits)
 
     def _decode(self, running: Sequence[Request]) -> list[Event]:
         """One token for each of ``running`` (their prompts in; the first token drawn)."""
@@ -266,8 +267,7 @@ class Engine:
             ids[r.row, 0] = r.tokens[-1]
             positions[r.row, 0] = self._lengths[r.row]
             kv_lens[r.row] = self._lengths[r.row] = self._lengths[r.row] + 1
-        logits = host_logits(self.session.step_rows("decode", ids, positions, kv_lens))[:, 0]
-        return [self._draw(r, logits[r.row]) for r in running]  # type: ignore[index]
+        return self._draw(running, self.session.step_rows("decode", ids, positions, kv_lens))
 
     @staticmethod
     def _span(reqs: Sequence[Request]) -> int:
@@ -275,10 +275,19 @@ class Engine:
         light load steps a small batch)."""
         return max(r.row for r in reqs if r.row is not None) + 1
 
-    def _draw(self, r: Request, logits: np.ndarray) -> Event:
-        held = np.concatenate([r.prompt, np.asarray(r.tokens, dtype=np.int64)]) \
-            if r.sampling.repetition_penalty != 1.0 else r.prompt[:0]
-        token, logprob = sample_row(logits, held, r.sampling, len(r.tokens), r.logprobs)
+    def _draw(self, reqs: Sequence[Request], logits: Any) -> list[Event]:
+        """Each of ``reqs`` draws its next token from its row of a step's ``logits`` [n, 1, vocab]
+        (``runtime.draw``: one launch on the device where the session left them there) and ends
+        on a stop token or its budget."""
+        if not reqs:
+            return []
+        held = [np.concatenate([r.prompt, np.asarray(r.tokens, dtype=np.int64)])
+                if r.sampling.repetition_penalty != 1.0 else r.prompt[:0] for r in reqs]
+        tokens, logprobs = draw(logits, [r.row for r in reqs], held, [r.sampling for r in reqs],  # type: ignore[misc]
+                                [len(r.tokens) for r in reqs], [r.logprobs for r in reqs])
+        return [self._took(r, int(t), float(lp)) for r, t, lp in zip(reqs, tokens, logprobs, strict=True)]
+
+    def _took(self, r: Request, token: int, logprob: float) -> Event:
         r.tokens.append(token)
         if token in r.stop:
             r.finished = "stop"

@@ -172,6 +172,29 @@ def sample_row(logits: Any, held: np.ndarray, p: SamplingParams, step: int,
     return token, float(raw[token] - top - np.log(np.exp(raw - top).sum()))
 
 
+def sample_rows(logits: Any, held: Sequence[np.ndarray], params: Sequence[SamplingParams], steps: Sequence[int],
+                logprobs: bool | Sequence[bool] = False) -> tuple[np.ndarray, np.ndarray]:
+    """``sample_row`` for each row of ``logits`` [n, vocab] (a host array): the tokens (int64
+    [n]) and their log-probabilities (float64 [n], 0 where not asked). Greedy rows without the
+    penalty take one argmax over all of them (the lowest id among equals, as ``sample_row``);
+    the others draw row by row."""
+    x = np.asarray(logits)
+    n = x.shape[0]
+    want = [bool(logprobs)] * n if isinstance(logprobs, (bool, np.bool_)) else [bool(w) for w in logprobs]
+    tokens = np.zeros(n, dtype=np.int64)
+    lps = np.zeros(n, dtype=np.float64)
+    plain = np.array([p.greedy and p.repetition_penalty == 1.0 for p in params], dtype=bool)
+    if plain.any():
+        tokens[plain] = x[plain].argmax(-1)
+    for i in np.flatnonzero(~plain):
+        tokens[i], lps[i] = sample_row(x[i], held[i], params[i], steps[i], want[i])
+    for i in np.flatnonzero(plain & np.array(want, dtype=bool)):
+        raw = np.asarray(x[i], dtype=np.float64)
+        top = raw.max()
+        lps[i] = float(raw[tokens[i]] - top - np.log(np.exp(raw - top).sum()))
+    return tokens, lps
+
+
 def per_row(params: SamplingParams | Sequence[SamplingParams] | None, batch: int) -> list[SamplingParams]:
     """One seeded SamplingParams per row: None is greedy for every row; one SamplingParams
     serves every row, each row drawing from its own seed (the seed plus the row, so that equal
