@@ -267,6 +267,13 @@ FUSE_ATTENTION_O_HELP = (
 @click.option("--kv-scale", type=float, default=None, metavar="S",
               help="With --kv-dtype fp8: scale S for every KV head and layer instead of calibrating (values past "
               "448 x S saturate).")
+@click.option("--kv-block-size", type=click.IntRange(min=1), default=None, metavar="B",
+              help="A paged KV cache: keys and values in a pool of blocks of B positions, each sequence's blocks "
+              "named by a block table (the serving engine shares prompt prefixes' blocks and admits requests by "
+              "the blocks free). Default: one contiguous cache row per sequence.")
+@click.option("--kv-blocks", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --kv-block-size: the pool's blocks. Default: as many as --max-batch sequences at "
+              "--max-seq-len take.")
 @click.option("--precision-map", default=None, metavar="FILE",
               help="Each linear's precision (float, fp8 or an int4 scheme) from a JSON precision map, as "
               "--quant auto writes it (--write-precision-map) or as edited by hand; takes no --quant.")
@@ -327,6 +334,8 @@ def compile_command(
     smoothquant: float | None,
     kv_dtype: str,
     kv_scale: float | None,
+    kv_block_size: int | None,
+    kv_blocks: int | None,
     precision_map: str | None,
     write_precision_map: str | None,
 ) -> None:
@@ -378,13 +387,16 @@ def compile_command(
             smoothquant=smoothquant,
             kv_dtype=None if kv_dtype == "auto" else kv_dtype,
             kv_scale=kv_scale,
+            kv_block_size=kv_block_size,
+            kv_blocks=kv_blocks,
             precision_map=Path(precision_map) if precision_map else None,
             write_precision_map=Path(write_precision_map) if write_precision_map else None,
         )
     except CompileError as e:  # an option's field, said as its flag
         raise UserError(
             re.sub(r"^(max_seq_len|max_batch|jobs|quant_head|quant_method|calibration|quant_overrides|"
-                   r"accuracy_budget|precision_map|fp8_activations|smoothquant|kv_dtype|kv_scale):? ",
+                   r"accuracy_budget|precision_map|fp8_activations|smoothquant|kv_dtype|kv_scale|kv_block_size|"
+                   r"kv_blocks):? ",
                    lambda m: f"--{m[1].replace('_', '-').replace('overrides', 'override')} ", str(e))
         ) from None
     with _user_errors(_compile_errors()):

@@ -247,11 +247,16 @@ def _length_range(text: str, option: str) -> tuple[int, int]:
 @click.option("--rows", type=click.IntRange(min=1), default=64, show_default=True, help="Requests running at once.")
 @click.option("--prefill-chunk", type=click.IntRange(min=1), default=None,
               help="Prompt tokens a request prefills a step.")
+@click.option("--shared-prefix", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tokens every prompt starts with (a system prompt): a paged cache shares their blocks.")
+@click.option("--kv-block-size", type=click.IntRange(min=1), default=None, metavar="B",
+              help="Compile with a paged KV cache of B-position blocks (default: contiguous rows).")
 @click.option("--peers", default="generate_batch", show_default=True, help="generate_batch, or '' for none.")
 @click.option("--workdir", default=None, help="Where the checkpoint and artifact go (default: a temporary directory).")
 @click.option("--out", default=None, help="Write the results as JSON here.")
 def bench_serve_command(shape: str, requests: int, rate: str, prompt_len: str, output_len: str, seed: int, rows: int,
-                        prefill_chunk: int | None, peers: str, workdir: str | None, out: str | None) -> None:
+                        prefill_chunk: int | None, shared_prefix: int, kv_block_size: int | None, peers: str,
+                        workdir: str | None, out: str | None) -> None:
     """A load of requests through InferX's serving engine and through transformers' continuous
     batching (generate_batch) in the same process, on a Llama shape with random bf16 weights on
     the GPU: throughput, TTFT and TPOT percentiles."""
@@ -268,9 +273,10 @@ def bench_serve_command(shape: str, requests: int, rate: str, prompt_len: str, o
         raise UserError(f"--rate {rate!r}: want a number of requests a second, or inf") from None
     try:
         load = Load(requests, per_s, _length_range(prompt_len, "--prompt-len"),
-                    _length_range(output_len, "--output-len"), seed)
+                    _length_range(output_len, "--output-len"), seed, shared_prefix)
     except ValueError as e:
-        raise UserError(f"--rate {rate}: {e}") from None
+        flag = f"--shared-prefix {shared_prefix}" if "shared prefix" in str(e) else f"--rate {rate}"
+        raise UserError(f"{flag}: {e}") from None
     if not torch.cuda.is_available():
         raise UserError("bench-serve times the GPU: no CUDA device here")
     names = tuple(p for p in peers.split(",") if p.strip())
@@ -282,7 +288,7 @@ def bench_serve_command(shape: str, requests: int, rate: str, prompt_len: str, o
         model = make_model(shape, "cuda", torch.bfloat16, seed)
         with _user_errors(_runtime_errors() + (ValueError,)):
             result = bench_serve(model, Path(workdir or tmp), load, rows=rows, prefill_chunk=prefill_chunk,
-                                 peers=names, say=say)
+                                 peers=names, kv_block_size=kv_block_size, say=say)
     result["shape"] = shape
     click.echo(table(result))
     if out is not None:

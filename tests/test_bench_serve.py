@@ -24,7 +24,10 @@ def test_loads_draw_from_their_seed() -> None:
     assert all(3 <= len(r.prompt) <= 9 and 2 <= r.max_new_tokens <= 5 for r in a)
     assert all(r.at == 0.0 for r in Load(5, math.inf).draw(10))
     assert Load(5, prompt=(4, 9), output=(3, 7)).max_context == 15
-    for bad in (dict(requests=0), dict(rate=0.0), dict(prompt=(5, 4)), dict(output=(0, 3))):
+    shared = Load(6, prompt=(5, 9), shared_prefix=4).draw(100)
+    assert all(r.prompt[:4] == shared[0].prompt[:4] and 5 <= len(r.prompt) <= 9 for r in shared)
+    for bad in (dict(requests=0), dict(rate=0.0), dict(prompt=(5, 4)), dict(output=(0, 3)),
+                dict(prompt=(5, 9), shared_prefix=5)):
         with pytest.raises(ValueError):
             Load(**bad)  # type: ignore[arg-type]
 
@@ -37,10 +40,11 @@ def _tiny() -> T.LlamaForCausalLM:
 
 
 def test_bench_serve_runs_the_engine(tmp_path: Path) -> None:
-    load = Load(requests=5, rate=200.0, prompt=(2, 6), output=(2, 4), seed=1)
+    """On a paged cache, prompts with a shared prefix of two blocks."""
+    load = Load(requests=5, rate=200.0, prompt=(9, 12), output=(2, 4), seed=1, shared_prefix=8)
     lines: list[str] = []
     result = bench_serve(_tiny(), tmp_path, load, rows=2, device="cpu", target="cpu", dtype="fp32", peers=(),
-                         say=lines.append)
+                         kv_block_size=4, say=lines.append)
     (inferx,) = result["systems"]
     assert inferx["system"] == "inferx" and inferx["requests"] == 5
     assert inferx["tokens"] == sum(a.max_new_tokens for a in load.draw(64))
@@ -60,7 +64,8 @@ def test_bench_serve_runs_the_peer(tmp_path: Path) -> None:
 
 def test_bench_serve_options_are_checked() -> None:
     for args, name in ((["--prompt-len", "9:3"], "--prompt-len"), (["--output-len", "x"], "--output-len"),
-                       (["--rate", "fast"], "--rate"), (["--rate", "0"], "--rate")):
+                       (["--rate", "fast"], "--rate"), (["--rate", "0"], "--rate"),
+                       (["--prompt-len", "4:8", "--shared-prefix", "4"], "--shared-prefix")):
         result = CliRunner().invoke(main, ["bench-serve", *args])
         assert result.exit_code == 1 and result.stderr.strip().startswith("error: ") and name in result.stderr, \
             result.output

@@ -9,6 +9,7 @@ interpreter) against each request alone (``generate``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from hf_models import CASES, build
 
 import inferx
 from inferx.runtime.engine import Engine, Event
+from inferx.runtime.kv_blocks import Paging
 from inferx.runtime.model_info import ModelInfo
 from inferx.runtime.sampling import SamplingParams
 from inferx.runtime.session import DecoderSession, SessionError
@@ -61,6 +63,44 @@ class RowModel(DecoderSession):
         return out
 
 
+class PagedRowModel(RowModel):
+    """RowModel over a paged cache: a pool of ``blocks`` blocks of 4 positions, each row's tokens
+    written and read through the block table the session keeps (``DecoderSession.pages``)."""
+
+    BLOCK = 4
+
+    def __init__(self, rows: int = 4, context: int = 64, blocks: int = 24):
+        super().__init__(rows, context)
+        self.info = replace(self.info, kv_paging=Paging(self.BLOCK, blocks, context // self.BLOCK))
+        self.pool = np.zeros((0, self.BLOCK), dtype=np.int64)
+
+    def _reset_cache(self, batch: int) -> None:
+        assert self.info.kv_paging is not None
+        self.pool = np.full((self.info.kv_paging.blocks, self.BLOCK), -7, dtype=np.int64)
+
+    def _block_caches(self, blocks: list[int]) -> list:
+        return [self.pool[blocks].copy(), np.zeros(1)]
+
+    def _set_block_caches(self, blocks: list[int], saved: list) -> None:
+        self.pool[blocks] = saved[0]
+
+    def _step(self, entry, input_ids, positions, kv_lens, rows=None):  # type: ignore[no-untyped-def]
+        table, bs = self.block_table(len(input_ids)), self.BLOCK
+        self.batches.append(len(input_ids))
+        for r in range(len(input_ids)):
+            for t, p in zip(input_ids[r], positions[r], strict=True):
+                if p >= 0:
+                    assert table[r, p // bs] >= 0, f"row {r} writes position {p} with no block"
+                    self.pool[table[r, p // bs], p % bs] = t
+        out = np.zeros((len(input_ids), 1, VOCAB))
+        for r in range(len(input_ids)):
+            n = int(kv_lens[r]) if (positions[r] >= 0).any() else 0
+            held = sum(int(self.pool[table[r, j // bs], j % bs]) for j in range(n))
+            out[r, 0, (held * 7 + n) % VOCAB] = 2.0
+            out[r, 0, :] += np.linspace(0.0, 1.0, VOCAB)
+        return out
+
+
 def alone(prompt: list[int], max_new: int, stop: tuple[int, ...], sampling: SamplingParams | None = None) -> list[int]:
     """The request run by itself on a fresh RowModel engine."""
     eng = Engine(RowModel())
@@ -68,16 +108,20 @@ def alone(prompt: list[int], max_new: int, stop: tuple[int, ...], sampling: Samp
     return eng.run()[rid]
 
 
-@pytest.mark.parametrize("chunk", [None, 3])
-def test_requests_arriving_and_cancelled_give_their_tokens_alone(chunk: int | None) -> None:
-    """1,000 seeded random requests (1-20 prompt tokens, 1-12 new, greedy or seeded sampling,
-    stop tokens, priorities 0-2: higher ones preempt lower ones, which resume later) arrive at
-    random steps, a tenth cancelled at a random later step: every finished
-    request's tokens are those it gives alone, the cancelled ones a prefix of theirs, every
-    request is reported finished once, and the engine ends with every row free. With
-    ``prefill_chunk`` 3, prompts go in over several steps while the others decode."""
+@pytest.mark.parametrize("model, chunk", [(RowModel, None), (RowModel, 3), (PagedRowModel, 3)],
+                         ids=["rows", "rows-chunks", "paged-chunks"])
+def test_requests_arriving_and_cancelled_give_their_tokens_alone(model: type, chunk: int | None) -> None:
+    """1,000 seeded random requests (1-20 prompt tokens, half of them starting with one of three
+    shared prefixes, 1-12 new, greedy or seeded sampling, stop tokens, priorities 0-2: higher ones
+    preempt lower ones, which resume later) arrive at random steps, a tenth cancelled at a random
+    later step: every finished request's tokens are those it gives alone, the cancelled ones a
+    prefix of theirs, every request is reported finished once, and the engine ends with every row
+    free. With ``prefill_chunk`` 3, prompts go in over several steps while the others decode. On
+    a paged cache (24 blocks of 4 for 4 rows: requests wait for blocks too), prompts share their
+    prefixes' blocks, and at the end the pool holds only the prefix cache's blocks, each once."""
     rng = np.random.default_rng(0)
-    eng = Engine(RowModel(rows=4), prefill_chunk=chunk)
+    prefixes = [[int(t) for t in rng.integers(1, VOCAB, 12)] for _ in range(3)]
+    eng = Engine(model(rows=4), prefill_chunk=chunk)
     specs: dict[int, tuple[list[int], int, tuple[int, ...], SamplingParams | None]] = {}
     drawn: dict[int, list[int]] = {}
     finished: dict[int, str] = {}
@@ -88,6 +132,8 @@ def test_requests_arriving_and_cancelled_give_their_tokens_alone(chunk: int | No
         while arrivals and arrivals[0] <= step:
             arrivals.pop(0)
             prompt = [int(t) for t in rng.integers(1, VOCAB, int(rng.integers(1, 21)))]
+            if rng.random() < 0.5:
+                prompt = (prefixes[int(rng.integers(3))] + prompt)[:20]
             max_new = int(rng.integers(1, 13))
             stop = (int(rng.integers(1, VOCAB)),) if rng.random() < 0.5 else ()
             sampling = SamplingParams(temperature=0.8, top_k=10, seed=int(rng.integers(1 << 30))) \
@@ -109,6 +155,10 @@ def test_requests_arriving_and_cancelled_give_their_tokens_alone(chunk: int | No
         step += 1
     assert len(finished) == 1000 and eng.free_rows == 4 and eng.waiting == 0 and eng.running == 0
     assert eng.preemptions > 10, eng.preemptions
+    if eng.pool is not None:
+        assert eng.pool.held == eng.cached_blocks and (eng.pool.table == -1).all(), (eng.pool.held, eng.cached_blocks)
+        assert all(eng.pool.refs[b] == 1 for b in eng._prefix.values())
+        assert eng.shared_blocks > 100, eng.shared_blocks
     assert {"stop", "length", "cancelled"} <= set(finished.values())
     for rid in rng.choice(1000, 150, replace=False).tolist():
         prompt, max_new, stop, sampling = specs[rid]

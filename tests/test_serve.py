@@ -1,7 +1,7 @@
 """``inferx serve``: the real OpenAI client against the HTTP API on 127.0.0.1, over a CPU artifact
-(Triton's interpreter) with a word-level tokenizer and chat template: completions, chat, streams,
-stop strings, bad requests (400 naming the field), a stream the client closes (its request
-cancelled, its row free again), and the metrics."""
+(Triton's interpreter, a paged KV cache) with a word-level tokenizer and chat template:
+completions, chat, streams, stop strings, bad requests (400 naming the field), a stream the client
+closes (its request cancelled, its row free again), and the metrics."""
 
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, obje
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
     program = inferx.import_model(T.LlamaForCausalLM(cfg).eval())
     program.tokenizer = _word_tokenizer(chat=True)
+    # a paged KV cache (blocks of 4 positions): what a server would compile
     art = inferx.compile(program, target="cpu", output=tmp_path_factory.mktemp("serve") / "a.ixa", dtype="fp32",
-                         max_seq_len=32, max_batch=2)
+                         max_seq_len=32, max_batch=2, kv_block_size=4)
     app = build_app(inferx.load(art, device="cpu"), program.tokenizer, MODEL)
     base, server, thread = start(app)
     alone = inferx.load(art, device="cpu")
@@ -156,6 +157,7 @@ def test_a_closed_stream_cancels_its_request(served) -> None:  # type: ignore[no
     metrics = httpx.get(f"{base}/metrics", timeout=30).text
     assert 'inferx_requests_total{finish="cancelled"}' in metrics and "inferx_free_rows 2" in metrics
     assert "inferx_preemptions_total 0" in metrics
+    assert "inferx_kv_blocks 16" in metrics and "inferx_kv_blocks_used " in metrics
     assert "inferx_time_to_first_token_seconds_count" in metrics
     assert httpx.get(f"{base}/health", timeout=30).json() == {"status": "ok"}
 

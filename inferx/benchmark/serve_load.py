@@ -41,6 +41,7 @@ class Load:
     prompt: tuple[int, int] = (128, 512)  # lengths, both ends included
     output: tuple[int, int] = (64, 256)
     seed: int = 0
+    shared_prefix: int = 0  # tokens every prompt starts with (a system prompt), part of its length
 
     def __post_init__(self) -> None:
         if self.requests < 1:
@@ -51,17 +52,21 @@ class Load:
             lo, hi = getattr(self, name)
             if not 1 <= lo <= hi:
                 raise ValueError(f"{name} lengths {lo}:{hi}: want 1 <= low <= high")
+        if not 0 <= self.shared_prefix < self.prompt[0]:
+            raise ValueError(f"a shared prefix of {self.shared_prefix} tokens: want 0 to {self.prompt[0] - 1} "
+                             "(shorter than the shortest prompt)")
 
     def draw(self, vocab: int) -> list[Arrival]:
         """The requests, by arrival."""
         rng = np.random.default_rng(self.seed)
         gaps = np.zeros(self.requests) if math.isinf(self.rate) else rng.exponential(1 / self.rate, self.requests)
         at = np.cumsum(gaps) - gaps[0]
+        head = [int(x) for x in np.random.default_rng(self.seed + 1).integers(0, vocab, self.shared_prefix)]
         out = []
         for t in at:
             n = int(rng.integers(self.prompt[0], self.prompt[1] + 1))
             m = int(rng.integers(self.output[0], self.output[1] + 1))
-            out.append(Arrival(float(t), [int(x) for x in rng.integers(0, vocab, n)], m))
+            out.append(Arrival(float(t), head + [int(x) for x in rng.integers(0, vocab, n - len(head))], m))
         return out
 
     @property
@@ -166,10 +171,10 @@ def load_json(load: Load) -> dict[str, Any]:
 
 def bench_serve(model: Any, workdir: Any, load: Load, *, rows: int, device: str = "cuda", target: str = "h200",
                 dtype: str = "bf16", prefill_chunk: int | None = None, peers: tuple[str, ...] = ("generate_batch",),
-                say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+                kv_block_size: int | None = None, say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """``model`` (a ``transformers`` causal LM) compiled for ``target`` with ``rows`` rows and the
-    load's context, its session on ``device`` under the load, then each peer on the same model:
-    the results of each system and the load."""
+    load's context (a paged KV cache with ``kv_block_size``), its session on ``device`` under the
+    load, then each peer on the same model: the results of each system and the load."""
     from pathlib import Path
 
     import inferx
@@ -182,7 +187,8 @@ def bench_serve(model: Any, workdir: Any, load: Load, *, rows: int, device: str 
         save_checkpoint(model, ckpt)
     say(f"compiling for {target} ({rows} rows, context {load.max_context})")
     art = inferx.compile(str(ckpt), target=target, output=str(work / "serve.ixa"), dtype=dtype,
-                         max_seq_len=load.max_context, max_batch=rows, progress=lambda line: say(f"  {line}"))
+                         max_seq_len=load.max_context, max_batch=rows, kv_block_size=kv_block_size,
+                         progress=lambda line: say(f"  {line}"))
     vocab = model.config.vocab_size
     out: dict[str, Any] = {"load": load_json(load), "systems": []}
     session = inferx.load(str(art), device=device, **({"outputs": "torch"} if device == "cuda" else {}))

@@ -177,6 +177,13 @@ def _compile(src: Any, output: Path, options: CompileOptions) -> Path:
             program = quantize_program_kv(program, kv_amax)
         except (KVQuantError, KeyError) as e:
             raise CompileError(f"kv_dtype fp8: {e.args[0]}") from None
+    if options.kv_block_size is not None:
+        from inferx.compiler.paging import page_program, paging_for
+
+        paging = paging_for(options.kv_block_size, options.kv_blocks, options.max_seq_len, options.max_batch)
+        program = page_program(program, paging)
+        say(f"        kv cache paged: {paging.blocks} blocks of {paging.block_size} positions "
+            f"({paging.blocks_per_seq} a sequence at most)")
     pipeline.dump(options, "1-import", program)
     for n, (name, spec) in enumerate(pipeline.phases(options), 2):
         phase(n, name)

@@ -27,6 +27,7 @@ DEFAULT_MAX_SEQ_LEN = 2048
 MAX_BATCH = 1 << 16
 MAX_SEQ_LEN = 1 << 24
 MAX_JOBS = 1024
+MAX_KV_BLOCKS = 1 << 24
 
 
 class CompileError(ValueError):
@@ -106,6 +107,13 @@ class CompileOptions:
     # read): keys and values past 448 x kv_scale saturate. For models whose range is known, and
     # for timing models with random weights.
     kv_scale: float | None = None
+    # A paged KV cache (inferx.passes.page_kv): each layer's keys and values in a pool of
+    # ``kv_blocks`` blocks of ``kv_block_size`` positions, each sequence's blocks named by a block
+    # table the runtime fills (the serving engine shares prompt prefixes' blocks and admits
+    # requests by the blocks free). None: one contiguous cache row per sequence at the compiled
+    # context. ``kv_blocks`` None: as many as max_batch sequences at max_seq_len take.
+    kv_block_size: int | None = None
+    kv_blocks: int | None = None
     # Where to write the precision map the compile used (JSON; with quant "auto", the plan and what
     # the planner measured), once the artifact is written. None: not written.
     write_precision_map: Path | None = None
@@ -198,6 +206,12 @@ def _problem(o: CompileOptions) -> str | None:
         v = o.kv_scale
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
             return f"kv_scale must be a positive number, got {v!r}"
+    if o.kv_blocks is not None and o.kv_block_size is None:
+        return "kv_blocks is the size of a paged KV cache's pool: give kv_block_size with it"
+    for problem in (_int_problem("kv_block_size", o.kv_block_size, MAX_SEQ_LEN, optional=True),
+                    _int_problem("kv_blocks", o.kv_blocks, MAX_KV_BLOCKS, optional=True)):
+        if problem:
+            return problem
     b = o.fp8_decode_min_batch
     if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
         return f"fp8_decode_min_batch must be a batch of 1 or more (or None), got {b!r}"

@@ -19,11 +19,12 @@ def registry() -> dict[str, type[ModulePass]]:
     from inferx.passes.interleave_pairs import InterleavePairs
     from inferx.passes.merge_gemms import MergeGemms
     from inferx.passes.norm_stats import NormStats
+    from inferx.passes.page_kv import PageKV
     from inferx.passes.plan_memory import PlanMemory
     from inferx.passes.quantize import Quantize
     from inferx.passes.quantize_fp8 import QuantizeFp8
     from inferx.passes.quantize_kv import QuantizeKV
     from inferx.passes.settle_dynamic_rope import SettleDynamicRope
 
-    return {p.name: p for p in (Canonicalize, CSE, DCE, Quantize, QuantizeFp8, QuantizeKV, MergeGemms, InterleavePairs,
-                                FoldNormWeights, Fuse, NormStats, SettleDynamicRope, PlanMemory)}
+    return {p.name: p for p in (Canonicalize, CSE, DCE, Quantize, QuantizeFp8, QuantizeKV, PageKV, MergeGemms,
+                                InterleavePairs, FoldNormWeights, Fuse, NormStats, SettleDynamicRope, PlanMemory)}

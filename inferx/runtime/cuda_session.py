@@ -21,6 +21,7 @@ too much to capture a graph per length.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -41,6 +42,7 @@ from inferx.runtime.manifest import (
     Manifest,
     MemoryPlan,
     check_sizes,
+    inputs_of,
     read_kernels,
 )
 from inferx.runtime.plan import eval_dim, resolve
@@ -48,7 +50,6 @@ from inferx.runtime.session import DecoderSession, SessionError, manifest_limits
 from inferx.runtime.triton_kernels import grid as grid_of
 
 ITEM = ITEM_BYTES
-N_INPUTS = 3  # input_ids, positions, kv_lens; the KV caches follow (decoder.py)
 
 
 def bucket_of(n: int, buckets: Sequence[int], what: str) -> int:
@@ -186,9 +187,10 @@ class CudaSession(DecoderSession):
 
     # the backend ---------------------------------------------------------------------------
     def _reset_cache(self, batch: int) -> None:
-        rows = bucket_of(batch, self.batch_buckets, "batch")
         i = self.info
-        nbytes = rows * i.num_kv_heads * self.max_context * i.head_dim * ITEM[i.cache_dtype]
+        # a paged cache's pool is the same for any batch: allocated once, as for a batch of 1
+        rows = bucket_of(batch, self.batch_buckets, "batch") if i.kv_paging is None else 1
+        nbytes = math.prod(i.cache_shape(rows, self.max_context)) * ITEM[i.cache_dtype]
         if rows > self.cache_rows:
             for ptr in self.caches:
                 self.drv.free(ptr)
@@ -202,6 +204,11 @@ class CudaSession(DecoderSession):
         i = self.info
         return i.num_kv_heads * self.max_context * i.head_dim * ITEM[i.cache_dtype]
 
+    def _block_bytes(self) -> int:
+        i = self.info
+        assert i.kv_paging is not None
+        return i.num_kv_heads * i.kv_paging.block_size * i.head_dim * ITEM[i.cache_dtype]
+
     def _row_caches(self, row: int) -> list[Any]:
         n = self._row_bytes()
         return [self.drv.download(ptr, np.empty(n, dtype=np.uint8), row * n) for ptr in self.caches]
@@ -213,6 +220,25 @@ class CudaSession(DecoderSession):
             if not isinstance(v, np.ndarray) or v.nbytes != n:
                 raise SessionError(f"restore_row: a saved row of {n} bytes a cache is what save_row gives")
             self.drv.upload(ptr + row * n, v)
+
+    def _block_caches(self, blocks: list[int]) -> list[Any]:
+        n = self._block_bytes()
+        out = []
+        for ptr in self.caches:
+            host = np.empty((len(blocks), n), dtype=np.uint8)
+            for j, b in enumerate(blocks):
+                self.drv.download(ptr, host[j], b * n)
+            out.append(host)
+        return out
+
+    def _set_block_caches(self, blocks: list[int], saved: list[Any]) -> None:
+        n = self._block_bytes()
+        self.drv.synchronize()  # the steps before have written the cache
+        for ptr, v in zip(self.caches, saved, strict=True):
+            if not isinstance(v, np.ndarray) or v.shape != (len(blocks), n):
+                raise SessionError(f"restore_row: saved blocks of {n} bytes each are what save_row gives")
+            for j, b in enumerate(blocks):
+                self.drv.upload(ptr + b * n, np.ascontiguousarray(v[j]))
 
     def _step(
         self,
@@ -229,6 +255,11 @@ class CudaSession(DecoderSession):
         bound = self._bind(entry, padded, seq)
         host = [np.zeros((padded, seq), np.int32), np.zeros((padded, seq), np.int32), np.ones(padded, np.int32)]
         host[0][:batch], host[1][:batch], host[2][:batch] = input_ids, positions, kv_lens
+        if self.pages is not None:  # padded rows: no token, no key, no block
+            host[1][batch:], host[2][batch:] = -1, 0
+            table = np.full((padded, self.pages.paging.blocks_per_seq), -1, np.int32)
+            table[:batch] = self.block_table(batch)
+            host.append(table)
         for ptr, a in zip(bound.inputs, host, strict=True):
             self.drv.upload_async(ptr, a)
         if graph:
@@ -255,7 +286,7 @@ class CudaSession(DecoderSession):
         key = (entry, batch, seq)
         if key in self._bound and context is None:
             return self._bound[key]
-        if self.cache_rows < batch:
+        if self.cache_rows < (batch if self.info.kv_paging is None else 1):  # a paged pool serves any batch
             self._reset_cache(batch)
         plan = self.entries[entry]
         alloc = {
@@ -268,7 +299,7 @@ class CudaSession(DecoderSession):
         buffers = self._buffers.setdefault(akey, {})  # the bucket's, sized for it, kept across binds
         if akey not in self._inputs:
             self._inputs[akey] = [
-                self.drv.alloc(_size(a, alloc), f"{entry} input {a.name}") for a in plan.args[:N_INPUTS]
+                self.drv.alloc(_size(a, alloc), f"{entry} input {a.name}") for a in plan.args[:inputs_of(self.info)]
             ]
 
         returned = {b.name for b in plan.returns if b.kind == "buffer"}
@@ -346,7 +377,7 @@ class CudaSession(DecoderSession):
                 total += self.weights[b.name][1]
             elif b.kind == "buffer":
                 total += _size(plan.buffers[b.name], env)
-            elif b.index >= N_INPUTS:
+            elif b.index >= inputs_of(self.info):
                 total += kv_row * (context if cost.get("kv") == "context" else env["seq"])
             elif j not in aliased:
                 total += _size(plan.args[b.index], env)

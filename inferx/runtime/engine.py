@@ -33,7 +33,9 @@ into blocks, prefixes shared, only the blocks in use swapped) are for later.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +104,11 @@ class Engine:
         self._next_id = 0
         self.steps = 0
         self.preemptions = 0
+        self.pool = session.pages  # a paged cache's blocks (None: rows of a contiguous cache)
+        # full blocks of prompts, by the digest of every token up to each block's end: a later
+        # prompt that starts with those tokens shares them (least recently used first)
+        self._prefix: OrderedDict[bytes, int] = OrderedDict()
+        self.shared_blocks = 0  # prompt blocks requests took from the prefix cache instead of prefilling
 
     # --- what callers see -----------------------------------------------------------------
     @property
@@ -140,6 +147,10 @@ class Engine:
         if need > self.session.max_context:
             raise SessionError(f"a prompt of {ids.size} tokens and max_new_tokens {max_new_tokens} need {need} "
                                f"positions; the context holds {self.session.max_context}")
+        if self.pool is not None and self.pool.paging.blocks_for(need) > self.pool.paging.blocks:
+            raise SessionError(f"a prompt of {ids.size} tokens and max_new_tokens {max_new_tokens} need "
+                               f"{self.pool.paging.blocks_for(need)} blocks of the KV cache; it holds "
+                               f"{self.pool.paging.blocks}")
         if sampling is not None and not isinstance(sampling, SamplingParams):
             raise SessionError(f"sampling must be a SamplingParams or None, got {type(sampling).__name__}")
         stop = self.session.info.eos_token_ids if stop_token_ids is None else list(stop_token_ids)
@@ -224,13 +235,92 @@ class Engine:
                 if victim.priority >= self._waiting[0][2].priority:
                     return
                 self._preempt(victim)
-            req = heapq.heappop(self._waiting)[2]
+            req = self._waiting[0][2]
+            shared = self._shared_prefix(req) if req.saved is None else []
+            if not self._blocks_for(req, shared):
+                return  # the head of the line waits for blocks (those of requests that end)
+            heapq.heappop(self._waiting)
             req.row = heapq.heappop(self._free)
             self._running[req.row] = req
             if req.saved is not None:  # preempted before: its cache back as it was
                 self.session.restore_row(req.row, req.saved)
                 self._lengths[req.row] = req.held
                 req.saved = None
+            elif shared:
+                assert self.pool is not None
+                self.pool.share(req.row, shared)
+                req.prefilled = len(shared) * self.pool.paging.block_size
+                self._lengths[req.row] = req.prefilled
+                self.shared_blocks += len(shared)
+
+    # --- a paged cache's blocks -------------------------------------------------------------
+    def _digests(self, prompt: np.ndarray, blocks: int) -> list[bytes]:
+        """The digest of every token up to the end of each of the prompt's first ``blocks``
+        blocks (each chained to the one before)."""
+        assert self.pool is not None
+        bs, out, h = self.pool.paging.block_size, [], b""
+        for j in range(blocks):
+            h = hashlib.sha256(h + prompt[j * bs:(j + 1) * bs].astype("<i8").tobytes()).digest()
+            out.append(h)
+        return out
+
+    def _shared_prefix(self, r: Request) -> list[int]:
+        """The cached blocks that hold the longest prefix of ``r``'s prompt in whole blocks,
+        leaving at least its last token to prefill (its logits draw the first token)."""
+        if self.pool is None:
+            return []
+        blocks: list[int] = []
+        for d in self._digests(r.prompt, (r.prompt.size - 1) // self.pool.paging.block_size):
+            b = self._prefix.get(d)
+            if b is None:
+                break
+            self._prefix.move_to_end(d)
+            blocks.append(b)
+        return blocks
+
+    def _blocks_for(self, r: Request, shared: list[int]) -> bool:
+        """Whether the pool can give ``r`` every block it may write (its prompt and output, less
+        the ``shared`` blocks it will share) beside what the running requests may still take;
+        prefix blocks no request holds (``shared`` aside) are evicted for it, least recently used
+        first. Admission never promises more blocks than the pool has."""
+        if self.pool is None:
+            return True
+        pool = self.pool
+
+        def want(q: Request) -> int:
+            return pool.paging.blocks_for(q.prompt.size + q.max_new_tokens - 1)
+
+        promised = sum(max(want(q) - len(pool.row_blocks(q.row)), 0) for q in self._running.values()
+                       if q.row is not None)
+        need = want(r) - len(shared)
+        while pool.free - promised < need and self._evict(set(shared)):
+            pass
+        return pool.free - promised >= need
+
+    def _evict(self, keep: set[int]) -> bool:
+        """Frees the least recently used prefix block that only the prefix cache holds (not one
+        of ``keep``)."""
+        assert self.pool is not None
+        for d, b in self._prefix.items():
+            if self.pool.refs[b] == 1 and b not in keep:
+                del self._prefix[d]
+                self.pool.drop([b])
+                return True
+        return False
+
+    def _keep_prefix(self, r: Request) -> None:
+        """Puts the full blocks of ``r``'s prompt (all in its cache now) in the prefix cache."""
+        assert self.pool is not None and r.row is not None
+        held = self.pool.row_blocks(r.row)
+        for d, b in zip(self._digests(r.prompt, r.prompt.size // self.pool.paging.block_size), held, strict=False):
+            if d not in self._prefix:
+                self._prefix[d] = b
+                self.pool.hold([b])
+
+    @property
+    def cached_blocks(self) -> int:
+        """Blocks the prefix cache holds."""
+        return len(self._prefix)
 
     def _preempt(self, r: Request) -> None:
         assert r.row is not None
@@ -254,7 +344,11 @@ class Engine:
             r.prefilled += part.size
             kv_lens[r.row] = self._lengths[r.row] = r.prefilled
         logits = self.session.step_rows("prefill_last", ids, positions, kv_lens)
-        return self._draw([r for r in filling if r.prefilled == r.prompt.size], logits)
+        done = [r for r in filling if r.prefilled == r.prompt.size]
+        if self.pool is not None:
+            for r in done:
+                self._keep_prefix(r)
+        return self._draw(done, logits)
 
     def _decode(self, running: Sequence[Request]) -> list[Event]:
         """One token for each of ``running`` (their prompts in; the first token drawn)."""
@@ -300,6 +394,7 @@ class Engine:
 
     def _release(self, r: Request) -> None:
         assert r.row is not None
+        self.session.release_row(r.row)
         del self._running[r.row]
         self._lengths[r.row] = 0
         heapq.heappush(self._free, r.row)

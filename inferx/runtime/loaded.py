@@ -109,6 +109,7 @@ class _Graph:
     positions: Any
     kv_lens: Any
     logits: Any
+    table: Any  # a paged cache's block table, else None
 
 
 class ArtifactSession(DecoderSession):
@@ -185,13 +186,11 @@ class ArtifactSession(DecoderSession):
 
     def _reset_cache(self, batch: int) -> None:
         i = self.info
-        shape = [batch, i.num_kv_heads, self.max_context, i.head_dim]
+        shape = list(i.cache_shape(batch, self.max_context))
         kv_bytes = 2 * i.num_layers * math.prod(shape) * self.dtypes[i.cache_dtype].itemsize
-        check_memory(
-            self.weight_bytes + kv_bytes,
-            f"the weights and the KV cache of {batch} sequences of {self.max_context} tokens",
-            self.device.type,
-        )
+        what = (f"{batch} sequences of {self.max_context} tokens" if i.kv_paging is None
+                else f"{i.kv_paging.blocks} blocks of {i.kv_paging.block_size} positions")
+        check_memory(self.weight_bytes + kv_bytes, f"the weights and the KV cache of {what}", self.device.type)
         self.caches = []  # the old caches go before the new are made
         self.caches = [self._zeros(shape, i.cache_dtype) for _ in range(2 * i.num_layers)]
         self.graphs = {}  # graphs capture the cache buffers they were built with
@@ -203,11 +202,24 @@ class ArtifactSession(DecoderSession):
         for c, v in zip(self.caches, saved, strict=True):  # in place: captured graphs keep their buffers
             c[row].copy_(v)
 
+    def _block_caches(self, blocks: list[int]) -> list[Any]:
+        at = self.torch.as_tensor(blocks, device=self.device)
+        return [c[at].to("cpu", copy=True) for c in self.caches]
+
+    def _set_block_caches(self, blocks: list[int], saved: list[Any]) -> None:
+        at = self.torch.as_tensor(blocks, device=self.device)
+        for c, v in zip(self.caches, saved, strict=True):
+            c[at] = v.to(self.device)
+
     def _bind(self, entry: str, args: list[Any], batch: int, seq: int) -> tuple[list[Launch], list[Any]]:
         env = {"batch": batch, "seq": seq, "ctx": self.max_context}
         return bind(
             self.entries[entry], self.kernels, [*args, *self.caches], self.weights, env, self._empty, self._zeros
         )
+
+    def _table(self, n: int) -> list[np.ndarray]:
+        """The block table input of a paged cache's step (none for a contiguous cache)."""
+        return [] if self.pages is None else [self.block_table(n)]
 
     def _inputs(self, *arrays: np.ndarray) -> list[Any]:
         return [self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(self.device) for a in arrays]
@@ -223,7 +235,8 @@ class ArtifactSession(DecoderSession):
         if entry == "decode" and self.use_graphs:
             return self._decode_graph(input_ids, positions, kv_lens)
         start = time.perf_counter()
-        launches, results = self._bind(entry, self._inputs(input_ids, positions, kv_lens), *input_ids.shape)
+        launches, results = self._bind(entry, self._inputs(input_ids, positions, kv_lens, *self._table(len(input_ids))),
+                                       *input_ids.shape)
         run(launches)
         if entry == "decode":
             self.host_ms.append((time.perf_counter() - start) * 1e3)
@@ -238,8 +251,8 @@ class ArtifactSession(DecoderSession):
         batch = input_ids.shape[0]
         g = self.graphs.get(batch)
         if g is None:
-            ids, pos, kvl = self._inputs(input_ids, positions, kv_lens)
-            launches, results = self._bind("decode", [ids, pos, kvl], batch, 1)
+            ids, pos, kvl, *table = self._inputs(input_ids, positions, kv_lens, *self._table(batch))
+            launches, results = self._bind("decode", [ids, pos, kvl, *table], batch, 1)
             # Warm up (compiles the kernels) on a side stream, then redo this step inside the capture:
             # the KV write of the warm-up is rewritten with the same values by the captured launches.
             side = torch.cuda.Stream()
@@ -250,11 +263,13 @@ class ArtifactSession(DecoderSession):
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 run(launches)
-            g = self.graphs[batch] = _Graph(graph, launches, ids, pos, kvl, results[0])
+            g = self.graphs[batch] = _Graph(graph, launches, ids, pos, kvl, results[0], table[0] if table else None)
         start = time.perf_counter()
         g.ids.copy_(torch.from_numpy(np.ascontiguousarray(input_ids, dtype=np.int32)), non_blocking=False)
         g.positions.copy_(torch.from_numpy(np.ascontiguousarray(positions, dtype=np.int32)))
         g.kv_lens.copy_(torch.from_numpy(np.ascontiguousarray(kv_lens, dtype=np.int32)))
+        if g.table is not None:
+            g.table.copy_(torch.from_numpy(np.ascontiguousarray(self.block_table(batch), dtype=np.int32)))
         g.graph.replay()
         self.host_ms.append((time.perf_counter() - start) * 1e3)
         return g.logits.float().cpu().numpy()

@@ -126,6 +126,7 @@ __all__ = [
     "MAX_SOURCE_BYTES",
     "MAX_TENSOR_BYTES",
     "N_INPUTS",
+    "inputs_of",
     "SECTIONS",
     "TENSOR_DTYPES",
     "ArgSpec",
@@ -424,29 +425,48 @@ def _tensor_bytes(dims: Sequence[expr.Bounds], dtype: str, at: _At) -> int:
     return (n + 1) // 2 if dtype == "i4" else n * ITEM_BYTES[dtype]
 
 
+def inputs_of(info: ModelInfo) -> int:
+    """The arguments of an entry before the caches: the token ids, positions and lengths, and a
+    paged cache's block table."""
+    return N_INPUTS + (info.kv_paging is not None)
+
+
 def _check_args(e: EntryPlan, info: ModelInfo, at: _At) -> None:
     """A session binds an entry's arguments itself: the token ids and positions [batch, seq] (or
-    [batch, 1]), the lengths [batch], all int32, then a K and a V cache per layer, each [batch,
-    num_kv_heads, ctx, head_dim] of the cache's dtype (the model's, or kv_dtype)."""
-    want = N_INPUTS + 2 * info.num_layers
+    [batch, 1]), the lengths [batch], all int32, a paged cache's block table [batch, blocks a
+    sequence] of int32, then a K and a V cache per layer, each [batch, num_kv_heads, ctx,
+    head_dim] of the cache's dtype (the model's, or kv_dtype), or a paged cache's pool [blocks,
+    num_kv_heads, block_size, head_dim]."""
+    paging = info.kv_paging
+    n_in = inputs_of(info)
+    want = n_in + 2 * info.num_layers
     if len(e.args) != want:
         raise at.error(
             f"{len(e.args)} arguments; the model's {info.num_layers} layers make {want} (the token ids, "
-            "positions and lengths, then a K and a V cache per layer)"
+            f"positions and lengths{', the block table' if paging else ''}, then a K and a V cache per layer)"
         )
     batch, seq, ctx = expr.Sym("batch"), expr.Sym("seq"), expr.Sym("ctx")
     rows = ((batch, seq), (batch, expr.Num(1)))
-    cache = (batch, expr.Num(info.num_kv_heads), ctx, expr.Num(info.head_dim))
+    heads, hd = expr.Num(info.num_kv_heads), expr.Num(info.head_dim)
+    if paging is None:
+        cache: tuple[expr.Expr, ...] = (batch, heads, ctx, hd)
+        cache_what = f"[batch, {info.num_kv_heads}, ctx, {info.head_dim}]"
+    else:
+        cache = (expr.Num(paging.blocks), heads, expr.Num(paging.block_size), hd)
+        cache_what = f"[{paging.blocks}, {info.num_kv_heads}, {paging.block_size}, {info.head_dim}]"
     for i, a in enumerate(e.args):
         shape = tuple(expr.parse(d) for d in a.shape)
         if i < 2:
             ok, dtype, what = shape in rows, "i32", "[batch, seq] or [batch, 1] of i32"
         elif i == 2:
             ok, dtype, what = shape == (batch,), "i32", "[batch] of i32"
+        elif i < n_in:
+            assert paging is not None
+            ok, dtype = shape == (batch, expr.Num(paging.blocks_per_seq)), "i32"
+            what = f"[batch, {paging.blocks_per_seq}] of i32 (the block table of model.kv_paging)"
         else:
             ok, dtype = shape == cache, info.cache_dtype
-            what = (f"[batch, {info.num_kv_heads}, ctx, {info.head_dim}] of {info.cache_dtype} (model's KV heads, "
-                    "head_dim, cache dtype)")
+            what = f"{cache_what} of {info.cache_dtype} (model's KV heads, head_dim, cache dtype, paging)"
         if not ok or a.dtype != dtype:
             raise at.at(i).error(f"{a.name!r} is {list(a.shape)} of {a.dtype}, not {what}")
 

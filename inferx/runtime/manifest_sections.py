@@ -24,6 +24,7 @@ from typing import Any, Literal, cast
 
 from inferx.runtime import expr
 from inferx.runtime.kernel_source import KernelSource, Param, Scratch
+from inferx.runtime.kv_blocks import Paging
 from inferx.runtime.manifest_fields import (
     _UINT,
     DTYPES,
@@ -81,6 +82,8 @@ def model_json(info: ModelInfo) -> dict[str, Any]:
         "head_dim": info.head_dim,
         "dtype": info.dtype,
         **({"kv_dtype": info.kv_dtype} if info.kv_dtype is not None else {}),
+        **({"kv_paging": {"block_size": info.kv_paging.block_size, "blocks": info.kv_paging.blocks,
+                          "blocks_per_seq": info.kv_paging.blocks_per_seq}} if info.kv_paging is not None else {}),
     }
 
 
@@ -95,8 +98,15 @@ def _model(v: Any, at: _At) -> ModelInfo:
         "head_dim",
         "dtype",
     )
-    o = _obj(v, at, keys, ("kv_dtype",))
+    o = _obj(v, at, keys, ("kv_dtype", "kv_paging"))
     eos = _list(o["eos_token_ids"], at.key("eos_token_ids"))
+    paging = None
+    if "kv_paging" in o:
+        pat = at.key("kv_paging")
+        po = _obj(o["kv_paging"], pat, ("block_size", "blocks", "blocks_per_seq"))
+        paging = Paging(_int(po["block_size"], pat.key("block_size"), 1, MAX_SEQ),
+                        _int(po["blocks"], pat.key("blocks"), 1, MAX_I32),
+                        _int(po["blocks_per_seq"], pat.key("blocks_per_seq"), 1, MAX_SEQ))
     return ModelInfo(
         architecture=_str(o["architecture"], at.key("architecture")),
         vocab_size=_int(o["vocab_size"], at.key("vocab_size"), 1, MAX_I32),
@@ -107,6 +117,7 @@ def _model(v: Any, at: _At) -> ModelInfo:
         head_dim=_int(o["head_dim"], at.key("head_dim"), 1, MAX_HEADS),
         dtype=_choice(o["dtype"], at.key("dtype"), DTYPES),
         kv_dtype=_choice(o["kv_dtype"], at.key("kv_dtype"), KV_DTYPES) if "kv_dtype" in o else None,
+        kv_paging=paging,
     )
 
 

@@ -24,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from inferx.runtime.draw import draw
+from inferx.runtime.kv_blocks import BlockPool, PoolFull
 from inferx.runtime.manifest import Manifest
 from inferx.runtime.model_info import ModelInfo
-from inferx.runtime.sampling import SamplingError, SamplingParams, per_row, sample_row
+from inferx.runtime.sampling import SamplingError, SamplingParams, per_row
 
 
 class SessionError(ValueError):
@@ -66,11 +68,6 @@ def _count(v: Any, what: str, minimum: int) -> int:
     if v < minimum:
         raise SessionError(f"{what} must be at least {minimum}, got {int(v)}")
     return int(v)
-
-
-def host_logits(logits: Any) -> np.ndarray:
-    """Logits as a host array (sessions may return torch tensors on a device)."""
-    return logits.float().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits)
 
 
 def manifest_limits(manifest: Manifest, max_batch: int | None) -> tuple[ModelInfo, int, int]:
@@ -224,6 +221,14 @@ class InputCheck:
             )
 
 
+@dataclass(frozen=True)
+class SavedBlocks:
+    """A paged row saved by ``save_row``: its ``blocks`` and every layer's K and V of them."""
+
+    blocks: int
+    caches: list[Any]
+
+
 class DecoderSession(ABC):
     """prefill / decode / generate / reset over a backend's ``_step``. Every input passes
     ``self.inputs`` (InputCheck) before the session's state changes or a step runs."""
@@ -234,6 +239,10 @@ class DecoderSession(ABC):
         max_context = _count(max_context, "max_context", 1)
         if max_context > info.max_context:
             raise SessionError(f"max_context {max_context} exceeds the model's {info.max_context}")
+        paging = info.kv_paging
+        if paging is not None and max_context > paging.blocks_per_seq * paging.block_size:
+            raise SessionError(f"max_context {max_context} exceeds the paged cache's {paging.blocks_per_seq} blocks "
+                               f"of {paging.block_size} positions a sequence")
         self.info = info
         self.max_batch = max_batch
         self.max_context = max_context
@@ -241,6 +250,7 @@ class DecoderSession(ABC):
         self.lengths: np.ndarray | None = None  # tokens held per sequence
         self.held_rows: int | None = None  # rows a caller fills itself (hold_rows), else None
         self.entry_points: frozenset[str] = frozenset({"prefill", "decode"})  # the backend's program has these
+        self.pages: BlockPool | None = None  # a paged cache's blocks (inferx.runtime.kv_blocks)
 
     # the backend ---------------------------------------------------------------------------
     @abstractmethod
@@ -254,7 +264,40 @@ class DecoderSession(ABC):
     ) -> np.ndarray: ...
 
     @abstractmethod
-    def _reset_cache(self, batch: int) -> None: ...
+    def _reset_cache(self, batch: int) -> None:
+        """A zeroed cache for ``batch`` rows: [batch, kv heads, context, head_dim] a layer's K and
+        V, or a paged cache's pool (``ModelInfo.cache_shape``)."""
+
+    def _block_caches(self, blocks: list[int]) -> list[Any]:
+        """Host copies of ``blocks`` of every layer's K and V pool, in the cache's order."""
+        raise SessionError(f"{type(self).__name__} cannot save blocks of its cache")
+
+    def _set_block_caches(self, blocks: list[int], saved: list[Any]) -> None:
+        raise SessionError(f"{type(self).__name__} cannot restore blocks of its cache")
+
+    def _new_cache(self, batch: int) -> None:
+        paging = self.info.kv_paging
+        self.pages = None if paging is None else BlockPool(paging, batch)
+        self._reset_cache(batch)
+
+    def _run(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray,
+             rows: np.ndarray | None = None) -> np.ndarray:
+        """``_step``, each row of a paged cache given the blocks its written positions need first
+        (SessionError, nothing run, if the pool has too few free)."""
+        if self.pages is not None:
+            written = np.where(positions >= 0, positions + 1, 0).max(axis=1)
+            for r in np.flatnonzero(written):
+                try:
+                    self.pages.cover(int(r), int(written[r]))
+                except PoolFull as e:
+                    raise SessionError(f"the paged KV cache is full: {e}") from None
+        return self._step(entry, input_ids, positions, kv_lens, rows)
+
+    def block_table(self, n: int) -> np.ndarray:
+        """The first ``n`` rows of a paged cache's block table, int32 [n, blocks a sequence]
+        (-1: no block), for a backend's ``_step``."""
+        assert self.pages is not None, "block_table of a contiguous cache"
+        return self.pages.table[:n]
 
     def _row_caches(self, row: int) -> list[Any]:
         """Host copies of ``row`` of every layer's K and V cache, in the cache's order."""
@@ -290,15 +333,15 @@ class DecoderSession(ABC):
         held = np.zeros(batch, dtype=np.int64) if self.lengths is None else self.lengths
         self.inputs.room(held, n, "prefill")
         if self.lengths is None:
-            self._reset_cache(batch)
+            self._new_cache(batch)
         col = np.arange(seq)[None, :]
         positions = np.where(col < n[:, None], held[:, None] + col, -1)
         kv_lens = held + n
         if logits == "last" and "prefill_last" in self.entry_points:
-            out = self._step("prefill_last", ids, positions, kv_lens)
+            out = self._run("prefill_last", ids, positions, kv_lens)
         else:  # an artifact compiled before prefill_last existed takes the rows from every row's logits
             rows = np.arange(batch) * seq + n - 1 if logits == "last" else None
-            out = self._step("prefill", ids, positions, kv_lens, rows)
+            out = self._run("prefill", ids, positions, kv_lens, rows)
         self.lengths = kv_lens
         return out
 
@@ -310,7 +353,7 @@ class DecoderSession(ABC):
         ids = self.inputs.tokens(input_ids, len(self.lengths))
         self.inputs.room(self.lengths, np.ones_like(self.lengths), "decode")
         kv_lens = self.lengths + 1
-        logits = self._step("decode", ids, self.lengths[:, None].copy(), kv_lens)
+        logits = self._run("decode", ids, self.lengths[:, None].copy(), kv_lens)
         self.lengths = kv_lens
         return logits
 
@@ -321,7 +364,7 @@ class DecoderSession(ABC):
         rows = _count(rows, "rows", 1)
         self.inputs._batch(rows)
         self.reset()
-        self._reset_cache(rows)
+        self._new_cache(rows)
         self.held_rows = rows
 
     def step_rows(self, entry: str, input_ids: np.ndarray, positions: np.ndarray, kv_lens: np.ndarray) -> np.ndarray:
@@ -340,24 +383,45 @@ class DecoderSession(ABC):
         if entry == "prefill_last" and "prefill_last" not in self.entry_points:
             real = (positions >= 0).sum(axis=1)
             last = np.arange(n) * input_ids.shape[1] + np.maximum(real - 1, 0)
-            return self._step("prefill", input_ids, positions, kv_lens, last)
+            return self._run("prefill", input_ids, positions, kv_lens, last)
         if entry not in ("prefill_last", "decode"):
             raise SessionError(f"step_rows runs prefill_last or decode, not {entry!r}")
-        return self._step(entry, input_ids, positions, kv_lens)
+        return self._run(entry, input_ids, positions, kv_lens)
 
-    def save_row(self, row: int) -> list[Any]:
-        """A host copy of held row ``row`` of the KV cache (every layer's K and V, the whole
-        context), for ``restore_row`` to put back in any row: how the engine preempts a request
-        and resumes it later."""
+    def save_row(self, row: int) -> Any:
+        """A host copy of held row ``row`` of the KV cache (every layer's K and V: the whole
+        context, or the blocks a paged row holds), for ``restore_row`` to put back in any row: how
+        the engine preempts a request and resumes it later."""
         self._held_row(row)
+        if self.pages is not None:
+            blocks = self.pages.row_blocks(row)
+            return SavedBlocks(len(blocks), self._block_caches(blocks))
         return self._row_caches(row)
 
-    def restore_row(self, row: int, saved: list[Any]) -> None:
-        """Puts a ``save_row`` copy back as held row ``row``."""
+    def restore_row(self, row: int, saved: Any) -> None:
+        """Puts a ``save_row`` copy back as held row ``row`` (a paged row: into fresh blocks;
+        SessionError if the pool has too few free)."""
         self._held_row(row)
+        if self.pages is not None:
+            if not isinstance(saved, SavedBlocks) or len(saved.caches) != 2 * self.info.num_layers:
+                raise SessionError("restore_row takes what save_row returned: a paged row's blocks")
+            self.pages.release(row)
+            try:
+                blocks = self.pages.place(row, saved.blocks)
+            except PoolFull as e:
+                raise SessionError(f"restore_row: the paged KV cache is full: {e}") from None
+            self._set_block_caches(blocks, saved.caches)
+            return
         if not isinstance(saved, list) or len(saved) != 2 * self.info.num_layers:
             raise SessionError(f"restore_row takes what save_row returned: {2 * self.info.num_layers} arrays")
         self._set_row_caches(row, saved)
+
+    def release_row(self, row: int) -> None:
+        """Held row ``row`` holds no sequence any more: a paged row's blocks go back to the pool
+        (a contiguous row is simply written over by the next)."""
+        self._held_row(row)
+        if self.pages is not None:
+            self.pages.release(row)
 
     def _held_row(self, row: int) -> None:
         if self.held_rows is None or self.lengths is not None:
@@ -406,18 +470,15 @@ class DecoderSession(ABC):
             empty = np.zeros((len(ids), 0), dtype=np.int64)
             return (empty, np.zeros((len(ids), 0))) if logprobs else empty
         penalized = any(p.repetition_penalty != 1.0 for p in params)
-        plain = not logprobs and not penalized and all(p.greedy for p in params)
         # the tokens each sequence holds, for the repetition penalty alone
         held = [list(row[:k]) if penalized else [] for row, k in zip(ids.tolist(), n.tolist(), strict=True)]
+        every = list(range(len(ids)))
 
-        def pick(logits: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
-            if plain:
-                return logits.argmax(-1), np.zeros(len(logits))
-            drawn = [sample_row(row, np.asarray(h, dtype=np.int64), p, step, logprobs)
-                     for row, h, p in zip(logits, held, params, strict=True)]
-            return np.array([t for t, _ in drawn], dtype=np.int64), np.array([lp for _, lp in drawn])
+        def pick(logits: Any, step: int) -> tuple[np.ndarray, np.ndarray]:
+            return draw(logits, every, [np.asarray(h, dtype=np.int64) for h in held], params, [step] * len(every),
+                        [logprobs] * len(every))
 
-        nxt, lp = pick(host_logits(self.prefill(ids, n.tolist(), logits="last"))[:, 0], 0)
+        nxt, lp = pick(self.prefill(ids, n.tolist(), logits="last"), 0)
         out, lps = [nxt], [lp]
         done = np.isin(nxt, eos)
         for step_index in range(1, budget):
@@ -426,7 +487,7 @@ class DecoderSession(ABC):
             if penalized:
                 for h, t in zip(held, nxt.tolist(), strict=True):
                     h.append(t)
-            step, lp = pick(host_logits(self.decode(nxt[:, None]))[:, 0], step_index)
+            step, lp = pick(self.decode(nxt[:, None]), step_index)
             nxt = np.where(done, nxt, step)
             lps.append(np.where(done, 0.0, lp))
             done |= np.isin(nxt, eos)

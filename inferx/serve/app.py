@@ -150,6 +150,12 @@ class EngineLoop:
                 "# TYPE inferx_free_rows gauge", f"inferx_free_rows {e.free_rows}",
                 "# TYPE inferx_engine_steps_total counter", f"inferx_engine_steps_total {e.steps}",
                 "# TYPE inferx_preemptions_total counter", f"inferx_preemptions_total {e.preemptions}",
+                *(() if e.pool is None else (
+                    "# TYPE inferx_kv_blocks gauge", f"inferx_kv_blocks {e.pool.paging.blocks}",
+                    "# TYPE inferx_kv_blocks_used gauge", f"inferx_kv_blocks_used {e.pool.held}",
+                    "# TYPE inferx_kv_blocks_cached gauge", f"inferx_kv_blocks_cached {e.cached_blocks}",
+                    "# TYPE inferx_kv_shared_blocks_total counter",
+                    f"inferx_kv_shared_blocks_total {e.shared_blocks}")),
                 "# TYPE inferx_requests_total counter",
                 *(f'inferx_requests_total{{finish="{k}"}} {v}' for k, v in self.finished.items()),
                 "# TYPE inferx_time_to_first_token_seconds histogram",

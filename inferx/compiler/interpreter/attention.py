@@ -76,8 +76,11 @@ def attention(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> l
     assert isinstance(op, nn.AttentionOp)
     q, k, v = compute(ins[0]), compute(ins[1]), compute(ins[2])
     b, hq, s, d = q.shape
-    hkv, t = k.shape[1], k.shape[2]
     rest = list(ins[3:])
+    if op.block_table is not None:  # a paged cache: each sequence's blocks gathered in order
+        table = rest.pop().astype(np.int64)
+        k, v = _gather_pages(k, table, "k"), _gather_pages(v, table, "v")
+    hkv, t = k.shape[1], k.shape[2]
     if op.k_scale is not None:  # an FP8 cache: E4M3 values times each KV head's scale
         from inferx.compiler.ir.fp8 import kv_dequantize  # ir.fp8 rounds with this package's numerics
 
@@ -121,16 +124,43 @@ def attention(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> l
     return [out]
 
 
+def _gather_pages(pool: np.ndarray, table: np.ndarray, what: str) -> np.ndarray:
+    """A paged cache ``pool[n, h, B, d]`` as ``[batch, h, blocks * B, d]`` by ``table[batch,
+    blocks]``: entries out of the pool (unallocated: -1) read block 0, past every ``kv_lens``."""
+    n, h, bs, d = pool.shape
+    if table.ndim != 2 or table.shape[0] == 0:
+        raise InterpreterError(f"ix.attention: block_table must be [batch, blocks], got {list(table.shape)}")
+    seq = pool[np.where((table >= 0) & (table < n), table, 0)]  # [batch, blocks, h, B, d]
+    return seq.transpose(0, 2, 1, 3, 4).reshape(table.shape[0], h, table.shape[1] * bs, d)
+
+
 def kv_write(op: Operation, ins: Sequence[np.ndarray], ctx: KernelContext) -> list[np.ndarray]:
-    """Writes ``new[n, :, i]`` into ``cache[n, :, positions[n, i]]``; negative positions skip."""
+    """Writes ``new[n, :, i]`` into ``cache[n, :, positions[n, i]]`` (a paged cache: into block
+    ``block_table[n, p // B]`` at slot ``p % B``); negative positions skip."""
+    assert isinstance(op, nn.KVWriteOp)
     cache, new, positions = ins[:3]
-    if len(ins) > 3:  # an FP8 cache
+    rest = list(ins[3:])
+    table = rest.pop().astype(np.int64) if op.block_table is not None else None
+    if op.scale is not None:  # an FP8 cache
         from inferx.compiler.ir.fp8 import kv_quantize
 
-        new = kv_quantize(new, ins[3])
+        new = kv_quantize(new, rest.pop())
     out = cache.copy()
     n_idx, i_idx = np.nonzero(positions >= 0)
     slots = positions[n_idx, i_idx].astype(np.int64)
+    if table is not None:
+        bs = cache.shape[2]
+        at = slots // bs
+        if at.size and at.max() >= table.shape[1]:
+            raise InterpreterError(f"ix.kv_write: position {int(slots.max())} is past the block table's "
+                                   f"{table.shape[1]} blocks of {bs}")
+        blocks = table[n_idx, at]
+        if blocks.size and (blocks.min() < 0 or blocks.max() >= cache.shape[0]):
+            bad = int(blocks[(blocks < 0) | (blocks >= cache.shape[0])][0])
+            raise InterpreterError(f"ix.kv_write: block {bad} of the block table is not in the pool of "
+                                   f"{cache.shape[0]} blocks")
+        out[blocks, :, slots % bs, :] = new[n_idx, :, i_idx, :]
+        return [out]
     if slots.size and slots.max() >= cache.shape[2]:
         raise InterpreterError(f"ix.kv_write: position {int(slots.max())} is past the cache length "
                                f"{cache.shape[2]}")

@@ -46,9 +46,8 @@ class ReferenceSession(DecoderSession):
         self.caches: list[np.ndarray] = []
 
     def _reset_cache(self, batch: int) -> None:
-        i = self.info
-        shape = (batch, i.num_kv_heads, self.max_context, i.head_dim)
-        self.caches = [np.zeros(shape, dtype=self.cache_dtype) for _ in range(2 * i.num_layers)]
+        shape = self.info.cache_shape(batch, self.max_context)
+        self.caches = [np.zeros(shape, dtype=self.cache_dtype) for _ in range(2 * self.info.num_layers)]
 
     def _step(
         self,
@@ -59,12 +58,15 @@ class ReferenceSession(DecoderSession):
         rows: np.ndarray | None = None,
     ) -> np.ndarray:
         n = input_ids.shape[0]
-        whole = not self.caches or n == self.caches[0].shape[0]
+        # a paged cache's pools are whole whatever the rows; a contiguous one's first n rows
+        whole = self.pages is not None or not self.caches or n == self.caches[0].shape[0]
+        table = [self.block_table(n)] if self.pages is not None else []
         outs = self.interpreter.run(
             entry,
             input_ids.astype(np.int32),
             positions.astype(np.int32),
             kv_lens.astype(np.int32),
+            *table,
             *(self.caches if whole else [c[:n] for c in self.caches]),
         )
         if whole:
@@ -82,6 +84,13 @@ class ReferenceSession(DecoderSession):
     def _set_row_caches(self, row: int, saved: list[Any]) -> None:
         for c, v in zip(self.caches, saved, strict=True):
             c[row] = v
+
+    def _block_caches(self, blocks: list[int]) -> list[Any]:
+        return [np.array(c[blocks]) for c in self.caches]
+
+    def _set_block_caches(self, blocks: list[int], saved: list[Any]) -> None:
+        for c, v in zip(self.caches, saved, strict=True):
+            c[blocks] = v
 
 
 def reference_session(program: Any, **options: Any) -> ReferenceSession:

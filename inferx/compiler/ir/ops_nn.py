@@ -600,6 +600,10 @@ class AttentionOp(IxOp):
     An FP8 KV cache: ``k`` and ``v`` f8e4m3 (E4M3 values) with ``k_scale`` and ``v_scale`` (f32
     [hkv], one per KV head, both or neither): the keys and values are ``k * k_scale[h]`` and
     ``v * v_scale[h]`` (``inferx.compiler.ir.fp8``, "KV cache").
+
+    A paged cache (``block_table``, i32 [batch, blocks a sequence]): ``k`` and ``v`` are pools of
+    blocks ``[n, hkv, B, d]`` and key t of sequence b is ``k[block_table[b, t // B], :, t % B]``
+    (``ix.kv_write``): ``t`` is the table's blocks times B.
     """
 
     name = "ix.attention"
@@ -610,21 +614,23 @@ class AttentionOp(IxOp):
     kv_lens = opt_operand_def(TensorType)
     k_scale = opt_operand_def(TensorType)
     v_scale = opt_operand_def(TensorType)
+    block_table = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
         "$q `,` $k `,` $v (`positions` $positions^)? (`kv_lens` $kv_lens^)? (`k_scale` $k_scale^)?"
-        " (`v_scale` $v_scale^)? attr-dict `:` type($q)"
+        " (`v_scale` $v_scale^)? (`block_table` $block_table^)? attr-dict `:` type($q)"
         " `,` type($k) `,` type($v) (`positions` type($positions)^)? (`kv_lens` type($kv_lens)^)?"
-        " (`k_scale` type($k_scale)^)? (`v_scale` type($v_scale)^)? `->` type($result)"
+        " (`k_scale` type($k_scale)^)? (`v_scale` type($v_scale)^)? (`block_table` type($block_table)^)?"
+        " `->` type($result)"
     )
 
     @classmethod
     def infer(cls, ins, attrs, outs):
         q, k, v = ins[:3]
-        extra = dict(zip(present_operands(attrs, 3, ("positions", "kv_lens", "k_scale", "v_scale")), ins[3:],
-                         strict=True))
+        extra = dict(zip(present_operands(attrs, 3, ("positions", "kv_lens", "k_scale", "v_scale", "block_table")),
+                         ins[3:], strict=True))
         fp8 = "k_scale" in extra or "v_scale" in extra
         for name, t in (("q", q), ("k", k), ("v", v)):
             need_rank(t, 4, name, BHSD)
@@ -644,8 +650,12 @@ class AttentionOp(IxOp):
         need_float(q, "q")
         if q.dtype == DType.f8e4m3:
             raise ShapeError("q must be f32, f16 or bf16, got f8e4m3")
-        sh.same(k.shape[0], q.shape[0], "k's batch must equal q's")
-        sh.same(v.shape[0], q.shape[0], "v's batch must equal q's")
+        if "block_table" in extra:
+            _check_block_table(extra["block_table"], k, q.shape[0], "q")
+            sh.same(v.shape[0], k.shape[0], "v's blocks must equal k's")
+        else:
+            sh.same(k.shape[0], q.shape[0], "k's batch must equal q's")
+            sh.same(v.shape[0], q.shape[0], "v's batch must equal q's")
         sh.same(v.shape[1], k.shape[1], "v's kv heads must equal k's")
         sh.same(v.shape[2], k.shape[2], "v's context length must equal k's")
         sh.same(k.shape[3], q.shape[3], "k's head_dim must equal q's")
@@ -682,6 +692,10 @@ class KVWriteOp(IxOp):
 
     An FP8 cache (f8e4m3) takes ``scale`` (f32 [h], one per KV head): it holds
     ``e4m3(clamp(new / scale[h], +-448))`` (``inferx.compiler.ir.fp8``, "KV cache").
+
+    A paged cache (``block_table``, i32 [batch, blocks a sequence]) is a pool of blocks
+    ``cache[n, h, B, d]`` (B the block size): position p of sequence b lives in block
+    ``block_table[b, p // B]`` at slot ``p % B``. Its batch is the table's.
     """
 
     name = "ix.kv_write"
@@ -689,22 +703,29 @@ class KVWriteOp(IxOp):
     new = operand_def(TensorType)
     positions = operand_def(TensorType)
     scale = opt_operand_def(TensorType)
+    block_table = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = FUNCTIONAL
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$cache `,` $new `,` $positions (`,` $scale^)? (`block_table` $block_table^)? attr-dict"
+        " `:` `(` type($cache) `,` type($new) `,` type($positions) (`,` type($scale)^)? `)`"
+        " (`block_table` type($block_table)^)? `->` type($result)"
+    )
 
     @classmethod
     def infer(cls, ins, attrs, outs):
         cache, new, pos = ins[:3]
+        extra = dict(zip(present_operands(attrs, 3, ("scale", "block_table")), ins[3:], strict=True))
         need_rank(cache, 4, "cache", "[batch, kv_heads, max_ctx, head_dim]")
         need_rank(new, 4, "new", BHSD)
-        if len(ins) > 3:
+        if "scale" in extra:
             if cache.dtype != DType.f8e4m3:
                 raise ShapeError(f"a scale goes with an f8e4m3 cache, got a {cache.dtype.value} cache")
             need_float(new, "new")
             if new.dtype == DType.f8e4m3:
                 raise ShapeError("new must be f32, f16 or bf16, got f8e4m3")
-            st = ins[3]
+            st = extra["scale"]
             if st.dtype != DType.f32 or st.rank != 1:
                 raise ShapeError(f"scale must be f32 [kv heads], got {st}")
             sh.same(st.shape[0], cache.shape[1], "scale's length must equal the cache's kv heads")
@@ -714,11 +735,27 @@ class KVWriteOp(IxOp):
             same_dtype(cache, new, "cache and new")
         need_index(pos, "positions")
         need_rank(pos, 2, "positions", "[batch, seq]")
-        for i, label in ((0, "batch"), (1, "kv heads"), (3, "head_dim")):
+        labels = ((1, "kv heads"), (3, "head_dim"))
+        if "block_table" in extra:
+            _check_block_table(extra["block_table"], cache, new.shape[0], "new")
+        else:
+            labels = ((0, "batch"), *labels)
+        for i, label in labels:
             sh.same(new.shape[i], cache.shape[i], f"new's {label} (dim {i}) must equal the cache's")
         sh.same(pos.shape[0], new.shape[0], "positions' batch must equal new's")
         sh.same(pos.shape[1], new.shape[2], "positions' seq must equal new's")
         return [cache]
+
+
+def _check_block_table(table: TensorType, cache: TensorType, batch: Any, who: str) -> None:
+    """A paged cache's block table: i32 [batch, blocks a sequence], over a pool of static shape."""
+    if table.dtype != DType.i32 or table.rank != 2:
+        raise ShapeError(f"block_table must be i32 [batch, blocks a sequence], got {table}")
+    sh.same(table.shape[0], batch, f"block_table's batch must equal {who}'s")
+    for what, d in (("a paged cache's blocks (dim 0)", cache.shape[0]), ("a paged cache's block size (dim 2)",
+                     cache.shape[2]), ("block_table's blocks a sequence", table.shape[1])):
+        if not isinstance(d, int) or d <= 0:
+            raise ShapeError(f"{what} must be a static positive int, got {d}")
 
 
 @irdl_op_definition

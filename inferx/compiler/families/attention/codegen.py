@@ -26,7 +26,14 @@ from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument
 
-from inferx.compiler.families.common.attention_loop import _kv_loop, _Loop, _padded, decode_queries, kv_scales
+from inferx.compiler.families.common.attention_loop import (
+    _kv_loop,
+    _Loop,
+    _padded,
+    context,
+    decode_queries,
+    kv_scales,
+)
 from inferx.compiler.families.common.errors import CodegenError
 from inferx.compiler.families.common.source import module_source as _module
 from inferx.compiler.families.common.tile import TL_DTYPE, Emitter, Tile, release_writes
@@ -169,7 +176,7 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     bm, bn = sched.bm, sched.bn
     bd, bdv = _padded(d), _padded(dv)
     low = q_t.dtype in (DType.f16, DType.bf16)
-    S, T, B = em.dim(q_t.shape[2]), em.dim(k_t.shape[2]), em.dim(q_t.shape[0])
+    (T, paged), S, B = context(em, op), em.dim(q_t.shape[2]), em.dim(q_t.shape[0])
     qi = f"in{op.q.index}"  # type: ignore[attr-defined]
 
     # Heads vary fastest over the grid; under a causal mask the query blocks go from the last (the
@@ -215,7 +222,7 @@ def generate(kernel: KernelOp, name: str, target: str = "sm_90",
     # scale carries log2(e), so exp2 replaces exp (both make prefill attention markedly faster;
     # docs/performance.md).
     loop = _Loop(causal, window, cap, scale, low, d, dv, hkv, T, pos="pos[:, None]", base2=True, pad_masks=True,
-                 kv_fp8=fp8, qdt=TL_DTYPE[q_t.dtype])
+                 kv_fp8=fp8, qdt=TL_DTYPE[q_t.dtype], paged=paged)
     if causal and window is None:
         em.emit("mid = (tl.minimum(kvl, tl.min(tl.where(im, pos, kvl), 0) + 1) // BN) * BN")
         _kv_loop(em, op, "0", "mid", "kvl", False, loop)
@@ -260,7 +267,7 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched:
     bm = max(16, 1 << (group - 1).bit_length())
     bd, bdv = _padded(d), _padded(dv)
     low = q_t.dtype in (DType.f16, DType.bf16)
-    T, B = em.dim(k_t.shape[2]), em.dim(q_t.shape[0])
+    (T, paged), B = context(em, op), em.dim(q_t.shape[0])
     e = em.emit
     e("sp = tl.program_id(0)")
     e("bh = tl.program_id(1)")
@@ -276,7 +283,7 @@ def _decode(kernel: KernelOp, name: str, em: Emitter, op: nn.AttentionOp, sched:
     e("start = sp * chunk")
     e("end = tl.minimum(start + chunk, kvl)")
     loop = _Loop(causal, window, cap, scale, low, d, dv, hkv, T, pos="pos", base2=False, pad_masks=False,
-                 kv_fp8=fp8, qdt=qdt)
+                 kv_fp8=fp8, qdt=qdt, paged=paged)
     _kv_loop(em, op, "start", "end", "end", True, loop)
     # Partials to scratch, then the last program of this (sequence, KV head) merges them. Only
     # the group's rows (BM pads them to 16) of the slices that hold keys are written and read:

@@ -28,7 +28,7 @@ class AttentionTask:
     grows with its live context, and the schedule is chosen for the longest). ``window`` and
     ``softcap`` say whether the kernel masks a sliding window or caps its scores, not their
     values; ``epilogue`` holds the cost tags of ops after the attention ("plain" when only the
-    layout moves)."""
+    layout moves); ``block_size`` is a paged cache's (0: a contiguous cache, and no key field)."""
 
     template: str
     dtype: str  # of q
@@ -45,6 +45,7 @@ class AttentionTask:
     shape: str  # "decode" | "prefill"
     rows: int
     ctx: int
+    block_size: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +61,7 @@ class AttentionTask:
             "shape": self.shape,
             "rows": self.rows,
             "ctx": self.ctx,
+            **({"block_size": self.block_size} if self.block_size else {}),
         }
 
     @staticmethod
@@ -73,7 +75,7 @@ class AttentionTask:
             return AttentionTask(
                 d["template"], dt["q"], dt["kv"], dt["out"], int(heads["q"]), int(heads["kv"]), int(hd["qk"]),
                 int(hd["v"]), bool(d["causal"]), bool(d["window"]), bool(d["softcap"]), d["epilogue"], d["shape"],
-                int(d["rows"]), int(d["ctx"]),
+                int(d["rows"]), int(d["ctx"]), int(d.get("block_size", 0)),
             )
         except (KeyError, TypeError) as e:
             raise TaskError(f"not an attention task: missing or malformed field {e}") from None
@@ -90,8 +92,9 @@ class AttentionTask:
         flags = "".join(f" {f}" for f, on in (("causal", self.causal), ("window", self.window),
                                                ("softcap", self.softcap)) if on)
         rows = "batch" if self.shape == "decode" else "seq"
+        paged = f" paged/{self.block_size}" if self.block_size else ""
         return (f"{self.template} {dt} heads={self.q_heads}/{self.kv_heads} {d}{flags} >{self.epilogue} "
-                f"{self.shape} {rows}<={self.rows} ctx<={self.ctx}")
+                f"{self.shape} {rows}<={self.rows} ctx<={self.ctx}{paged}")
 
 
 
@@ -132,5 +135,6 @@ def attention_task(kernel: KernelOp, rows: int, max_seq_len: int) -> AttentionTa
         shape="decode" if attention.is_decode(kernel) else "prefill",
         rows=rows_bucket(rows),
         ctx=pow2_at_least(max_seq_len),
+        block_size=int(k_t.shape[2]) if op.block_table is not None else 0,  # type: ignore[arg-type]
     )
 

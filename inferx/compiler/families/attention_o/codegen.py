@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from xdsl.ir import BlockArgument, Operation
 
 from inferx.compiler.families.common import partials
-from inferx.compiler.families.common.attention_loop import _kv_loop, _Loop, _padded, decode_queries, kv_scales, q_dtype
+from inferx.compiler.families.common.attention_loop import (
+    _kv_loop,
+    _Loop,
+    _padded,
+    context,
+    decode_queries,
+    kv_scales,
+    q_dtype,
+)
 from inferx.compiler.families.common.hardware import HOPPER_SMS
 from inferx.compiler.families.common.partials import add_partial, finish_tiles
 from inferx.compiler.families.common.source import module_source as _module
@@ -138,7 +146,7 @@ def generate(kernel: KernelOp, name: str, schedule: AttentionOSchedule | None = 
     bm = max(16, 1 << (group - 1).bit_length())
     bd, bdv = _padded(p.d), _padded(p.dv)
     low = q_t.dtype in (DType.f16, DType.bf16)
-    T, B = em.dim(k_t.shape[2]), em.dim(q_t.shape[0])
+    (T, paged), B = context(em, op), em.dim(q_t.shape[0])
     attrs = op.attributes
     scale = get_float(attrs, "scale", 1.0 / math.sqrt(p.d))
     window = get_int(attrs, "window") if attrs.get("window") is not None else None
@@ -159,7 +167,7 @@ def generate(kernel: KernelOp, name: str, schedule: AttentionOSchedule | None = 
         e(f"lo = tl.maximum(pos - {window - 1}, 0) // BN * BN")
         lo = "lo"
     loop = _Loop(get_flag(attrs, "causal"), window, get_opt_float(attrs, "softcap"), scale, low, p.d, p.dv, p.hkv,
-                 T, pos="pos", base2=False, pad_masks=False, kv_fp8=fp8, qdt=TL_DTYPE[q_dtype(op)])
+                 T, pos="pos", base2=False, pad_masks=False, kv_fp8=fp8, qdt=TL_DTYPE[q_dtype(op)], paged=paged)
     _kv_loop(em, op, lo, "kvl", "kvl", True, loop)
     out_t = op.result.type
     assert isinstance(out_t, TensorType)

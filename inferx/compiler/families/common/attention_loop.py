@@ -38,6 +38,9 @@ class _Loop:
     # q is), and each key's logit is scaled by its head's ``ksc`` too (``kv_scales`` loads both).
     kv_fp8: bool = False
     qdt: str = "tl.float32"
+    # A paged cache: (the block table's kernel input, its blocks a sequence, the block size); key
+    # j of sequence b is slot j % B of block table[b, j // B] (``ix.attention``)
+    paged: tuple[str, int, int] | None = None
 
 
 def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, masked: bool, c: _Loop) -> None:
@@ -58,9 +61,19 @@ def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, mask
         k_mask.append(f"(dd[:, None] < {c.d})")
     if not c.pad_masks or c.dv != _padded(c.dv):
         v_mask.append(f"(de[None, :] < {c.dv})")
+    if c.paged is not None:  # each key's block; keys of masked blocks with no block are not read
+        table, per_seq, bs = c.paged
+        e(f"kb = tl.load({table} + b * {per_seq} + j // {bs}{', mask=jm, other=-1' if masked else ''})")
+        if masked:
+            k_mask[0] = "(jm & (kb >= 0))[None, :]"
+            v_mask[0] = "(jm & (kb >= 0))[:, None]"
+        k_row, v_row = f"(kb[None, :] * {c.hkv} + hk) * {bs} + j[None, :] % {bs}", \
+            f"(kb[:, None] * {c.hkv} + hk) * {bs} + j[:, None] % {bs}"
+    else:
+        k_row, v_row = f"(b * {c.hkv} + hk) * {c.T} + j[None, :]", f"(b * {c.hkv} + hk) * {c.T} + j[:, None]"
     km = f", mask={' & '.join(k_mask)}, other=0" if k_mask else ""
     vm = f", mask={' & '.join(v_mask)}, other=0" if v_mask else ""
-    e(f"k = tl.load({ki} + ((b * {c.hkv} + hk) * {c.T} + j[None, :]) * {c.d} + dd[:, None]{km})")
+    e(f"k = tl.load({ki} + ({k_row}) * {c.d} + dd[:, None]{km})")
     if c.kv_fp8:
         emit_from_bytes(em, "k", "k", c.qdt)
     elif not c.low:
@@ -85,7 +98,7 @@ def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, mask
     e(f"p = {exp}(s - m_new[:, None])")
     e(f"alpha = {exp}(m_i - m_new)")
     e("l_i = l_i * alpha + tl.sum(p, 1)")
-    e(f"v = tl.load({vi} + ((b * {c.hkv} + hk) * {c.T} + j[:, None]) * {c.dv} + de[None, :]{vm})")
+    e(f"v = tl.load({vi} + ({v_row}) * {c.dv} + de[None, :]{vm})")
     if c.kv_fp8:
         emit_from_bytes(em, "v", "v", c.qdt)
     if c.low:
@@ -94,6 +107,19 @@ def _kv_loop(em: Emitter, op: nn.AttentionOp, lo: str, hi: str, limit: str, mask
         e(f"acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32){precision})")
     e("m_i = m_new")
     em.indent -= 1
+
+
+def context(em: Emitter, op: nn.AttentionOp) -> tuple[str, tuple[str, int, int] | None]:
+    """The keys a sequence may hold, as code (the cache's length, or a paged cache's blocks a
+    sequence times its block size), and ``_Loop.paged`` for a paged cache (else None)."""
+    k_t = op.k.type
+    assert isinstance(k_t, TensorType)
+    if op.block_table is None:
+        return em.dim(k_t.shape[2]), None
+    t_t = op.block_table.type
+    assert isinstance(t_t, TensorType)
+    per_seq, bs = int(t_t.shape[1]), int(k_t.shape[2])  # type: ignore[arg-type]
+    return str(per_seq * bs), (f"in{op.block_table.index}", per_seq, bs)  # type: ignore[attr-defined]
 
 
 def q_dtype(op: nn.AttentionOp) -> DType:

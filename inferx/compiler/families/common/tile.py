@@ -407,6 +407,13 @@ class Emitter:
         assert isinstance(cache_t, TensorType)
         pos = self.load(op.positions, [new.coords[0], new.coords[2]], new.mask, as_float=False)
         coords = [new.coords[0], new.coords[1], pos, new.coords[3]]
+        valid = f"({pos} >= 0)"
+        if op.block_table is not None:  # a paged cache: the position's block from the table
+            bs = cache_t.shape[2]
+            blk = self.load(op.block_table, [new.coords[0], f"({pos} // {bs})"], f"{new.mask} & {valid}",
+                            as_float=False)
+            coords = [blk, new.coords[1], f"({pos} % {bs})", new.coords[3]]
+            valid = f"{valid} & ({blk} >= 0)"  # a position with no block is not written
         ptr = f"in{self.input_index(op.cache)} + {self.offset(coords, cache_t.shape)}"
         if op.scale is not None:  # an FP8 cache: the value over its head's scale, as E4M3 bytes
             new_t = op.new.type
@@ -420,7 +427,7 @@ class Emitter:
             emit_to_bytes(self, q, value)
         else:
             value = f"{new.expr}.to({TL_DTYPE[cache_t.dtype]})"
-        self.emit(f"tl.store({ptr}, {value}, mask={new.mask} & ({pos} >= 0))")
+        self.emit(f"tl.store({ptr}, {value}, mask={new.mask} & {valid})")
         # The result is the cache itself, updated in place: yield it as an alias of the input.
         yield_op = self.kernel.body.block.last_op
         assert isinstance(yield_op, YieldOp)
