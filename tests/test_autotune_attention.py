@@ -156,7 +156,8 @@ def test_default_schedule_generates_todays_source_and_a_wrong_shape_is_refused()
         == [16, 16, 8, 2, 1, 1]
     cpu = attention.AttentionSchedule(bn=32, splits=attention.CPU_SPLITS)
     assert attention.heuristic_schedule(dec, "cpu", 64) == cpu
-    # an FP8 cache takes at least FP8_CACHE_SPLITS slices
+    # an FP8 cache takes at least FP8_CACHE_SPLITS slices of FP8_CACHE_BN keys (3 stages at 16), and
+    # keys and values decoded to f16 only under a bf16 query (this model is fp32)
     import inferx
     from inferx.compiler.quant.kv import quantize_program_kv, uniform_kv
 
@@ -165,8 +166,15 @@ def test_default_schedule_generates_todays_source_and_a_wrong_shape_is_refused()
     dec8 = next(k for f in fp8.ops for k in f.body.block.ops  # type: ignore[attr-defined]
                 if getattr(k, "template", None) is not None and k.template.data == "attention"
                 and attention.is_decode(k))
-    assert [attention.heuristic_schedule(dec8, "sm_90", rows).splits for rows in (1, 4, 16, 64, 128, 256)] \
-        == [16, 16, 8, 4, 4, 4]
+    scheds = [attention.heuristic_schedule(dec8, "sm_90", rows) for rows in (1, 4, 16, 64, 128, 256)]
+    assert [s.splits for s in scheds] == [16, 16, 8, 8, 8, 8]
+    assert [s.num_stages for s in scheds] == [3, 3, 2, 2, 2, 2] and {(s.bn, s.kv_f16) for s in scheds} == {(128, 0)}
+    program = inferx.import_model(llama(), dtype="bf16")
+    bf8 = fused_module(quantize_program_kv(program, uniform_kv(program, 1.0)))
+    dec_bf = next(k for f in bf8.ops for k in f.body.block.ops  # type: ignore[attr-defined]
+                  if getattr(k, "template", None) is not None and k.template.data == "attention"
+                  and attention.is_decode(k))
+    assert attention.heuristic_schedule(dec_bf, "sm_90", 16).kv_f16 == 1
     with pytest.raises(CodegenError, match="a prefill attention schedule"):
         generate(dec, "k", "sm_90", attention.AttentionSchedule(bm=64))
     with pytest.raises(CodegenError, match="cannot schedule a attention kernel"):

@@ -33,6 +33,7 @@ from inferx.compiler.families.common.attention_loop import (
     context,
     decode_queries,
     kv_scales,
+    q_dtype,
 )
 from inferx.compiler.families.common.errors import CodegenError
 from inferx.compiler.families.common.source import module_source as _module
@@ -88,10 +89,14 @@ class AttentionSchedule:
 DECODE_SPLITS = 16  # powers of two (the arrival test masks with SPLITS - 1)
 DECODE_PROGRAMS = 256
 CPU_SPLITS = 2
-# An FP8 cache's decode takes at least this many slices: decoding E4M3 adds work per byte, and
-# more programs in flight pay for it (batches 16 and 64 of the 8B shape's heads: 4 slices 1.2-1.3x
-# faster than the 1-2 a bf16 cache's rule gives, docs/performance.md)
-FP8_CACHE_SPLITS = 4
+# An FP8 cache's decode takes at least this many slices of 128-key blocks, and under a bf16 query
+# decodes keys and values to f16 (``kv_f16``): decoding E4M3 adds work per byte, which more
+# programs in flight and longer blocks pay for (the 8B shape's heads at context 8192: batches 16
+# and 64 fastest at 8 slices of 128 keys with kv_f16, batch 1 at 16 slices in 3 stages; the 1-2
+# slices of 64 keys a bf16 cache's rule gives are 1.2-1.3x slower; docs/performance.md, "FP8 KV
+# cache")
+FP8_CACHE_SPLITS = 8
+FP8_CACHE_BN = 128
 
 
 def is_decode(kernel: KernelOp) -> bool:
@@ -129,7 +134,9 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     tuned records of the Llama-3.2-1B and Llama-3-8B shapes (tuning_logs/h200/attention.jsonl) take
     8-16 slices at batch 1, 4-8 at 4, 1-4 at 16 and 1-4 at 64. At large batches one slice of
     64-key blocks is much faster than many slices of 32 keys, and tuning finds it best there too,
-    at its bytes' roofline (docs/performance.md). On the CPU ``CPU_SPLITS``
+    at its bytes' roofline (docs/performance.md). An FP8 cache: ``FP8_CACHE_SPLITS`` slices at
+    least, of ``FP8_CACHE_BN``-key blocks (3 stages at 16 slices), kv_f16 under a bf16 query. On
+    the CPU ``CPU_SPLITS``
     slices of 32 keys. Prefill: 64 queries per program when the query length is symbolic (16 for a
     static one) and 32-key blocks; 4 warps, 2 stages. On sm_90 a symbolic-length prefill takes
     64-key blocks in 3 stages: for long prompts it is the best or near the best of the usual
@@ -137,7 +144,13 @@ def heuristic_schedule(kernel: KernelOp, target: str = "sm_90", rows: int | None
     if is_decode(kernel):
         if target == "cpu":
             return AttentionSchedule(bn=32, splits=CPU_SPLITS)
-        return AttentionSchedule(bn=64, splits=decode_splits(kernel, rows))
+        splits = decode_splits(kernel, rows)
+        op = kernel.body.block.first_op
+        assert isinstance(op, nn.AttentionOp)
+        if op.k_scale is not None:  # an FP8 cache
+            return AttentionSchedule(bn=FP8_CACHE_BN, splits=splits, num_stages=3 if splits >= 16 else 2,
+                                     kv_f16=int(q_dtype(op) == DType.bf16))
+        return AttentionSchedule(bn=64, splits=splits)
     op = kernel.body.block.first_op
     assert isinstance(op, nn.AttentionOp)
     q_t = op.q.type
