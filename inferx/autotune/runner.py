@@ -454,13 +454,15 @@ def _positions(shape: list[int], ctx: int, dtype: Any, device: str) -> Any:
 
 
 def _attention_ints(kop: KernelOp, env: Mapping[str, int], device: str = "cuda") -> dict[int, Any]:
-    """For a kernel that starts with attention, makers of its ``positions`` and ``kv_lens`` inputs (by operand
-    index) for a full context: decode sequences hold ``ctx`` keys with the query at position
-    ctx - 1; a prefill prompt of ``seq`` tokens sits at positions 0..seq-1 and holds ``seq`` keys.
+    """For a kernel that starts with attention, makers of its ``positions``, ``kv_lens`` and
+    ``block_table`` inputs (by operand index) for a full context: decode sequences hold ``ctx``
+    keys with the query at position ctx - 1; a prefill prompt of ``seq`` tokens sits at positions
+    0..seq-1 and holds ``seq`` keys; a paged cache's sequences hold blocks scattered over its pool.
     Empty for other kernels."""
     import torch
 
     from inferx.compiler.ir import ops_nn as nn
+    from inferx.compiler.ir.types import TensorType
 
     op = kop.body.block.first_op
     if not isinstance(op, nn.AttentionOp):  # attention, or attention fused with its projection
@@ -477,8 +479,17 @@ def _attention_ints(kop: KernelOp, env: Mapping[str, int], device: str = "cuda")
     def kv_lens(shape: list[int], dt: Any) -> Any:
         return torch.full(shape, length, dtype=dt, device=device)
 
+    def block_table(shape: list[int], dt: Any) -> Any:
+        """Each sequence's blocks scattered over the pool, as a pool in use holds them (blocks
+        shared round-robin where the pool is smaller than every sequence's blocks)."""
+        k_t = op.k.type
+        assert isinstance(k_t, TensorType) and isinstance(k_t.shape[0], int)
+        n = shape[0] * shape[1]
+        order = torch.randperm(k_t.shape[0], generator=torch.Generator().manual_seed(0))
+        return order[torch.arange(n) % k_t.shape[0]].reshape(shape).to(device=device, dtype=dt)
+
     out: dict[int, Any] = {}
-    for value, maker in ((op.positions, positions), (op.kv_lens, kv_lens)):
+    for value, maker in ((op.positions, positions), (op.kv_lens, kv_lens), (op.block_table, block_table)):
         if value is not None and isinstance(value, BlockArgument):
             out[value.index] = maker
     return out
