@@ -221,7 +221,9 @@ def render_summary(s: Mapping[str, Any]) -> str:
         f"{mdl['num_kv_heads']} KV heads x {mdl['head_dim']}, {mdl['dtype']}"
         f"{', KV cache ' + mdl['kv_dtype'] if mdl.get('kv_dtype') else ''}, max context {mdl['max_context']}, "
         f"eos {mdl['eos_token_ids']}",
-        f"limits     max_batch {lim['max_batch']}, max_seq_len {lim['max_seq_len']}",
+        f"limits     max_batch {lim['max_batch']}, max_seq_len {lim['max_seq_len']}"
+        + (f"; KV cache paged: {pg['blocks']} blocks of {pg['block_size']} positions, {pg['blocks_per_seq']} a "
+           "sequence" if (pg := mdl.get("kv_paging")) else ""),
         f"tokenizer  {', '.join(s['tokenizer']) if s['tokenizer'] else 'none (token ids only)'}",
     ]
     w = s["weights"]

@@ -255,12 +255,20 @@ def _concurrent(session_of, case, prompts: list[list[int]], chunk: int | None = 
 
 @pytest.mark.parametrize("case", _first_of_each_family(), ids=lambda c: c.family)
 def test_every_family_batches_requests_as_they_run_alone(case) -> None:  # type: ignore[no-untyped-def]
-    """Whole prompts, and prompts in chunks of 4 tokens (the first family)."""
+    """Whole prompts, and prompts in chunks of 4 tokens (the first family); then on a paged cache
+    with a shared prefix."""
     program = inferx.import_model(build(case), dtype="f32")
     rng = np.random.default_rng(1)
     prompts = [[int(t) for t in rng.integers(0, case.vocab_size, n)] for n in (5, 9, 3, 7, 4)]
     for chunk in (None, 4) if case is _first_of_each_family()[0] else (None,):
         _concurrent(lambda: program.reference_session(max_batch=3, max_context=24), case, prompts, chunk)
+    # a paged cache (blocks of 4), prompts sharing their first two blocks: as each runs alone
+    from inferx.compiler.paging import page_program, paging_for
+
+    paged = page_program(inferx.import_model(build(case), dtype="f32"), paging_for(4, 18, 24, 3))
+    head = prompts[1][:8]
+    shared = [head + p[:2] for p in prompts]
+    _concurrent(lambda: paged.reference_session(max_batch=3, max_context=24), case, shared)
 
 
 @pytest.mark.thorough  # tests/test_serve.py runs the engine on a compiled artifact in CI

@@ -383,6 +383,10 @@ def test_a_vocabulary_that_disagrees_with_the_weights_is_refused(art: Path, tmp_
         (lambda m: m["model"].update(num_layers=2), ("entries.decode.args", "the model's 2 layers make 7")),
         (lambda m: m["model"].update(head_dim=4096), ("entries.decode.args[3]", "head_dim")),
         (lambda m: m["limits"].update(max_seq_len=1 << 20), ("limits.max_seq_len", "model.max_context 64")),
+        (lambda m: m["model"].update(kv_paging={"block_size": 4, "blocks": 8, "blocks_per_seq": 16}),
+         ("entries.decode.args", "then a K and a V cache per layer", "the block table")),
+        (lambda m: m["model"].update(kv_paging={"block_size": 0, "blocks": 8, "blocks_per_seq": 16}),
+         ("model.kv_paging.block_size", "0")),
         (lambda m: m["limits"].update(max_batch=10**30), ("limits.max_batch", "past the bound")),
         (
             lambda m: m["weights"]["model.embed_tokens.weight"].update(shape=[VOCAB, 65]),

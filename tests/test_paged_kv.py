@@ -109,6 +109,12 @@ def test_a_paged_artifact_matches_the_reference(paged_artifact) -> None:  # type
             got = np.asarray(s.decode(want[step][:, -1].argmax(-1)))
             assert _rel(got, want[step + 1]) < 1e-4, (type(s).__name__, step, _rel(got, want[step + 1]), repro)
         assert s.pages is not None and s.pages.row_blocks(1) == ref.pages.row_blocks(1)  # type: ignore[union-attr]
+    from click.testing import CliRunner
+
+    from inferx.cli import main
+
+    shown = CliRunner().invoke(main, ["inspect", str(art)]).output
+    assert "KV cache paged: 40 blocks of 4 positions, 6 a sequence" in shown, shown
 
 
 @pytest.mark.thorough  # the engine's blocks on a stand-in model: tests/test_engine.py (1,000 requests)
