@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from inferx.autotune.runner import graph_times, launches_per_graph, operand_sets
+from inferx.autotune.runner import cycled_launch_ms, operand_sets
 from inferx.compiler.families.attention import codegen
 from inferx.compiler.families.attention.codegen import AttentionSchedule
 from inferx.compiler.ir.ops_kernel import KernelOp
@@ -105,13 +104,8 @@ def measure(b: int, hq: int, hkv: int, d: int, ctx: int, fp8: bool, sched: Atten
         return row
     if a.device == "cpu":
         return row
-    launches = [Launch(fn, gr, args, kwargs) for args in sets]
-    n = launches_per_graph(len(launches))
-    cycle = [launches[j % len(launches)] for j in range(n)]
-    run(cycle)
-    torch.cuda.synchronize()
-    times = graph_times(lambda: run(cycle), len(cycle), a.warmup, a.iters)
-    row["us"] = round(statistics.median(times) * 1e3, 2)
+    ms = cycled_launch_ms([Launch(fn, gr, args, kwargs) for args in sets], a.warmup, a.iters)
+    row["us"] = round(ms * 1e3, 2)
     return row
 
 

@@ -162,6 +162,19 @@ def launches_per_graph(sets: int, at_least: int = 8) -> int:
     return sets * math.ceil(at_least / sets)
 
 
+def cycled_launch_ms(launches: Sequence[Any], warmup: int, repeats: int) -> float:
+    """The median milliseconds a launch of ``launches`` (``inferx.runtime.plan.Launch``, each over
+    its own copy of the operands) takes when a CUDA graph cycles through them (``graph_times``)."""
+    import torch
+
+    from inferx.runtime.plan import run
+
+    cycle = [launches[j % len(launches)] for j in range(launches_per_graph(len(launches)))]
+    run(cycle)
+    torch.cuda.synchronize()
+    return statistics.median(graph_times(lambda: run(cycle), len(cycle), warmup, repeats))
+
+
 def bench_env(task: AnyTask, ctx: int = 576) -> dict[str, int]:
     """Symbol values a task is measured at: its row bucket as the batch (decode) or the sequence
     (prefill, one sequence), and a KV context of ``ctx`` (at least the prefill's length); an
