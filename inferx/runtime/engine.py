@@ -27,8 +27,15 @@ tokens it would give alone, whatever else runs beside it. Each step returns the 
 the requests it moved.
 
 A preempted request gives the tokens it would have given uninterrupted: its cache comes back
-as it was, its draws keep their numbering. The rows are the cache's; paged KV blocks (rows cut
-into blocks, prefixes shared, only the blocks in use swapped) are for later.
+as it was, its draws keep their numbering.
+
+Over a paged cache (``DecoderSession.pages``) a row holds blocks, not a whole context: a request
+is admitted only when the pool can give it every block its prompt and output may write beside
+what the running requests may still take (no step ever finds the pool empty); the full blocks of
+each prompt, once in, go to a prefix cache keyed by the digest of their tokens, and a later prompt
+that starts with the same whole blocks shares them instead of prefilling them; prefix blocks no
+request holds are evicted least recently used first when a request needs the room. A preempted
+request saves and restores only its blocks.
 """
 
 from __future__ import annotations

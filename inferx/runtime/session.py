@@ -12,7 +12,9 @@ KV cache. ``positions[b, i]`` is the absolute position of token i of sequence b 
 when given, the flat indices ``b * seq + i`` of the only logits rows to return ([len(rows), 1,
 vocab]), so that a backend whose logits live on a device copies those rows alone. A backend whose
 program has the ``prefill_last`` entry (``entry_points``) computes those rows alone instead: the
-final norm and LM head over one row per sequence.
+final norm and LM head over one row per sequence. A backend whose cache is paged
+(``ModelInfo.kv_paging``) passes ``block_table(n)`` after the lengths: the session gives each row
+the blocks its written positions need before the step (``inferx.runtime.kv_blocks``).
 """
 
 from __future__ import annotations
