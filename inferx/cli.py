@@ -488,6 +488,8 @@ def compile_main() -> None:
               "fp8 (fp8gemm).")
 @click.option("--quant-head/--no-quant-head", default=False, show_default=True,
               help="With --quant, the LM head quantized too.")
+@click.option("--kv-block-size", type=click.IntRange(min=1), default=None, metavar="B",
+              help="Tune the attention kernels as `compile --kv-block-size B` makes them (a paged KV cache).")
 def tune_command(
     model: str,
     target: str,
@@ -509,6 +511,7 @@ def tune_command(
     sustain_ms: float,
     quant: str | None,
     quant_head: bool,
+    kv_block_size: int | None,
 ) -> None:
     """Tune the GEMM and attention schedules of MODEL (and the fused decode kernels with --fuse-mlp,
     --fuse-attention-o; the int4 GEMMs with --quant); records are appended to the tuning database."""
@@ -541,6 +544,7 @@ def tune_command(
             sustain_ms=sustain_ms,
             quant=quant,
             quant_head=quant_head,
+            kv_block_size=kv_block_size,
         )
         result = tune(model, options, say=lambda line: click.echo(line, err=True))
     if result.stopped.startswith("interrupted"):

@@ -137,6 +137,28 @@ def test_extraction_lists_attention_tasks_per_batch_bucket() -> None:
     assert gemm_key["v"] == 1 and "ctx" not in gemm_key  # GEMM keys did not move
 
 
+def test_a_paged_cache_gives_attention_tasks_keyed_by_block_size() -> None:
+    """Extraction as `inferx tune --kv-block-size 16` makes it: attention tasks whose key names the
+    block size (a contiguous task's key has no such field, so existing records keep their keys),
+    and the runner's operands for a paged kernel hold a block table of the pool's blocks, each
+    sequence's scattered, none twice."""
+    from inferx.autotune.runner import operand_sets
+
+    module = fused_module(llama(), "fp32", kv_block_size=16, max_seq_len=64, max_batch=4)
+    ex = extract_tasks(module, 64, batches=(1, 4))
+    tasks = [t.task for t in ex.tasks if isinstance(t.task, AttentionTask)]
+    assert len(tasks) == 3 and {t.block_size for t in tasks} == {16}
+    assert all(task_from_json(json.loads(t.key)) == t and "paged/16" in str(t) for t in tasks)
+    assert "block_size" not in replace(tasks[0], block_size=0).to_json()
+    kop = next(k for f in module.ops for k in f.body.block.ops  # type: ignore[attr-defined]
+               if getattr(k, "template", None) is not None and k.template.data == "attention"
+               and attention.is_decode(k))
+    ks = generate(kop, "k", "cpu")
+    (args,) = operand_sets(kop, ks, {"batch": 4, "seq": 1, "ctx": 64}, 1 << 20, "cpu", count=1)
+    table = next(a for p, a in zip(ks.params, args, strict=True) if p.kind == "in" and p.index == 5)
+    assert list(table.shape) == [4, 4] and sorted(table.flatten().tolist()) == list(range(16))
+
+
 def test_default_schedule_generates_todays_source_and_a_wrong_shape_is_refused() -> None:
     module = fused_module(llama(), "fp32")
     kops = [k for f in module.ops for k in f.body.block.ops  # type: ignore[attr-defined]

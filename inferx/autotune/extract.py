@@ -89,12 +89,14 @@ class Extraction:
 
 def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
                  fuse_attention_o: bool = False, quant: str | None = None, quant_head: bool = False,
-                 fp8_decode_min_batch: int | None = None) -> ModuleOp:
+                 fp8_decode_min_batch: int | None = None, kv_block_size: int | None = None,
+                 max_seq_len: int = 2048, max_batch: int = 1) -> ModuleOp:
     """The module after the driver's phases 1-4 (with ``fuse_mlp``, ``fuse_attention_o`` and
     ``fp8_decode_min_batch``, the kernels the compiler's options of those names make; with
     ``quant``, its linears made ``ix.qlinear`` under that scheme (``ix.fp8_linear`` for "fp8")
     first, the LM head too with ``quant_head``: the quantize pass alone, since tasks need shapes,
-    not weights). ``src`` is an
+    not weights; with ``kv_block_size``, its KV cache paged as the compiler pages it for
+    ``max_seq_len`` and ``max_batch``). ``src`` is an
     ix module or Program (cloned, never changed), an HF model directory (read from its
     config.json alone), or anything ``inferx.compile`` imports."""
     from inferx.compiler.frontend.hf import with_dtype
@@ -126,6 +128,12 @@ def fused_module(src: Any, dtype: str | None = None, fuse_mlp: bool = False,
 
         quantize = QuantizeFp8(head=quant_head) if quant == "fp8" else Quantize(scheme=quant, head=quant_head)
         PassManager([quantize, DCE()]).run(module)
+    if kv_block_size is not None:
+        from inferx.compiler.paging import paging_for
+        from inferx.passes.page_kv import PageKV
+
+        p = paging_for(kv_block_size, None, max_seq_len, max_batch)
+        PassManager([PageKV(p.block_size, p.blocks, p.blocks_per_seq)]).run(module)
     options = CompileOptions(fuse_mlp=fuse_mlp, fuse_attention_o=fuse_attention_o,
                              fp8_decode_min_batch=fp8_decode_min_batch)
     spec = ",".join(p for name, p in phases(options) if name != "plan-memory")

@@ -73,6 +73,7 @@ class TuneOptions:
     sustain_ms: float = 0.0  # > 0: time after that long of back-to-back replays (sustained regime)
     quant: str | None = None  # the linears quantized under this scheme (qgemm or fp8gemm tasks), as compile --quant
     quant_head: bool = False  # with quant, the LM head too
+    kv_block_size: int | None = None  # the attention kernels of a paged KV cache of such blocks
 
 
 def parse_budget(text: str) -> float:
@@ -120,7 +121,8 @@ def tune(model: Any, options: TuneOptions, say: Callable[[str], None] = lambda l
 
     try:
         module = fused_module(model, options.dtype, options.fuse_mlp, options.fuse_attention_o, options.quant,
-                              options.quant_head)
+                              options.quant_head, kv_block_size=options.kv_block_size,
+                              max_seq_len=options.max_seq_len, max_batch=options.max_batch)
     except IRError as e:  # the quantize pass's: an unknown scheme, a group that does not divide K
         raise TuneError(f"--quant {options.quant}: {e}") from None
     extraction = extract_tasks(module, options.max_seq_len, hw, batches=batches)
